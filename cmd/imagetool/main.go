@@ -1,0 +1,105 @@
+// Command imagetool builds the project's images (pause and test) from local
+// binaries and pushes them to a registry, the local one by default.
+//
+//	imagetool --pause-bin bin/images/pause --helpers bin/images/memhog,bin/images/probe-server \
+//	          --pause-image 127.0.0.1:5000/nodeagent/pause:1.0 \
+//	          --test-image 127.0.0.1:5000/nodeagent/test:latest [--out DIR] [--push]
+//
+// --out writes each image as an OCI layout under DIR/<name>; --push sends
+// them to their registry over plain HTTP.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"nodeagent/internal/images"
+)
+
+func main() {
+	pauseBin := flag.String("pause-bin", "bin/images/pause", "static pause binary")
+	helpers := flag.String("helpers", "bin/images/memhog,bin/images/probe-server", "comma-separated static helper binaries for the test image")
+	busybox := flag.String("busybox", "/bin/busybox", "static busybox binary (Debian's busybox-static)")
+	pauseRef := flag.String("pause-image", "127.0.0.1:5000/nodeagent/pause:1.0", "pause image reference")
+	testRef := flag.String("test-image", "127.0.0.1:5000/nodeagent/test:latest", "test image reference")
+	out := flag.String("out", "", "write OCI layouts under this directory")
+	push := flag.Bool("push", false, "push the images to their registry")
+	flag.Parse()
+
+	if err := run(context.Background(), *pauseBin, strings.Split(*helpers, ","), *busybox, *pauseRef, *testRef, *out, *push); err != nil {
+		fmt.Fprintln(os.Stderr, "imagetool:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, pauseBin string, helpers []string, busybox, pauseRef, testRef, out string, push bool) error {
+	pause, err := images.Pause(pauseBin)
+	if err != nil {
+		return fmt.Errorf("build pause image: %w", err)
+	}
+	test, err := images.Test(busybox, helpers)
+	if err != nil {
+		return fmt.Errorf("build test image: %w", err)
+	}
+	for _, im := range []struct {
+		ref string
+		img v1.Image
+	}{{pauseRef, pause}, {testRef, test}} {
+		digest, err := im.img.Digest()
+		if err != nil {
+			return err
+		}
+		if out != "" {
+			if err := writeLayout(filepath.Join(out, layoutName(im.ref)), im.img); err != nil {
+				return fmt.Errorf("write %s: %w", im.ref, err)
+			}
+		}
+		if push {
+			if err := pushImage(ctx, im.ref, im.img); err != nil {
+				return err
+			}
+		}
+		fmt.Printf("%s@%s\n", im.ref, digest)
+	}
+	return nil
+}
+
+func layoutName(ref string) string {
+	r := strings.NewReplacer("/", "_", ":", "_")
+	return r.Replace(ref)
+}
+
+func writeLayout(dir string, img v1.Image) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return err
+	}
+	return p.AppendImage(img)
+}
+
+func pushImage(ctx context.Context, ref string, img v1.Image) error {
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		return fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := remote.Write(r, img, remote.WithContext(ctx)); err != nil {
+		return fmt.Errorf("push %s: %w (is the registry at %s running? try 'make runtime-up')", ref, err, r.Context().RegistryStr())
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The node's runtime for development and tests: a private containerd and a
+# local image registry, both in the background, with the project's images.
+#
+#   hack/runtime.sh deps     install missing Debian packages
+#   hack/runtime.sh up       start registry + containerd, push images (idempotent)
+#   hack/runtime.sh down     stop containerd and registry (pods keep running)
+#   hack/runtime.sh status   say what is running
+#
+# Settings come from the environment (the Makefile sets them all).
+set -euo pipefail
+
+ROOT_DIR=${RUNTIME_DIR:-/var/lib/nodeagent-runtime}
+RUN_DIR=${RUNTIME_RUN_DIR:-/run/nodeagent-runtime}
+REGISTRY=${REGISTRY:-127.0.0.1:5000}
+PAUSE_IMAGE=${PAUSE_IMAGE:-$REGISTRY/nodeagent/pause:1.0}
+TEST_IMAGE=${TEST_IMAGE:-$REGISTRY/nodeagent/test:latest}
+BIN_DIR=${BIN_DIR:-bin}
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+
+PACKAGES=(containerd runc containernetworking-plugins docker-registry busybox-static iptables iproute2 curl)
+
+log() { printf 'runtime: %s\n' "$*" >&2; }
+die() { printf 'runtime: error: %s\n' "$*" >&2; exit 1; }
+
+need_root() { [ "$(id -u)" = 0 ] || die "must run as root (containerd, cgroups and CNI need it)"; }
+
+deps() {
+	need_root
+	local missing=()
+	for p in "${PACKAGES[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	if [ ${#missing[@]} -eq 0 ]; then
+		return 0
+	fi
+	log "installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# alive PIDFILE: true when the pid in PIDFILE is a running process.
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# stop PIDFILE NAME: SIGTERM, wait up to 10 s, then SIGKILL.
+stop() {
+	local pidfile=$1 name=$2
+	alive "$pidfile" || { rm -f "$pidfile"; return 0; }
+	local pid; pid=$(cat "$pidfile")
+	log "stopping $name (pid $pid)"
+	kill "$pid" 2>/dev/null || true
+	for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	kill -9 "$pid" 2>/dev/null || true
+	rm -f "$pidfile"
+}
+
+# render TEMPLATE OUT: fill @VARS@ in a template.
+render() {
+	sed -e "s|@ROOT@|$ROOT_DIR|g" -e "s|@RUN@|$RUN_DIR|g" -e "s|@REGISTRY@|$REGISTRY|g" \
+		-e "s|@PAUSE_IMAGE@|$PAUSE_IMAGE|g" -e "s|@RESTRICT_OOM@|$(restrict_oom)|g" "$1" >"$2"
+}
+
+# restrict_oom: "true" when this host refuses to lower oom_score_adj below the
+# current value (no CAP_SYS_RESOURCE), as containerd would hit on every sandbox.
+restrict_oom() {
+	if sh -c 'echo -999 > /proc/self/oom_score_adj' 2>/dev/null; then echo false; else echo true; fi
+}
+
+registry_up() {
+	mkdir -p "$ROOT_DIR/registry" "$RUN_DIR" "$ROOT_DIR/logs"
+	render "$HERE/deploy/containerd/registry.yml.in" "$ROOT_DIR/registry.yml"
+	if ! alive "$RUN_DIR/registry.pid"; then
+		log "starting registry on $REGISTRY"
+		setsid nohup docker-registry serve "$ROOT_DIR/registry.yml" >>"$ROOT_DIR/logs/registry.log" 2>&1 </dev/null &
+		echo $! >"$RUN_DIR/registry.pid"
+	fi
+	for _ in $(seq 100); do
+		curl -fsS "http://$REGISTRY/v2/" >/dev/null 2>&1 && return 0
+		alive "$RUN_DIR/registry.pid" || break
+		sleep 0.1
+	done
+	tail -n 20 "$ROOT_DIR/logs/registry.log" >&2 || true
+	die "registry did not come up on $REGISTRY (log: $ROOT_DIR/logs/registry.log)"
+}
+
+containerd_up() {
+	mkdir -p "$ROOT_DIR/containerd" "$ROOT_DIR/cni/net.d" "$ROOT_DIR/certs.d/$REGISTRY" "$RUN_DIR" "$ROOT_DIR/logs"
+	render "$HERE/deploy/containerd/hosts.toml.in" "$ROOT_DIR/certs.d/$REGISTRY/hosts.toml"
+	render "$HERE/deploy/containerd/config.toml.in" "$ROOT_DIR/containerd.toml.new"
+	if alive "$RUN_DIR/containerd.pid" && ! cmp -s "$ROOT_DIR/containerd.toml.new" "$ROOT_DIR/containerd.toml"; then
+		log "containerd config changed; restarting containerd (running pods are kept)"
+		stop "$RUN_DIR/containerd.pid" containerd
+	fi
+	mv "$ROOT_DIR/containerd.toml.new" "$ROOT_DIR/containerd.toml"
+	if ! alive "$RUN_DIR/containerd.pid"; then
+		log "starting containerd (socket $RUN_DIR/containerd.sock)"
+		setsid nohup containerd --config "$ROOT_DIR/containerd.toml" >>"$ROOT_DIR/logs/containerd.log" 2>&1 </dev/null &
+		echo $! >"$RUN_DIR/containerd.pid"
+	fi
+	for _ in $(seq 300); do
+		ctr --address "$RUN_DIR/containerd.sock" version >/dev/null 2>&1 && return 0
+		alive "$RUN_DIR/containerd.pid" || break
+		sleep 0.1
+	done
+	tail -n 20 "$ROOT_DIR/logs/containerd.log" >&2 || true
+	die "containerd did not come up (log: $ROOT_DIR/logs/containerd.log)"
+}
+
+push_images() {
+	[ -x "$BIN_DIR/imagetool" ] || die "$BIN_DIR/imagetool missing: run 'make images' first"
+	log "pushing images to $REGISTRY"
+	"$BIN_DIR/imagetool" --push --pause-bin "$BIN_DIR/images/pause" \
+		--helpers "$BIN_DIR/images/memhog,$BIN_DIR/images/probe-server" \
+		--pause-image "$PAUSE_IMAGE" --test-image "$TEST_IMAGE" >&2
+}
+
+up() {
+	need_root
+	registry_up
+	push_images
+	containerd_up
+	echo "CRI_ENDPOINT=unix://$RUN_DIR/containerd.sock"
+}
+
+down() {
+	stop "$RUN_DIR/containerd.pid" containerd
+	stop "$RUN_DIR/registry.pid" registry
+}
+
+status() {
+	alive "$RUN_DIR/registry.pid" && echo "registry: running (pid $(cat "$RUN_DIR/registry.pid"), $REGISTRY)" || echo "registry: stopped"
+	alive "$RUN_DIR/containerd.pid" && echo "containerd: running (pid $(cat "$RUN_DIR/containerd.pid"), unix://$RUN_DIR/containerd.sock)" || echo "containerd: stopped"
+}
+
+case "${1:-}" in
+deps) deps ;;
+up) up ;;
+down) down ;;
+status) status ;;
+*) echo "usage: $0 deps|up|down|status" >&2; exit 2 ;;
+esac
