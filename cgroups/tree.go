@@ -1,0 +1,171 @@
+package cgroups
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"nodeagent/internal/qos"
+)
+
+// TreeConfig describes the node's cgroup layout and the node-wide values.
+type TreeConfig struct {
+	Root        Name            // cgroupRoot, {} for "/"
+	PerQOS      bool            // cgroupsPerQOS: kubepods, QoS and pod cgroups
+	Pod         PodOptions      // values for pod cgroups
+	Allocatable *ResourceConfig // kubepods values (NodeAllocatableConfig)
+}
+
+// Tree lays out and keeps correct the QoS cgroup tree. Methods are safe for
+// concurrent use; QoS-level writes are serialized.
+type Tree struct {
+	mgr Manager
+	cfg TreeConfig
+	mu  sync.Mutex
+}
+
+// NewTree returns a Tree that writes through mgr.
+func NewTree(mgr Manager, cfg TreeConfig) *Tree { return &Tree{mgr: mgr, cfg: cfg} }
+
+// Manager returns the manager the tree writes through.
+func (t *Tree) Manager() Manager { return t.mgr }
+
+// Kubepods is the node-allocatable cgroup, parent of every pod.
+func (t *Tree) Kubepods() Name {
+	if !t.cfg.PerQOS {
+		return t.cfg.Root
+	}
+	return t.cfg.Root.Child("kubepods")
+}
+
+// QoSParent is where pods of a class live: Guaranteed pods directly under
+// kubepods, the others under kubepods/<class>.
+func (t *Tree) QoSParent(class corev1.PodQOSClass) Name {
+	if class == corev1.PodQOSGuaranteed {
+		return t.Kubepods()
+	}
+	return t.Kubepods().Child(strings.ToLower(string(class)))
+}
+
+// PodCgroup is the pod's own cgroup; ok is false when cgroupsPerQOS is off
+// (the runtime then places containers itself).
+func (t *Tree) PodCgroup(pod *corev1.Pod) (name Name, ok bool) {
+	if !t.cfg.PerQOS {
+		return nil, false
+	}
+	return t.QoSParent(qos.Class(pod)).Child("pod" + string(pod.UID)), true
+}
+
+// Sync writes the whole tree: kubepods with the node allocatable limits, the
+// burstable and besteffort cgroups with values for the active pods, and
+// every active pod's cgroup. It is what runs on pod add/remove and on the
+// periodic reconcile; errors are joined so one bad cgroup does not stop the
+// rest.
+func (t *Tree) Sync(active []*corev1.Pod) error {
+	if !t.cfg.PerQOS {
+		return nil
+	}
+	var errs []error
+	if err := t.syncQoS(active); err != nil {
+		errs = append(errs, err)
+	}
+	for _, p := range active {
+		if err := t.EnsurePod(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SyncQoS writes kubepods and the QoS cgroups only.
+func (t *Tree) SyncQoS(active []*corev1.Pod) error {
+	if !t.cfg.PerQOS {
+		return nil
+	}
+	return t.syncQoS(active)
+}
+
+func (t *Tree) syncQoS(active []*corev1.Pod) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var burstable []*corev1.Pod
+	for _, p := range active {
+		if qos.Class(p) == corev1.PodQOSBurstable {
+			burstable = append(burstable, p)
+		}
+	}
+	var errs []error
+	if err := t.mgr.Set(t.Kubepods(), t.cfg.Allocatable); err != nil {
+		errs = append(errs, fmt.Errorf("node allocatable: %w", err))
+	}
+	if err := t.mgr.Set(t.QoSParent(corev1.PodQOSBurstable), BurstableConfig(burstable)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := t.mgr.Set(t.QoSParent(corev1.PodQOSBestEffort), BestEffortConfig()); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// EnsurePod creates the pod's cgroup if missing and writes its values.
+func (t *Tree) EnsurePod(pod *corev1.Pod) error {
+	name, ok := t.PodCgroup(pod)
+	if !ok {
+		return nil
+	}
+	if err := t.mgr.Set(name, PodConfig(pod, t.cfg.Pod)); err != nil {
+		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// PodCgroups finds every pod cgroup on disk ("pod<uid>" under kubepods and
+// the QoS cgroups), whether or not the agent knows the pod.
+func (t *Tree) PodCgroups() (map[types.UID]Name, error) {
+	found := map[types.UID]Name{}
+	if !t.cfg.PerQOS {
+		return found, nil
+	}
+	for _, class := range []corev1.PodQOSClass{corev1.PodQOSGuaranteed, corev1.PodQOSBurstable, corev1.PodQOSBestEffort} {
+		parent := t.QoSParent(class)
+		children, err := t.mgr.Children(parent)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range children {
+			if uid, ok := strings.CutPrefix(c, "pod"); ok && uid != "" {
+				found[types.UID(uid)] = parent.Child(c)
+			}
+		}
+	}
+	return found, nil
+}
+
+// RemovePod kills whatever still runs in a pod cgroup (SIGKILL, up to five
+// rounds, as the kubelet does) and removes it. A missing cgroup is success.
+func (t *Tree) RemovePod(name Name) error {
+	delay := 10 * time.Millisecond
+	for attempt := 0; attempt < 5; attempt++ {
+		pids, err := t.mgr.Pids(name)
+		if err != nil {
+			return err
+		}
+		if len(pids) == 0 {
+			break
+		}
+		for _, pid := range pids {
+			if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("kill pid %d in %s: %w", pid, name.Cgroupfs(), err)
+			}
+		}
+		time.Sleep(delay)
+		delay *= 2
+	}
+	return t.mgr.Remove(name)
+}

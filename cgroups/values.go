@@ -1,0 +1,174 @@
+package cgroups
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"nodeagent/internal/qos"
+)
+
+// The kubelet's CPU constants (pkg/kubelet/cm/helpers_linux.go).
+const (
+	MinShares      = 2
+	MaxShares      = 262144
+	SharesPerCPU   = 1024
+	MilliCPUToCPU  = 1000
+	QuotaPeriod    = 100000 // µs
+	MinQuotaPeriod = 1000   // µs
+	MaxWeight      = 10000  // cgroup v2 cpu.weight
+)
+
+// ResourceConfig holds the values the agent writes to one cgroup; nil fields
+// are left as they are.
+type ResourceConfig struct {
+	CPUShares *uint64 // v1 cpu.shares; v2 cpu.weight via SharesToWeight
+	CPUQuota  *int64  // µs per period, -1 = unlimited
+	CPUPeriod *uint64 // µs
+	Memory    *int64  // bytes
+	PidsLimit *int64
+}
+
+// MilliCPUToShares converts a cpu request to cpu.shares, clamped to [2, 262144].
+func MilliCPUToShares(milliCPU int64) uint64 {
+	if milliCPU <= 0 {
+		return MinShares
+	}
+	shares := milliCPU * SharesPerCPU / MilliCPUToCPU
+	if shares < MinShares {
+		return MinShares
+	}
+	if shares > MaxShares {
+		return MaxShares
+	}
+	return uint64(shares)
+}
+
+// MilliCPUToQuota converts a cpu limit to a CFS quota for period (µs); 0 means
+// no limit and the quota is never below 1 ms.
+func MilliCPUToQuota(milliCPU int64, period int64) int64 {
+	if milliCPU == 0 {
+		return 0
+	}
+	quota := milliCPU * period / MilliCPUToCPU
+	if quota < MinQuotaPeriod {
+		return MinQuotaPeriod
+	}
+	return quota
+}
+
+// SharesToWeight is the kubelet's linear mapping of cpu.shares [2, 262144] to
+// cgroup v2 cpu.weight [1, 10000] (KEP-2254), used for pod, QoS and kubepods
+// cgroups. Container weights are the OCI runtime's business.
+func SharesToWeight(shares uint64) uint64 {
+	if shares >= MaxShares {
+		return MaxWeight
+	}
+	if shares < MinShares {
+		shares = MinShares
+	}
+	return 1 + ((shares-MinShares)*(MaxWeight-1))/(MaxShares-MinShares)
+}
+
+// PodOptions are the node settings that shape pod cgroup values.
+type PodOptions struct {
+	EnforceCPULimits bool   // cpuCFSQuota
+	CPUPeriod        uint64 // cpuCFSQuotaPeriod in µs; 0 means 100000
+	PidsLimit        int64  // podPidsLimit; <= 0 leaves pids.max alone
+}
+
+// PodConfig is the kubelet's ResourceConfigForPod: shares from the summed cpu
+// requests; for Guaranteed pods also the CFS quota and the memory limit; for
+// Burstable pods the quota only when every container has a cpu limit and the
+// memory limit only when every container has a memory limit; for BestEffort
+// pods only the minimum shares.
+func PodConfig(pod *corev1.Pod, opts PodOptions) *ResourceConfig {
+	period := opts.CPUPeriod
+	if period == 0 {
+		period = QuotaPeriod
+	}
+	requests, limits := qos.PodRequests(pod), qos.PodLimits(pod)
+	shares := MilliCPUToShares(requests.Cpu().MilliValue())
+	quota := MilliCPUToQuota(limits.Cpu().MilliValue(), int64(period))
+	if !opts.EnforceCPULimits {
+		quota = -1
+	}
+	memory := limits.Memory().Value()
+
+	rc := &ResourceConfig{}
+	switch qos.Class(pod) {
+	case corev1.PodQOSGuaranteed:
+		rc.CPUShares, rc.CPUQuota, rc.CPUPeriod, rc.Memory = &shares, &quota, &period, &memory
+	case corev1.PodQOSBurstable:
+		rc.CPUShares = &shares
+		if qos.AllHaveLimit(pod, corev1.ResourceCPU) {
+			rc.CPUQuota, rc.CPUPeriod = &quota, &period
+		}
+		if qos.AllHaveLimit(pod, corev1.ResourceMemory) {
+			rc.Memory = &memory
+		}
+	default:
+		min := uint64(MinShares)
+		rc.CPUShares = &min
+	}
+	if opts.PidsLimit > 0 {
+		pids := opts.PidsLimit
+		rc.PidsLimit = &pids
+	}
+	return rc
+}
+
+// BurstableConfig is the burstable QoS cgroup: shares for the summed cpu
+// requests of its pods (min 2).
+func BurstableConfig(burstablePods []*corev1.Pod) *ResourceConfig {
+	var milli int64
+	for _, p := range burstablePods {
+		requests := qos.PodRequests(p)
+		milli += requests.Cpu().MilliValue()
+	}
+	shares := MilliCPUToShares(milli)
+	return &ResourceConfig{CPUShares: &shares}
+}
+
+// BestEffortConfig is the besteffort QoS cgroup: always the minimum shares.
+func BestEffortConfig() *ResourceConfig {
+	shares := uint64(MinShares)
+	return &ResourceConfig{CPUShares: &shares}
+}
+
+// NodeAllocatableConfig is the kubepods cgroup: capacity minus the reserved
+// amounts (clamped at zero) when enforcePods, else the raw capacity. The
+// hard-eviction threshold is deliberately not subtracted: the gap lets the
+// agent evict before kubepods itself hits its limit.
+func NodeAllocatableConfig(capacity corev1.ResourceList, reserved []corev1.ResourceList, enforcePods bool) *ResourceConfig {
+	alloc := capacity.DeepCopy()
+	if enforcePods {
+		for _, r := range reserved {
+			for name, q := range r {
+				if v, ok := alloc[name]; ok {
+					v.Sub(q)
+					if v.Sign() < 0 {
+						v.Set(0)
+					}
+					alloc[name] = v
+				}
+			}
+		}
+	}
+	rc := &ResourceConfig{}
+	if q, ok := alloc[corev1.ResourceCPU]; ok {
+		shares := MilliCPUToShares(q.MilliValue())
+		rc.CPUShares = &shares
+	}
+	if q, ok := alloc[corev1.ResourceMemory]; ok {
+		mem := q.Value()
+		rc.Memory = &mem
+	}
+	if q, ok := alloc[PIDResource]; ok {
+		pids := q.Value()
+		rc.PidsLimit = &pids
+	}
+	return rc
+}
+
+// PIDResource is the "pid" entry of systemReserved/kubeReserved and of the
+// node's internal capacity.
+const PIDResource corev1.ResourceName = "pid"
