@@ -1,0 +1,104 @@
+package cri
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Options tune a Client.
+type Options struct {
+	// Timeout bounds every call but image pulls (kubelet's
+	// runtimeRequestTimeout, default 2m).
+	Timeout time.Duration
+	// PullTimeout bounds an image pull (default 10m).
+	PullTimeout time.Duration
+}
+
+// maxMsgSize matches the kubelet's limit for CRI messages.
+const maxMsgSize = 16 << 20
+
+// Client talks to one runtime endpoint.
+type Client struct {
+	endpoint    string
+	conn        *grpc.ClientConn
+	runtime     runtimeapi.RuntimeServiceClient
+	images      runtimeapi.ImageServiceClient
+	timeout     time.Duration
+	pullTimeout time.Duration
+}
+
+// New prepares a client for endpoint ("unix:///path/to/socket"). It does not
+// connect; the first call does, and fails fast with UnreachableError when
+// nothing listens.
+func New(endpoint string, opts Options) (*Client, error) {
+	if !strings.HasPrefix(endpoint, "unix://") || len(endpoint) <= len("unix://") {
+		return nil, fmt.Errorf("container runtime endpoint %q: want unix:///path/to/socket", endpoint)
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 2 * time.Minute
+	}
+	if opts.PullTimeout <= 0 {
+		opts.PullTimeout = 10 * time.Minute
+	}
+	conn, err := grpc.NewClient(endpoint,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("container runtime endpoint %q: %w", endpoint, err)
+	}
+	return &Client{
+		endpoint:    endpoint,
+		conn:        conn,
+		runtime:     runtimeapi.NewRuntimeServiceClient(conn),
+		images:      runtimeapi.NewImageServiceClient(conn),
+		timeout:     opts.Timeout,
+		pullTimeout: opts.PullTimeout,
+	}, nil
+}
+
+// Endpoint is the runtime's address.
+func (c *Client) Endpoint() string { return c.endpoint }
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+func (c *Client) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// Version asks the runtime for its name and versions.
+func (c *Client) Version(ctx context.Context) (*runtimeapi.VersionResponse, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	resp, err := c.runtime.Version(ctx, &runtimeapi.VersionRequest{})
+	return resp, c.classify("Version", err)
+}
+
+// Status returns the runtime's conditions (RuntimeReady, NetworkReady) and,
+// when verbose, its configuration as JSON strings in Info.
+func (c *Client) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	resp, err := c.runtime.Status(ctx, &runtimeapi.StatusRequest{Verbose: verbose})
+	return resp, c.classify("Status", err)
+}
+
+// Condition finds a named runtime condition in a Status answer.
+func Condition(st *runtimeapi.RuntimeStatus, name string) *runtimeapi.RuntimeCondition {
+	if st == nil {
+		return nil
+	}
+	for _, cond := range st.Conditions {
+		if cond.Type == name {
+			return cond
+		}
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// notFoundRuntime answers every object lookup with NotFound, like a runtime
+// asked about something already removed.
+type notFoundRuntime struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+}
+
+func (notFoundRuntime) StopContainer(context.Context, *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
+	return nil, status.Error(codes.NotFound, `container "x" not found`)
+}
+func (notFoundRuntime) RemovePodSandbox(context.Context, *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
+	return nil, status.Error(codes.NotFound, `sandbox "x" not found`)
+}
+func (notFoundRuntime) ContainerStatus(context.Context, *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
+	return nil, status.Error(codes.NotFound, `container "x" not found`)
+}
+func (notFoundRuntime) StartContainer(context.Context, *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
+	return nil, status.Error(codes.Unknown, "failed to start: exec: not found")
+}
+
+func serve(t *testing.T) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "cri.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	runtimeapi.RegisterRuntimeServiceServer(srv, notFoundRuntime{})
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	return "unix://" + sock
+}
+
+func TestErrorsAreClassified(t *testing.T) {
+	c, err := New(serve(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.StopContainer(ctx, "x", 0); err != nil {
+		t.Errorf("StopContainer of a missing container must succeed, got %v", err)
+	}
+	if err := c.RemovePodSandbox(ctx, "x"); err != nil {
+		t.Errorf("RemovePodSandbox of a missing sandbox must succeed, got %v", err)
+	}
+	if _, err := c.ContainerStatus(ctx, "x"); !IsNotFound(err) {
+		t.Errorf("ContainerStatus: want ErrNotFound, got %v", err)
+	}
+	err = c.StartContainer(ctx, "x")
+	var crierr *Error
+	if !errors.As(err, &crierr) || crierr.Op != "StartContainer" || IsNotFound(err) {
+		t.Errorf("StartContainer: want a classified non-NotFound Error, got %#v", err)
+	}
+}
+
+func TestUnreachableRuntime(t *testing.T) {
+	endpoint := "unix://" + filepath.Join(t.TempDir(), "missing.sock")
+	c, err := New(endpoint, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Version(context.Background())
+	if !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("want ErrUnreachable, got %v", err)
+	}
+	if want := "container runtime not reachable at " + endpoint + ": is containerd running?"; err.Error() != want {
+		t.Errorf("message = %q, want %q", err.Error(), want)
+	}
+}
+
+func TestBadEndpoint(t *testing.T) {
+	for _, ep := range []string{"", "/run/containerd.sock", "tcp://127.0.0.1:1", "unix://"} {
+		if _, err := New(ep, Options{}); err == nil {
+			t.Errorf("New(%q) must fail", ep)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package cri
+
+import (
+	"context"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// CreateContainer creates a container in a sandbox and returns its ID.
+func (c *Client) CreateContainer(ctx context.Context, sandboxID string, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig) (string, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	resp, err := c.runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sandboxCfg})
+	if err != nil {
+		return "", c.classify("CreateContainer", err)
+	}
+	return resp.ContainerId, nil
+}
+
+// StartContainer starts a created container.
+func (c *Client) StartContainer(ctx context.Context, id string) error {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	_, err := c.runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id})
+	return c.classify("StartContainer", err)
+}
+
+// StopContainer sends the stop signal, then SIGKILL after grace seconds. The
+// call's deadline is the grace period plus the usual timeout. A missing
+// container is success.
+func (c *Client) StopContainer(ctx context.Context, id string, grace int64) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout+time.Duration(grace)*time.Second)
+	defer cancel()
+	_, err := c.runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: grace})
+	return ignoreNotFound(c.classify("StopContainer", err))
+}
+
+// RemoveContainer removes a container; a missing container is success.
+func (c *Client) RemoveContainer(ctx context.Context, id string) error {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	_, err := c.runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
+	return ignoreNotFound(c.classify("RemoveContainer", err))
+}
+
+// ListContainers lists containers matching filter (nil: all).
+func (c *Client) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	resp, err := c.runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: filter})
+	if err != nil {
+		return nil, c.classify("ListContainers", err)
+	}
+	return resp.Containers, nil
+}
+
+// ContainerStatus returns a container's full status (exit code, reason,
+// start and finish times).
+func (c *Client) ContainerStatus(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	resp, err := c.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	if err != nil {
+		return nil, c.classify("ContainerStatus", err)
+	}
+	return resp.Status, nil
+}
+
+// ExecSync runs cmd in a container and waits for it, up to timeout (0: no
+// limit beyond the client's).
+func (c *Client) ExecSync(ctx context.Context, id string, cmd []string, timeout time.Duration) (*runtimeapi.ExecSyncResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout+timeout)
+	defer cancel()
+	resp, err := c.runtime.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: int64(timeout / time.Second)})
+	return resp, c.classify("ExecSync", err)
+}

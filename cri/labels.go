@@ -1,0 +1,26 @@
+package cri
+
+// Labels and annotations on everything the agent creates. The io.kubernetes
+// keys are the kubelet's own, so tools that read kubelet-made containers
+// (crictl, log shippers) understand ours; the nodeagent.io keys scope
+// objects to one agent and carry what is needed to stop a pod after a
+// restart without its spec.
+const (
+	LabelPodName       = "io.kubernetes.pod.name"
+	LabelPodNamespace  = "io.kubernetes.pod.namespace"
+	LabelPodUID        = "io.kubernetes.pod.uid"
+	LabelContainerName = "io.kubernetes.container.name"
+
+	// LabelManagedBy marks objects created by a nodeagent; its value is the
+	// node name, so two agents on one runtime never touch each other's pods.
+	LabelManagedBy = "nodeagent.io/node"
+
+	AnnotationContainerHash         = "io.kubernetes.container.hash"
+	AnnotationRestartCount          = "io.kubernetes.container.restartCount"
+	AnnotationTerminationGrace      = "io.kubernetes.pod.terminationGracePeriod"
+	AnnotationTerminationMessage    = "io.kubernetes.container.terminationMessagePath"
+	AnnotationPodQOSClass           = "nodeagent.io/qos-class"
+	AnnotationContainerOOMScoreAdj  = "nodeagent.io/oom-score-adj"
+	AnnotationPodCgroup             = "nodeagent.io/pod-cgroup"
+	AnnotationContainerImageRequest = "nodeagent.io/image"
+)

@@ -1,0 +1,88 @@
+package network
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakePlugins writes shell-script CNI plugins that answer VERSION, so
+// validation runs without the real plugins.
+func fakePlugins(t *testing.T, names ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	script := "#!/bin/sh\necho '{\"cniVersion\":\"1.0.0\",\"supportedVersions\":[\"0.3.1\",\"0.4.0\",\"1.0.0\"]}'\n"
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestEnsureWritesBridgeWhenEmpty(t *testing.T) {
+	bin := fakePlugins(t, "bridge", "host-local", "portmap", "loopback")
+	conf := t.TempDir()
+	res, err := Ensure(context.Background(), conf, []string{bin}, "10.99.0.0/16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Written || res.Name != NetworkName || res.File != filepath.Join(conf, ConfFile) {
+		t.Errorf("result = %+v", res)
+	}
+	data, _ := os.ReadFile(res.File)
+	for _, want := range []string{`"10.99.0.0/16"`, `"bridge"`, `"host-local"`, `"portmap"`, `"loopback"`, `"portMappings": true`} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("conflist lacks %s:\n%s", want, data)
+		}
+	}
+	// A second call finds and keeps it.
+	res, err = Ensure(context.Background(), conf, []string{bin}, "10.99.0.0/16")
+	if err != nil || res.Written {
+		t.Errorf("second Ensure: %+v, %v", res, err)
+	}
+}
+
+func TestEnsureKeepsExistingAndReportsInvalid(t *testing.T) {
+	bin := fakePlugins(t, "bridge", "host-local", "portmap", "loopback")
+	conf := t.TempDir()
+	other := filepath.Join(conf, "05-other.conflist")
+	body := `{"cniVersion":"1.0.0","name":"other","plugins":[{"type":"bridge","bridge":"x0","ipam":{"type":"host-local","subnet":"10.5.0.0/16"}}]}`
+	if err := os.WriteFile(other, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Ensure(context.Background(), conf, []string{bin}, DefaultPodCIDR)
+	if err != nil || res.Written || res.File != other || res.Name != "other" {
+		t.Fatalf("existing config: %+v, %v", res, err)
+	}
+	if got, _ := os.ReadFile(other); string(got) != body {
+		t.Error("existing config was modified")
+	}
+
+	if err := os.WriteFile(other, []byte(`{"cniVersion":"1.0.0","name":"other","plugins":[{"type":"macvlan-missing"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Ensure(context.Background(), conf, []string{bin}, DefaultPodCIDR)
+	if err == nil || !strings.Contains(err.Error(), other) || !strings.Contains(err.Error(), "macvlan-missing") {
+		t.Errorf("missing plugin: want an error naming the file and plugin, got %v", err)
+	}
+
+	if err := os.WriteFile(other, []byte(`{not json`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Ensure(context.Background(), conf, []string{bin}, DefaultPodCIDR)
+	if err == nil || !strings.Contains(err.Error(), other) {
+		t.Errorf("bad JSON: want an error naming the file, got %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(conf, ConfFile)); err == nil {
+		t.Error("agent config written beside an existing one")
+	}
+}
+
+func TestBridgeConfListRejectsBadCIDR(t *testing.T) {
+	if _, err := BridgeConfList("10.0.0.0/99"); err == nil || !strings.Contains(err.Error(), "10.0.0.0/99") {
+		t.Errorf("want error naming the CIDR, got %v", err)
+	}
+}
