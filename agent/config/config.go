@@ -1,0 +1,369 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"sigs.k8s.io/yaml"
+
+	"nodeagent/cgroups"
+	"nodeagent/network"
+)
+
+const (
+	APIVersion = "kubelet.config.k8s.io/v1beta1"
+	Kind       = "KubeletConfiguration"
+)
+
+// Honoured are the KubeletConfiguration fields nodeagent implements.
+var Honoured = []string{
+	"address", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS", "clusterDNS", "clusterDomain",
+	"containerRuntimeEndpoint", "cpuCFSQuota", "cpuCFSQuotaPeriod", "enforceNodeAllocatable",
+	"evictionHard", "fileCheckFrequency", "kubeReserved", "maxPods", "podCIDR", "podLogsDir",
+	"podPidsLimit", "readOnlyPort", "resolvConf", "runtimeRequestTimeout", "staticPodPath",
+	"syncFrequency", "systemReserved",
+}
+
+// Config is a loaded, defaulted and validated configuration.
+type Config struct {
+	kubeletv1beta1.KubeletConfiguration
+
+	// File is where it was loaded from ("" for defaults only).
+	File string
+	// Warnings lists fields that were ignored, for the start-up log.
+	Warnings []string
+}
+
+// Defaults returns the configuration used when a field is unset. Where the
+// kubelet has a default, it is the kubelet's, except where the README says
+// otherwise: the read-only API is on 127.0.0.1:10255 (the kubelet's is off),
+// and the static pod path and pod CIDR have nodeagent defaults (the kubelet
+// has none).
+func Defaults() Config {
+	yes := true
+	pidsLimit := int64(-1)
+	resolv := "/etc/resolv.conf"
+	return Config{KubeletConfiguration: kubeletv1beta1.KubeletConfiguration{
+		TypeMeta:                 metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
+		StaticPodPath:            "/etc/nodeagent/manifests",
+		ContainerRuntimeEndpoint: "unix:///run/containerd/containerd.sock",
+		CgroupRoot:               "/",
+		CgroupsPerQOS:            &yes,
+		CgroupDriver:             "cgroupfs",
+		EnforceNodeAllocatable:   []string{"pods"},
+		PodPidsLimit:             &pidsLimit,
+		MaxPods:                  110,
+		PodCIDR:                  network.DefaultPodCIDR,
+		ReadOnlyPort:             10255,
+		Address:                  "127.0.0.1",
+		CPUCFSQuota:              &yes,
+		CPUCFSQuotaPeriod:        &metav1.Duration{Duration: 100 * time.Millisecond},
+		RuntimeRequestTimeout:    metav1.Duration{Duration: 2 * time.Minute},
+		FileCheckFrequency:       metav1.Duration{Duration: 20 * time.Second},
+		SyncFrequency:            metav1.Duration{Duration: time.Minute},
+		ResolverConfig:           &resolv,
+		PodLogsDir:               "/var/log/pods",
+		EvictionHard: map[string]string{
+			"memory.available":  "100Mi",
+			"nodefs.available":  "10%",
+			"nodefs.inodesFree": "5%",
+			"imagefs.available": "15%",
+		},
+	}}
+}
+
+// Load reads file (YAML or JSON), applies defaults to unset fields and
+// validates. An empty file name returns the defaults.
+func Load(file string) (*Config, error) {
+	cfg := Defaults()
+	if file == "" {
+		return &cfg, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	if err := cfg.decode(data); err != nil {
+		return nil, fmt.Errorf("config %s: %w", file, err)
+	}
+	cfg.File = file
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", file, err)
+	}
+	return &cfg, nil
+}
+
+// decode overlays the file's fields on the defaults and records warnings.
+func (c *Config) decode(data []byte) error {
+	var raw map[string]any
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("not valid YAML or JSON: %w", err)
+	}
+	if raw == nil {
+		return errors.New("empty: want a KubeletConfiguration (apiVersion: " + APIVersion + ")")
+	}
+	if v, _ := raw["apiVersion"].(string); v != APIVersion {
+		return fmt.Errorf("apiVersion %q: want %q", v, APIVersion)
+	}
+	if k, _ := raw["kind"].(string); k != Kind {
+		return fmt.Errorf("kind %q: want %q", k, Kind)
+	}
+	known := jsonFields(reflect.TypeOf(kubeletv1beta1.KubeletConfiguration{}))
+	honoured := map[string]bool{"apiVersion": true, "kind": true}
+	for _, f := range Honoured {
+		honoured[f] = true
+	}
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		switch {
+		case !known[k]:
+			c.Warnings = append(c.Warnings, fmt.Sprintf("unknown field %q: not a KubeletConfiguration field, ignored", k))
+		case !honoured[k]:
+			c.Warnings = append(c.Warnings, fmt.Sprintf("field %q is not supported by nodeagent and is ignored", k))
+		}
+	}
+	// Decoding over the defaults keeps them for every field the file omits.
+	// Maps are replaced, not merged: a file's evictionHard is the whole set.
+	if _, ok := raw["evictionHard"]; ok {
+		c.EvictionHard = nil
+	}
+	if _, ok := raw["enforceNodeAllocatable"]; ok {
+		c.EnforceNodeAllocatable = nil
+	}
+	if err := yaml.Unmarshal(data, &c.KubeletConfiguration); err != nil {
+		return err
+	}
+	return nil
+}
+
+// jsonFields lists the JSON names of a struct's fields (inlined ones too).
+func jsonFields(t reflect.Type) map[string]bool {
+	out := map[string]bool{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if strings.Contains(opts, "inline") || (f.Anonymous && name == "") {
+			for k := range jsonFields(f.Type) {
+				out[k] = true
+			}
+			continue
+		}
+		if name != "" && name != "-" {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+var reservableResources = map[string]bool{"cpu": true, "memory": true, "pid": true, "ephemeral-storage": true}
+
+var enforceKeys = map[string]bool{
+	"pods": true, "system-reserved": true, "kube-reserved": true,
+	"system-reserved-compressible": true, "kube-reserved-compressible": true, "none": true,
+}
+
+var evictionSignals = map[string]bool{
+	"memory.available": true, "allocatableMemory.available": true, "nodefs.available": true,
+	"nodefs.inodesFree": true, "imagefs.available": true, "imagefs.inodesFree": true,
+	"containerfs.available": true, "containerfs.inodesFree": true, "pid.available": true,
+}
+
+// Validate checks every honoured field and returns one error per bad field.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field string, value any, why string) {
+		errs = append(errs, fmt.Errorf("%s: invalid value %q: %s", field, fmt.Sprint(value), why))
+	}
+	if !filepath.IsAbs(c.StaticPodPath) {
+		bad("staticPodPath", c.StaticPodPath, "must be an absolute path")
+	}
+	if !strings.HasPrefix(c.ContainerRuntimeEndpoint, "unix://") || len(c.ContainerRuntimeEndpoint) <= len("unix://") {
+		bad("containerRuntimeEndpoint", c.ContainerRuntimeEndpoint, "want unix:///path/to/socket")
+	}
+	if !strings.HasPrefix(c.CgroupRoot, "/") {
+		bad("cgroupRoot", c.CgroupRoot, "must be an absolute cgroup path")
+	} else if err := cgroups.ParseCgroupfs(c.CgroupRoot).Validate(); err != nil {
+		bad("cgroupRoot", c.CgroupRoot, err.Error())
+	}
+	switch c.CgroupDriver {
+	case "cgroupfs":
+	case "systemd":
+		bad("cgroupDriver", c.CgroupDriver, "the systemd driver is not supported yet; use cgroupfs (and SystemdCgroup = false in the runtime)")
+	default:
+		bad("cgroupDriver", c.CgroupDriver, "want cgroupfs or systemd")
+	}
+	if c.MaxPods <= 0 {
+		bad("maxPods", c.MaxPods, "must be > 0")
+	}
+	if c.PodPidsLimit != nil && *c.PodPidsLimit != -1 && *c.PodPidsLimit <= 0 {
+		bad("podPidsLimit", *c.PodPidsLimit, "must be -1 (no pod limit) or > 0")
+	}
+	if c.ReadOnlyPort < 0 || c.ReadOnlyPort > 65535 {
+		bad("readOnlyPort", c.ReadOnlyPort, "must be 0 (disabled) to 65535")
+	}
+	if net.ParseIP(c.Address) == nil {
+		bad("address", c.Address, "must be an IP address")
+	}
+	if _, _, err := net.ParseCIDR(c.PodCIDR); err != nil {
+		bad("podCIDR", c.PodCIDR, "must be a CIDR such as 10.88.0.0/16")
+	}
+	for _, ip := range c.ClusterDNS {
+		if net.ParseIP(ip) == nil {
+			bad("clusterDNS", ip, "must be an IP address")
+		}
+	}
+	if c.CPUCFSQuotaPeriod != nil {
+		if p := c.CPUCFSQuotaPeriod.Duration; p < time.Millisecond || p > time.Second {
+			bad("cpuCFSQuotaPeriod", p, "must be between 1ms and 1s")
+		}
+	}
+	for field, d := range map[string]time.Duration{
+		"runtimeRequestTimeout": c.RuntimeRequestTimeout.Duration,
+		"fileCheckFrequency":    c.FileCheckFrequency.Duration,
+		"syncFrequency":         c.SyncFrequency.Duration,
+	} {
+		if d <= 0 {
+			bad(field, d, "must be > 0")
+		}
+	}
+	for field, m := range map[string]map[string]string{"systemReserved": c.SystemReserved, "kubeReserved": c.KubeReserved} {
+		for _, k := range sortedKeys(m) {
+			if !reservableResources[k] {
+				bad(field+"."+k, m[k], "unknown resource; want cpu, memory, pid or ephemeral-storage")
+				continue
+			}
+			q, err := resource.ParseQuantity(m[k])
+			if err != nil || q.Sign() < 0 {
+				bad(field+"."+k, m[k], "must be a non-negative quantity such as 500m or 1Gi")
+			}
+		}
+	}
+	for _, k := range c.EnforceNodeAllocatable {
+		if !enforceKeys[k] {
+			bad("enforceNodeAllocatable", k, "want pods, system-reserved, kube-reserved, their -compressible forms, or none")
+		}
+		if k == "none" && len(c.EnforceNodeAllocatable) > 1 {
+			bad("enforceNodeAllocatable", k, "none cannot be combined with other values")
+		}
+	}
+	for _, k := range sortedKeys(c.EvictionHard) {
+		if !evictionSignals[k] {
+			bad("evictionHard."+k, c.EvictionHard[k], "unknown eviction signal")
+			continue
+		}
+		if _, err := ParseThreshold(c.EvictionHard[k]); err != nil {
+			bad("evictionHard."+k, c.EvictionHard[k], err.Error())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Threshold is an eviction threshold: an absolute quantity or a percentage.
+type Threshold struct {
+	Quantity *resource.Quantity
+	Percent  float64
+}
+
+// ParseThreshold parses "100Mi" or "10%".
+func ParseThreshold(v string) (Threshold, error) {
+	if p, ok := strings.CutSuffix(v, "%"); ok {
+		var f float64
+		if _, err := fmt.Sscanf(p, "%g", &f); err != nil || f < 0 || f > 100 {
+			return Threshold{}, errors.New("percentage must be between 0% and 100%")
+		}
+		return Threshold{Percent: f}, nil
+	}
+	q, err := resource.ParseQuantity(v)
+	if err != nil || q.Sign() < 0 {
+		return Threshold{}, errors.New("must be a non-negative quantity or a percentage")
+	}
+	return Threshold{Quantity: &q}, nil
+}
+
+// Value resolves the threshold against a capacity.
+func (t Threshold) Value(capacity int64) int64 {
+	if t.Quantity != nil {
+		return t.Quantity.Value()
+	}
+	return int64(float64(capacity) * t.Percent / 100)
+}
+
+// Reserved returns systemReserved and kubeReserved as resource lists.
+func (c *Config) Reserved() []corev1.ResourceList {
+	var out []corev1.ResourceList
+	for _, m := range []map[string]string{c.SystemReserved, c.KubeReserved} {
+		l := corev1.ResourceList{}
+		for k, v := range m {
+			if q, err := resource.ParseQuantity(v); err == nil {
+				l[corev1.ResourceName(k)] = q
+			}
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// EnforcePods reports whether kubepods gets the node allocatable limits.
+func (c *Config) EnforcePods() bool {
+	for _, k := range c.EnforceNodeAllocatable {
+		if k == "pods" {
+			return true
+		}
+	}
+	return false
+}
+
+// PerQOS reports cgroupsPerQOS.
+func (c *Config) PerQOS() bool { return c.CgroupsPerQOS == nil || *c.CgroupsPerQOS }
+
+// EnforceCPULimits reports cpuCFSQuota.
+func (c *Config) EnforceCPULimits() bool { return c.CPUCFSQuota == nil || *c.CPUCFSQuota }
+
+// CPUPeriodMicros is cpuCFSQuotaPeriod in µs.
+func (c *Config) CPUPeriodMicros() uint64 {
+	if c.CPUCFSQuotaPeriod == nil {
+		return cgroups.QuotaPeriod
+	}
+	return uint64(c.CPUCFSQuotaPeriod.Duration / time.Microsecond)
+}
+
+// PodPids is podPidsLimit (-1: none).
+func (c *Config) PodPids() int64 {
+	if c.PodPidsLimit == nil {
+		return -1
+	}
+	return *c.PodPidsLimit
+}
+
+// ResolvConf is the host resolv.conf pods inherit under dnsPolicy Default.
+func (c *Config) ResolvConf() string {
+	if c.ResolverConfig == nil {
+		return ""
+	}
+	return *c.ResolverConfig
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,141 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+const header = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+
+func TestDefaultsAreValid(t *testing.T) {
+	cfg, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ReadOnlyPort != 10255 || cfg.Address != "127.0.0.1" || cfg.MaxPods != 110 || !cfg.PerQOS() || cfg.PodPids() != -1 {
+		t.Errorf("unexpected defaults: %+v", cfg.KubeletConfiguration)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+// The sample the README points at must stay loadable without warnings.
+func TestSampleConfigIsValid(t *testing.T) {
+	data, err := os.ReadFile("../../examples/nodeagent.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := strings.NewReplacer("@CRI_ENDPOINT@", "unix:///run/x.sock", "@MANIFESTS@", "/tmp/manifests").Replace(string(data))
+	cfg, err := Load(write(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Warnings) > 0 {
+		t.Errorf("sample has warnings: %v", cfg.Warnings)
+	}
+	if cfg.PodPids() != 4096 || cfg.SystemReserved["memory"] != "256Mi" {
+		t.Errorf("sample values not loaded: %+v", cfg.KubeletConfiguration)
+	}
+}
+
+func TestFileOverridesDefaults(t *testing.T) {
+	cfg, err := Load(write(t, header+"maxPods: 7\ncgroupRoot: /custom\nfileCheckFrequency: 5s\nreadOnlyPort: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MaxPods != 7 || cfg.CgroupRoot != "/custom" || cfg.FileCheckFrequency.Duration != 5*time.Second || cfg.ReadOnlyPort != 0 {
+		t.Errorf("overrides not applied: %+v", cfg.KubeletConfiguration)
+	}
+	if cfg.StaticPodPath != "/etc/nodeagent/manifests" || cfg.EvictionHard["memory.available"] != "100Mi" {
+		t.Error("unset fields must keep their defaults")
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	cfg, err := Load(write(t, header+"maxPods: 10\nserializeImagePulls: false\nnotAField: 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(cfg.Warnings, "\n")
+	if !strings.Contains(joined, `"serializeImagePulls" is not supported`) || !strings.Contains(joined, `unknown field "notAField"`) || len(cfg.Warnings) != 2 {
+		t.Errorf("warnings = %q", cfg.Warnings)
+	}
+}
+
+func TestErrorsNameFieldAndValue(t *testing.T) {
+	cases := []struct{ body, want string }{
+		{"maxPods: 0\n", `maxPods: invalid value "0"`},
+		{"cgroupDriver: weird\n", `cgroupDriver: invalid value "weird"`},
+		{"cgroupDriver: systemd\n", `cgroupDriver: invalid value "systemd": the systemd driver is not supported yet`},
+		{"cgroupRoot: rel/path\n", `cgroupRoot: invalid value "rel/path"`},
+		{"cgroupRoot: /has_underscore\n", `cgroupRoot: invalid value "/has_underscore"`},
+		{"podCIDR: 10.0.0.0/40\n", `podCIDR: invalid value "10.0.0.0/40"`},
+		{"address: nowhere\n", `address: invalid value "nowhere"`},
+		{"readOnlyPort: 70000\n", `readOnlyPort: invalid value "70000"`},
+		{"podPidsLimit: 0\n", `podPidsLimit: invalid value "0"`},
+		{"staticPodPath: manifests\n", `staticPodPath: invalid value "manifests"`},
+		{"containerRuntimeEndpoint: /run/containerd.sock\n", `containerRuntimeEndpoint: invalid value "/run/containerd.sock"`},
+		{"systemReserved:\n  memory: lots\n", `systemReserved.memory: invalid value "lots"`},
+		{"kubeReserved:\n  gpu: \"1\"\n", `kubeReserved.gpu: invalid value "1": unknown resource`},
+		{"enforceNodeAllocatable: [pods, everything]\n", `enforceNodeAllocatable: invalid value "everything"`},
+		{"evictionHard:\n  memory.available: 200%\n", `evictionHard.memory.available: invalid value "200%"`},
+		{"evictionHard:\n  memory.free: 1Gi\n", `evictionHard.memory.free: invalid value "1Gi": unknown eviction signal`},
+		{"cpuCFSQuotaPeriod: 5s\n", `cpuCFSQuotaPeriod: invalid value "5s"`},
+		{"maxPods: many\n", `maxPods`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.want, func(t *testing.T) {
+			f := write(t, header+tc.body)
+			_, err := Load(f)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), f) {
+				t.Errorf("want error containing %q and the file name, got %v", tc.want, err)
+			}
+		})
+	}
+	t.Run("several bad fields are all reported", func(t *testing.T) {
+		_, err := Load(write(t, header+"maxPods: -1\naddress: x\n"))
+		if err == nil || !strings.Contains(err.Error(), "maxPods") || !strings.Contains(err.Error(), "address") {
+			t.Errorf("got %v", err)
+		}
+	})
+}
+
+func TestHeaderChecks(t *testing.T) {
+	for body, want := range map[string]string{
+		"maxPods: 1\n": `apiVersion ""`,
+		"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: Pod\n": `kind "Pod"`,
+		"": "empty",
+		"{{": "not valid YAML",
+	} {
+		if _, err := Load(write(t, body)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: want error containing %q, got %v", body, want, err)
+		}
+	}
+	if _, err := Load("/nonexistent/config.yaml"); err == nil || !strings.Contains(err.Error(), "/nonexistent/config.yaml") {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestThreshold(t *testing.T) {
+	th, err := ParseThreshold("10%")
+	if err != nil || th.Value(1000) != 100 {
+		t.Errorf("10%% of 1000 = %d, %v", th.Value(1000), err)
+	}
+	th, err = ParseThreshold("100Mi")
+	if err != nil || th.Value(1) != 100<<20 {
+		t.Errorf("100Mi = %d, %v", th.Value(1), err)
+	}
+}
