@@ -1,0 +1,183 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// File reads static pod manifests from one directory, as the kubelet does:
+// every regular file not starting with ".", sorted, not recursive, one Pod
+// per file. It rescans on inotify events (debounced) and every period.
+type File struct {
+	dir    string
+	node   string
+	period time.Duration
+	log    *slog.Logger
+
+	reported map[string]string // file -> last logged problem, so each is logged once
+}
+
+// debounce groups the events of one editor save or copy into one scan.
+const debounce = 50 * time.Millisecond
+
+// NewFile returns a source for dir on node, rescanning every period.
+func NewFile(dir, node string, period time.Duration, log *slog.Logger) *File {
+	return &File{dir: dir, node: node, period: period, log: log, reported: map[string]string{}}
+}
+
+// Run sends the desired set to out at once and again whenever it changes,
+// until ctx is done. It creates the directory when missing.
+func (f *File) Run(ctx context.Context, out chan<- Update) {
+	if err := os.MkdirAll(f.dir, 0o755); err != nil {
+		f.log.Warn("cannot create static pod directory; will keep rescanning", "dir", f.dir, "err", err)
+	}
+	events := make(<-chan fsnotify.Event)
+	watcher, err := fsnotify.NewWatcher()
+	if err == nil {
+		if err = watcher.Add(f.dir); err == nil {
+			events = watcher.Events
+		}
+		defer watcher.Close()
+	}
+	if err != nil {
+		f.log.Warn("cannot watch static pod directory; relying on the periodic rescan", "dir", f.dir, "period", f.period, "err", err)
+	}
+
+	ticker := time.NewTicker(f.period)
+	defer ticker.Stop()
+	settle := time.NewTimer(0) // first scan at once
+	defer settle.Stop()
+
+	var last *Update
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-events:
+			settle.Reset(debounce)
+			continue
+		case <-ticker.C:
+		case <-settle.C:
+		}
+		u := f.Scan()
+		if last != nil && sameUpdate(*last, u) {
+			continue
+		}
+		last = &u
+		select {
+		case out <- u:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Scan reads the directory once. A file that cannot become a pod is
+// reported in Update.Errors (and logged once per distinct problem) and
+// never affects the other files. When two files name the same pod, the
+// first in sorted order wins.
+func (f *File) Scan() Update {
+	var u Update
+	entries, err := os.ReadDir(f.dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		f.report(f.dir, fmt.Sprintf("read static pod directory: %v", err))
+		return u
+	}
+	seen := map[string]string{} // namespace/name -> file
+	current := map[string]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || e.IsDir() {
+			continue
+		}
+		file := filepath.Join(f.dir, name)
+		if !e.Type().IsRegular() {
+			if st, err := os.Stat(file); err != nil || !st.Mode().IsRegular() {
+				continue
+			}
+		}
+		current[file] = true
+		data, err := os.ReadFile(file)
+		if err != nil {
+			u.Errors = append(u.Errors, f.fail(file, err))
+			continue
+		}
+		pod, warnings, err := ParseManifest(data, file, f.node)
+		for _, w := range warnings {
+			f.report(file+"#warn", w)
+		}
+		if err != nil {
+			u.Errors = append(u.Errors, f.fail(file, err))
+			continue
+		}
+		key := pod.Namespace + "/" + pod.Name
+		if first, dup := seen[key]; dup {
+			u.Errors = append(u.Errors, f.fail(file, fmt.Errorf("duplicate pod name %s: already defined in %s", key, first)))
+			continue
+		}
+		seen[key] = file
+		if _, had := f.reported[file]; had {
+			f.log.Info("manifest is valid again", "file", file, "pod", key)
+			delete(f.reported, file)
+		}
+		u.Pods = append(u.Pods, pod)
+	}
+	for file := range f.reported {
+		if base := strings.TrimSuffix(file, "#warn"); !current[base] && base != f.dir {
+			delete(f.reported, file)
+		}
+	}
+	return u
+}
+
+func (f *File) fail(file string, err error) ManifestError {
+	f.report(file, err.Error())
+	return ManifestError{File: file, Err: err}
+}
+
+// report logs a problem once until it changes or goes away.
+func (f *File) report(key, problem string) {
+	if f.reported[key] == problem {
+		return
+	}
+	f.reported[key] = problem
+	if file, ok := strings.CutSuffix(key, "#warn"); ok {
+		f.log.Warn("manifest has unknown fields (ignored)", "file", file, "detail", problem)
+		return
+	}
+	f.log.Error("bad manifest; skipped, other pods are not affected", "file", key, "err", problem)
+}
+
+// sameUpdate compares two scans by pod UIDs and error texts.
+func sameUpdate(a, b Update) bool {
+	return reflect.DeepEqual(uids(a), uids(b)) && reflect.DeepEqual(errorTexts(a), errorTexts(b))
+}
+
+func uids(u Update) []types.UID {
+	out := make([]types.UID, 0, len(u.Pods))
+	for _, p := range u.Pods {
+		out = append(out, p.UID)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func errorTexts(u Update) []string {
+	out := make([]string, 0, len(u.Errors))
+	for _, e := range u.Errors {
+		out = append(out, e.Error())
+	}
+	sort.Strings(out)
+	return out
+}

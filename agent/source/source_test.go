@@ -1,0 +1,188 @@
+package source
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+const goodPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  containers:
+  - name: main
+    image: 127.0.0.1:5000/nodeagent/test:latest
+    command: ["sleep", "3600"]
+    resources:
+      limits: {cpu: 100m, memory: 64Mi}
+`
+
+func TestParseManifestStaticPodRules(t *testing.T) {
+	pod, warnings, err := ParseManifest([]byte(goodPod), "/m/web.yaml", "Node1")
+	if err != nil || len(warnings) > 0 {
+		t.Fatalf("err %v warnings %v", err, warnings)
+	}
+	if pod.Name != "web-node1" || pod.Namespace != "default" || pod.Spec.NodeName != "Node1" {
+		t.Errorf("name %q namespace %q node %q", pod.Name, pod.Namespace, pod.Spec.NodeName)
+	}
+	if len(pod.UID) != 32 || pod.Annotations[AnnotationConfigHash] != string(pod.UID) || pod.Annotations[AnnotationConfigSource] != "file" || pod.Annotations[AnnotationManifest] != "/m/web.yaml" {
+		t.Errorf("uid %q annotations %v", pod.UID, pod.Annotations)
+	}
+	if len(pod.Spec.Tolerations) != 1 || pod.Spec.Tolerations[0].Operator != corev1.TolerationOpExists || pod.Spec.Tolerations[0].Effect != corev1.TaintEffectNoExecute {
+		t.Errorf("tolerations %v", pod.Spec.Tolerations)
+	}
+	c := pod.Spec.Containers[0]
+	if c.ImagePullPolicy != corev1.PullAlways || pod.Spec.RestartPolicy != corev1.RestartPolicyAlways || *pod.Spec.TerminationGracePeriodSeconds != 30 || pod.Spec.DNSPolicy != corev1.DNSClusterFirst {
+		t.Errorf("defaults not applied: %+v", pod.Spec)
+	}
+	if c.Resources.Requests.Cpu().MilliValue() != 100 || c.Resources.Requests.Memory().Value() != 64<<20 {
+		t.Errorf("requests must default to limits: %v", c.Resources.Requests)
+	}
+
+	again, _, _ := ParseManifest([]byte(goodPod), "/m/web.yaml", "Node1")
+	if again.UID != pod.UID {
+		t.Error("same manifest, same file, same node must give the same UID")
+	}
+	for what, other := range map[string]func() (*corev1.Pod, []string, error){
+		"content": func() (*corev1.Pod, []string, error) {
+			return ParseManifest([]byte(strings.Replace(goodPod, "3600", "3601", 1)), "/m/web.yaml", "Node1")
+		},
+		"file": func() (*corev1.Pod, []string, error) { return ParseManifest([]byte(goodPod), "/m/web2.yaml", "Node1") },
+		"node": func() (*corev1.Pod, []string, error) { return ParseManifest([]byte(goodPod), "/m/web.yaml", "node2") },
+	} {
+		p, _, err := other()
+		if err != nil || p.UID == pod.UID {
+			t.Errorf("changing the %s must change the UID (err %v)", what, err)
+		}
+	}
+}
+
+func TestPullPolicyDefaults(t *testing.T) {
+	for image, want := range map[string]corev1.PullPolicy{
+		"busybox":                corev1.PullAlways,
+		"busybox:latest":         corev1.PullAlways,
+		"127.0.0.1:5000/x/y:1.0": corev1.PullIfNotPresent,
+		"busybox@sha256:" + strings.Repeat("a", 64): corev1.PullIfNotPresent,
+	} {
+		if got := defaultPullPolicy(image); got != want {
+			t.Errorf("%s: %s, want %s", image, got, want)
+		}
+	}
+}
+
+func TestParseManifestErrors(t *testing.T) {
+	cases := map[string]struct{ body, want string }{
+		"not yaml":       {"::: {", "not valid YAML"},
+		"wrong kind":     {"apiVersion: v1\nkind: Service\nmetadata: {name: x}\n", `kind "Service": want Pod`},
+		"wrong version":  {"apiVersion: v2\nkind: Pod\nmetadata: {name: x}\n", `apiVersion "v2"`},
+		"two documents":  {goodPod + "---\n" + goodPod, "2 YAML documents"},
+		"no name":        {"apiVersion: v1\nkind: Pod\nspec: {containers: [{name: a, image: b}]}\n", "metadata.name: Required"},
+		"no containers":  {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {}\n", "spec.containers: Required"},
+		"no image":       {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a}]}\n", "spec.containers[0].image: Required"},
+		"bad image":      {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, image: 'UPPER/Case::x'}]}\n", "spec.containers[0].image: Invalid value"},
+		"dup containers": {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, image: b}, {name: a, image: b}]}\n", "spec.containers[1].name: Duplicate value"},
+		"bad restart":    {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {restartPolicy: Sometimes, containers: [{name: a, image: b}]}\n", "spec.restartPolicy: Unsupported value"},
+		"request > limit": {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, image: b, resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}}]}\n",
+			"spec.containers[0].resources.requests[cpu]: Invalid value"},
+		"secret env": {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, image: b, env: [{name: X, valueFrom: {secretKeyRef: {name: s, key: k}}}]}]}\n",
+			"static pods may not reference API objects"},
+		"bad port":  {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, image: b, ports: [{containerPort: 70000}]}]}\n", "spec.containers[0].ports[0].containerPort"},
+		"bad name":  {"apiVersion: v1\nkind: Pod\nmetadata: {name: Bad_Name}\nspec: {containers: [{name: a, image: b}]}\n", "metadata.name: Invalid value"},
+		"bad type":  {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: 5}\n", "not a valid Pod"},
+		"no volume": {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, image: b, volumeMounts: [{name: v, mountPath: /v}]}]}\n", "volumeMounts[0].name: Not found"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := ParseManifest([]byte(tc.body), "/m/x.yaml", "n")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("want error containing %q, got %v", tc.want, err)
+			}
+		})
+	}
+	_, warnings, err := ParseManifest([]byte(strings.Replace(goodPod, "    image:", "    imagee: typo\n    image:", 1)), "/m/x.yaml", "n")
+	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "imagee") {
+		t.Errorf("unknown field must warn: %v %v", warnings, err)
+	}
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestScanIsolatesBadManifests(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"a-good.yaml":   goodPod,
+		"b-broken.yaml": "apiVersion: v1\nkind: Deployment\n",
+		"c-dup.yaml":    goodPod,
+		".hidden.yaml":  "garbage",
+		"d-other.json":  `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"other"},"spec":{"containers":[{"name":"c","image":"busybox:1"}]}}`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := NewFile(dir, "n", time.Hour, quiet()).Scan()
+	if len(u.Pods) != 2 || u.Pods[0].Name != "web-n" || u.Pods[1].Name != "other-n" {
+		t.Fatalf("pods = %v", u.Pods)
+	}
+	if len(u.Errors) != 2 {
+		t.Fatalf("errors = %v", u.Errors)
+	}
+	byFile := map[string]string{}
+	for _, e := range u.Errors {
+		byFile[filepath.Base(e.File)] = e.Err.Error()
+	}
+	if !strings.Contains(byFile["b-broken.yaml"], `kind "Deployment"`) {
+		t.Errorf("broken: %q", byFile["b-broken.yaml"])
+	}
+	if !strings.Contains(byFile["c-dup.yaml"], "duplicate pod name default/web-n") || !strings.Contains(byFile["c-dup.yaml"], "a-good.yaml") {
+		t.Errorf("dup: %q", byFile["c-dup.yaml"])
+	}
+}
+
+func TestRunPicksUpNewFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "manifests") // created by Run
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan Update, 4)
+	go NewFile(dir, "n", time.Hour, quiet()).Run(ctx, out)
+
+	if u := recv(t, out); len(u.Pods) != 0 {
+		t.Fatalf("initial update = %v", u.Pods)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(goodPod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if u := recv(t, out); len(u.Pods) != 1 {
+		t.Fatalf("after add: %v", u.Pods)
+	}
+	if err := os.Remove(filepath.Join(dir, "web.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if u := recv(t, out); len(u.Pods) != 0 {
+		t.Fatalf("after remove: %v", u.Pods)
+	}
+}
+
+// recv waits for the next update; the hour-long rescan period means only
+// inotify can deliver it.
+func recv(t *testing.T, out <-chan Update) Update {
+	t.Helper()
+	select {
+	case u := <-out:
+		return u
+	case <-time.After(10 * time.Second):
+		t.Fatal("no update: the file change was not noticed")
+	}
+	return Update{}
+}
