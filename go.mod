@@ -13,7 +13,7 @@ require (
 	google.golang.org/grpc v1.85.0
 	k8s.io/api v0.34.2
 	k8s.io/apimachinery v0.34.2
-	k8s.io/cri-api v0.37.2
+	k8s.io/cri-api v0.34.2
 	k8s.io/kubelet v0.34.2
 	sigs.k8s.io/yaml v1.6.0
 )

@@ -117,7 +117,7 @@ func TestHeaderChecks(t *testing.T) {
 	for body, want := range map[string]string{
 		"maxPods: 1\n": `apiVersion ""`,
 		"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: Pod\n": `kind "Pod"`,
-		"": "empty",
+		"":   "empty",
 		"{{": "not valid YAML",
 	} {
 		if _, err := Load(write(t, body)); err == nil || !strings.Contains(err.Error(), want) {

@@ -1,0 +1,272 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"nodeagent/agent/config"
+	"nodeagent/agent/node"
+	"nodeagent/agent/pleg"
+	"nodeagent/agent/pods"
+	"nodeagent/agent/server"
+	"nodeagent/agent/source"
+	"nodeagent/agent/status"
+	"nodeagent/cgroups"
+	"nodeagent/cri"
+	"nodeagent/internal/version"
+	"nodeagent/network"
+)
+
+// Options are the settings that are not part of the KubeletConfiguration.
+type Options struct {
+	NodeName   string   // defaults to the lower-cased hostname
+	RootDir    string   // agent state (emptyDir volumes); default /var/lib/nodeagent
+	CNIConfDir string   // overrides the directory the runtime reports
+	CNIBinDirs []string // overrides the plugin directories the runtime reports
+	Logger     *slog.Logger
+	Clock      clock.WithTicker
+}
+
+// Agent is one node agent.
+type Agent struct {
+	cfg  *config.Config
+	opts Options
+	log  *slog.Logger
+}
+
+// New checks the options and returns an agent; Run does the work.
+func New(cfg *config.Config, opts Options) (*Agent, error) {
+	if opts.NodeName == "" {
+		return nil, errors.New("node name is empty")
+	}
+	if opts.RootDir == "" {
+		opts.RootDir = "/var/lib/nodeagent"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Agent{cfg: cfg, opts: opts, log: opts.Logger}, nil
+}
+
+// relistThreshold is how long relisting may stall before /healthz fails.
+const relistThreshold = 3 * time.Minute
+
+// Run connects to the runtime, sets up the node and runs until ctx is done.
+// It returns an error only when the node cannot be set up.
+func (a *Agent) Run(ctx context.Context) error {
+	cfg, log := a.cfg, a.log
+	for _, w := range cfg.Warnings {
+		log.Warn("config: " + w)
+	}
+	rt, err := cri.New(cfg.ContainerRuntimeEndpoint, cri.Options{Timeout: cfg.RuntimeRequestTimeout.Duration})
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	ver, err := rt.Version(ctx)
+	if err != nil {
+		return err
+	}
+	rtStatus, err := rt.Status(ctx, true)
+	if err != nil {
+		return err
+	}
+	if c := cri.Condition(rtStatus.Status, "RuntimeReady"); c == nil || !c.Status {
+		return fmt.Errorf("container runtime at %s is not ready: %s", cfg.ContainerRuntimeEndpoint, conditionText(c))
+	}
+	log.Info("connected to container runtime", "endpoint", cfg.ContainerRuntimeEndpoint, "runtime", ver.RuntimeName, "version", ver.RuntimeVersion, "cri", ver.RuntimeApiVersion)
+
+	machine, err := node.ReadMachine()
+	if err != nil {
+		return fmt.Errorf("read machine facts: %w", err)
+	}
+	capacity := machine.Capacity(cfg.MaxPods)
+	allocatable := node.Allocatable(capacity, cfg)
+	nodeIP := node.IP(cfg.Address)
+
+	oomRange := node.OOMScoreRange()
+	log.Info(oomRange.String())
+	if err := node.SetOwnOOMScoreAdj(-999); err != nil {
+		log.Info("agent keeps its own oom_score_adj: the host refuses -999", "err", err)
+	}
+
+	mgr, err := cgroups.NewManager(cfg.CgroupDriver)
+	if err != nil {
+		return err
+	}
+	tree := cgroups.NewTree(mgr, cgroups.TreeConfig{
+		Root:        cgroups.ParseCgroupfs(cfg.CgroupRoot),
+		PerQOS:      cfg.PerQOS(),
+		Pod:         cgroups.PodOptions{EnforceCPULimits: cfg.EnforceCPULimits(), CPUPeriod: cfg.CPUPeriodMicros(), PidsLimit: cfg.PodPids()},
+		Allocatable: cgroups.NodeAllocatableConfig(capacity, cfg.Reserved(), cfg.EnforcePods()),
+	})
+	if err := tree.SyncQoS(nil); err != nil {
+		return fmt.Errorf("set up QoS cgroups under %s: %w", tree.Kubepods().Cgroupfs(), err)
+	}
+	log.Info("QoS cgroup tree ready", "cgroups", "v"+strconv.Itoa(mgr.Version()), "kubepods", mgr.Path(tree.Kubepods()))
+
+	a.ensureNetwork(ctx, rtStatus.Info)
+
+	store := status.NewStore()
+	var manager *pods.Manager
+	cache := pleg.New(rt, a.opts.NodeName, a.opts.Clock, log.With("component", "pleg"), func(uid types.UID) { manager.Wake(uid) })
+	manager = pods.NewManager(pods.Options{
+		NodeName:         a.opts.NodeName,
+		NodeIP:           nodeIP,
+		RuntimeName:      ver.RuntimeName,
+		PodLogsDir:       cfg.PodLogsDir,
+		RootDir:          a.opts.RootDir,
+		MaxPods:          int(cfg.MaxPods),
+		Allocatable:      allocatable,
+		MemoryCapacity:   machine.MemoryBytes,
+		OOMRange:         oomRange,
+		EnforceCPULimits: cfg.EnforceCPULimits(),
+		CPUPeriod:        cfg.CPUPeriodMicros(),
+		ClusterDNS:       cfg.ClusterDNS,
+		ClusterDomain:    cfg.ClusterDomain,
+		ResolvConf:       cfg.ResolvConf(),
+	}, pods.Deps{Runtime: rt, Cache: cache, Tree: tree, Store: store, Clock: a.opts.Clock, Log: log.With("component", "pods")})
+	if err := cache.Relist(ctx); err != nil {
+		return fmt.Errorf("list the runtime's pods: %w", err)
+	}
+
+	nodeStatus := node.NewStatus(a.opts.NodeName, nodeIP, "nodeagent/"+version.Version, ver.RuntimeName+"://"+ver.RuntimeVersion, machine, capacity, allocatable)
+	a.updateNodeStatus(ctx, rt, nodeStatus)
+
+	var wg sync.WaitGroup
+	run := func(f func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
+	}
+	updates := make(chan source.Update)
+	fileSource := source.NewFile(cfg.StaticPodPath, a.opts.NodeName, cfg.FileCheckFrequency.Duration, log.With("component", "source"))
+	run(func() { fileSource.Run(ctx, updates) })
+	run(func() { cache.Run(ctx) })
+	run(func() { manager.Run(ctx, updates) })
+	run(func() {
+		t := a.opts.Clock.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C():
+				a.updateNodeStatus(ctx, rt, nodeStatus)
+			}
+		}
+	})
+
+	var srv *http.Server
+	if cfg.ReadOnlyPort > 0 {
+		addr := net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.ReadOnlyPort)))
+		srv = server.NewServer(addr, server.Handler(server.Sources{
+			Pods:   store.List,
+			Node:   func() *corev1.Node { return nodeStatus.Node(a.opts.Clock.Now()) },
+			Config: cfg.KubeletConfiguration,
+			Healthy: func() error {
+				if since := a.opts.Clock.Since(cache.LastRelist()); since > relistThreshold {
+					return fmt.Errorf("relist is not healthy: last seen active %s ago; threshold is %s", since.Round(time.Second), relistThreshold)
+				}
+				return nil
+			},
+		}))
+		lis, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("read-only API on %s: %w (set readOnlyPort: 0 to disable it)", addr, err)
+		}
+		run(func() {
+			if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("read-only API stopped", "err", err)
+			}
+		})
+		log.Info("read-only API listening", "addr", "http://"+addr, "endpoints", "/healthz /pods /node /configz")
+	}
+	log.Info("nodeagent running", "node", a.opts.NodeName, "ip", nodeIP, "manifests", cfg.StaticPodPath, "version", version.Version)
+
+	<-ctx.Done()
+	log.Info("shutting down; pods keep running")
+	if srv != nil {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		srv.Shutdown(shutdownCtx)
+		cancel()
+	}
+	wg.Wait()
+	return nil
+}
+
+// ensureNetwork makes the runtime's CNI directory hold a valid network.
+// Problems are logged and show in the node's Ready condition (through the
+// runtime's NetworkReady); they do not stop the agent.
+func (a *Agent) ensureNetwork(ctx context.Context, info map[string]string) {
+	confDir, binDirs := a.opts.CNIConfDir, a.opts.CNIBinDirs
+	var rc struct {
+		CNI struct {
+			ConfDir string `json:"confDir"`
+			BinDir  string `json:"binDir"`
+		} `json:"cni"`
+	}
+	if err := json.Unmarshal([]byte(info["config"]), &rc); err == nil {
+		if confDir == "" {
+			confDir = rc.CNI.ConfDir
+		}
+		if len(binDirs) == 0 && rc.CNI.BinDir != "" {
+			binDirs = []string{rc.CNI.BinDir}
+		}
+	}
+	if confDir == "" {
+		confDir = "/etc/cni/net.d"
+	}
+	if len(binDirs) == 0 {
+		binDirs = []string{"/opt/cni/bin", "/usr/lib/cni"}
+	}
+	res, err := network.Ensure(ctx, confDir, binDirs, a.cfg.PodCIDR)
+	switch {
+	case err != nil:
+		a.log.Error("pod network configuration", "err", err)
+	case res.Written:
+		a.log.Info("wrote pod network configuration", "file", res.File, "network", res.Name, "podCIDR", a.cfg.PodCIDR)
+	default:
+		a.log.Info("using existing pod network configuration", "file", res.File, "network", res.Name)
+	}
+}
+
+// updateNodeStatus reads RuntimeReady and NetworkReady from the runtime.
+func (a *Agent) updateNodeStatus(ctx context.Context, rt *cri.Client, s *node.Status) {
+	st, err := rt.Status(ctx, false)
+	if err != nil {
+		s.SetRuntime(err.Error(), "", a.opts.Clock.Now())
+		return
+	}
+	var runtimeErr, networkErr string
+	if c := cri.Condition(st.Status, "RuntimeReady"); c == nil || !c.Status {
+		runtimeErr = "RuntimeReady=false " + conditionText(c)
+	}
+	if c := cri.Condition(st.Status, "NetworkReady"); c == nil || !c.Status {
+		networkErr = "NetworkReady=false " + conditionText(c)
+	}
+	s.SetRuntime(runtimeErr, networkErr, a.opts.Clock.Now())
+}
+
+func conditionText(c *runtimeapi.RuntimeCondition) string {
+	if c == nil {
+		return "reason:unknown"
+	}
+	return strings.TrimSpace(fmt.Sprintf("reason:%s message:%s", c.GetReason(), c.GetMessage()))
+}

@@ -1,0 +1,79 @@
+package node
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Status builds the node object served on /node. Safe for concurrent use.
+type Status struct {
+	mu          sync.Mutex
+	node        corev1.Node
+	runtimeErr  string // why the runtime is not ready ("" when it is)
+	networkErr  string
+	readySince  metav1.Time
+	lastReady   bool
+	initialized bool
+}
+
+// NewStatus describes a node with the given facts.
+func NewStatus(name, ip, version, runtimeVersion string, m Machine, capacity, allocatable corev1.ResourceList) *Status {
+	s := &Status{}
+	capacity = capacity.DeepCopy()
+	delete(capacity, "pid")
+	s.node = corev1.Node{
+		TypeMeta:   metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": runtime.GOARCH}},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: allocatable,
+			Addresses:   []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeHostName, Address: name}},
+			NodeInfo: corev1.NodeSystemInfo{
+				MachineID: m.MachineID, BootID: m.BootID, KernelVersion: m.KernelVersion, OSImage: m.OSImage,
+				ContainerRuntimeVersion: runtimeVersion, KubeletVersion: version,
+				OperatingSystem: "linux", Architecture: runtime.GOARCH,
+			},
+		},
+	}
+	return s
+}
+
+// SetRuntime records the runtime's readiness: runtimeErr and networkErr
+// are empty when RuntimeReady and NetworkReady hold.
+func (s *Status) SetRuntime(runtimeErr, networkErr string, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.runtimeErr, s.networkErr = runtimeErr, networkErr
+	ready := runtimeErr == "" && networkErr == ""
+	if !s.initialized || ready != s.lastReady {
+		s.readySince = metav1.NewTime(now)
+	}
+	s.initialized, s.lastReady = true, ready
+}
+
+// Node returns the node object with its Ready condition, as the kubelet
+// words it.
+func (s *Status) Node(now time.Time) *corev1.Node {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.node.DeepCopy()
+	cond := corev1.NodeCondition{
+		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "nodeagent is posting ready status",
+		LastHeartbeatTime: metav1.NewTime(now), LastTransitionTime: s.readySince,
+	}
+	switch {
+	case !s.initialized:
+		cond.Status, cond.Reason, cond.Message = corev1.ConditionUnknown, "NodeStatusUnknown", "nodeagent has not checked the runtime yet"
+	case s.runtimeErr != "":
+		cond.Status, cond.Reason, cond.Message = corev1.ConditionFalse, "KubeletNotReady", "container runtime is down: "+s.runtimeErr
+	case s.networkErr != "":
+		cond.Status, cond.Reason, cond.Message = corev1.ConditionFalse, "KubeletNotReady", fmt.Sprintf("container runtime network not ready: %s", s.networkErr)
+	}
+	n.Status.Conditions = []corev1.NodeCondition{cond}
+	return n
+}

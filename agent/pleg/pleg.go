@@ -1,0 +1,313 @@
+// Package pleg keeps the agent's view of what the runtime holds for each pod
+// (the pod lifecycle event generator): a relist of the agent's sandboxes and
+// containers every period, diffed against the previous one; full statuses
+// are fetched only for objects whose state changed, and the pods they belong
+// to are announced to a callback (the pod workers wake on it). Workers can
+// also ask for a fresh per-pod inspection right after acting (Inspect).
+//
+// The cache is safe for concurrent use. Status messages it hands out are
+// shared and must not be modified.
+package pleg
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"nodeagent/cri"
+)
+
+// Runtime is the part of the CRI client the relister needs.
+type Runtime interface {
+	ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+	PodSandboxStatus(ctx context.Context, id string) (*runtimeapi.PodSandboxStatus, error)
+	ContainerStatus(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error)
+}
+
+// PodRuntime is what the runtime holds for one pod.
+type PodRuntime struct {
+	UID        types.UID
+	Sandboxes  []*runtimeapi.PodSandboxStatus // newest first
+	Containers []*runtimeapi.ContainerStatus  // newest first
+	ObservedAt time.Time                      // when the lists behind it were taken
+}
+
+// LatestSandbox is the newest sandbox, or nil.
+func (p *PodRuntime) LatestSandbox() *runtimeapi.PodSandboxStatus {
+	if p == nil || len(p.Sandboxes) == 0 {
+		return nil
+	}
+	return p.Sandboxes[0]
+}
+
+// GetSandboxes is Sandboxes, safe on a nil record.
+func (p *PodRuntime) GetSandboxes() []*runtimeapi.PodSandboxStatus {
+	if p == nil {
+		return nil
+	}
+	return p.Sandboxes
+}
+
+// GetContainers is Containers, safe on a nil record.
+func (p *PodRuntime) GetContainers() []*runtimeapi.ContainerStatus {
+	if p == nil {
+		return nil
+	}
+	return p.Containers
+}
+
+// ContainersNamed returns the records of one container name, newest first.
+func (p *PodRuntime) ContainersNamed(name string) []*runtimeapi.ContainerStatus {
+	if p == nil {
+		return nil
+	}
+	var out []*runtimeapi.ContainerStatus
+	for _, c := range p.Containers {
+		if c.GetMetadata().GetName() == name {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Cache relists the runtime and keeps per-pod records.
+type Cache struct {
+	rt     Runtime
+	node   string
+	clock  clock.WithTicker
+	log    *slog.Logger
+	notify func(types.UID)
+
+	mu         sync.Mutex
+	pods       map[types.UID]*PodRuntime
+	sandboxes  map[string]*runtimeapi.PodSandboxStatus
+	containers map[string]*runtimeapi.ContainerStatus
+	lastRelist time.Time
+}
+
+// New returns a cache of the objects labelled for node. notify is called,
+// outside any lock, with every pod whose runtime state changed.
+func New(rt Runtime, node string, clk clock.WithTicker, log *slog.Logger, notify func(types.UID)) *Cache {
+	return &Cache{
+		rt: rt, node: node, clock: clk, log: log, notify: notify,
+		pods:       map[types.UID]*PodRuntime{},
+		sandboxes:  map[string]*runtimeapi.PodSandboxStatus{},
+		containers: map[string]*runtimeapi.ContainerStatus{},
+	}
+}
+
+// RelistPeriod is how often Run relists, as the kubelet's generic PLEG.
+const RelistPeriod = time.Second
+
+// Run relists every RelistPeriod until ctx is done.
+func (c *Cache) Run(ctx context.Context) {
+	t := c.clock.NewTicker(RelistPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			if err := c.Relist(ctx); err != nil && ctx.Err() == nil {
+				c.log.Warn("relist failed", "err", err)
+			}
+		}
+	}
+}
+
+// Relist lists the node's sandboxes and containers once, refreshes the
+// statuses of those whose state changed, and announces the changed pods.
+func (c *Cache) Relist(ctx context.Context) error {
+	at := c.clock.Now()
+	managed := map[string]string{cri.LabelManagedBy: c.node}
+	sbs, err := c.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: managed})
+	if err != nil {
+		return err
+	}
+	cs, err := c.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: managed})
+	if err != nil {
+		return err
+	}
+
+	c.mu.Lock()
+	oldSandboxes, oldContainers := c.sandboxes, c.containers
+	c.mu.Unlock()
+
+	changed := map[types.UID]bool{}
+	sandboxes := make(map[string]*runtimeapi.PodSandboxStatus, len(sbs))
+	for _, sb := range sbs {
+		st := oldSandboxes[sb.Id]
+		if st == nil || st.State != sb.State {
+			if st, err = c.rt.PodSandboxStatus(ctx, sb.Id); err != nil {
+				if errors.Is(err, cri.ErrNotFound) {
+					continue
+				}
+				return err
+			}
+			changed[uidOf(sb.Labels)] = true
+		}
+		sandboxes[sb.Id] = st
+	}
+	containers := make(map[string]*runtimeapi.ContainerStatus, len(cs))
+	for _, ctr := range cs {
+		st := oldContainers[ctr.Id]
+		if st == nil || st.State != ctr.State {
+			if st, err = c.rt.ContainerStatus(ctx, ctr.Id); err != nil {
+				if errors.Is(err, cri.ErrNotFound) {
+					continue
+				}
+				return err
+			}
+			changed[uidOf(ctr.Labels)] = true
+		}
+		containers[ctr.Id] = st
+	}
+	for id, st := range oldSandboxes {
+		if _, ok := sandboxes[id]; !ok {
+			changed[uidOf(st.Labels)] = true
+		}
+	}
+	for id, st := range oldContainers {
+		if _, ok := containers[id]; !ok {
+			changed[uidOf(st.Labels)] = true
+		}
+	}
+
+	pods := group(sandboxes, containers, at)
+	c.mu.Lock()
+	c.sandboxes, c.containers = sandboxes, containers
+	for uid, p := range pods {
+		if cur, ok := c.pods[uid]; ok && cur.ObservedAt.After(at) {
+			continue // a newer Inspect already holds fresher data
+		}
+		c.pods[uid] = p
+	}
+	for uid, cur := range c.pods {
+		if _, ok := pods[uid]; !ok && !cur.ObservedAt.After(at) {
+			delete(c.pods, uid)
+		}
+	}
+	c.lastRelist = at
+	c.mu.Unlock()
+
+	for uid := range changed {
+		if uid != "" && c.notify != nil {
+			c.notify(uid)
+		}
+	}
+	return nil
+}
+
+// Inspect reads one pod's sandboxes and containers from the runtime now,
+// stores and returns them.
+func (c *Cache) Inspect(ctx context.Context, uid types.UID) (*PodRuntime, error) {
+	at := c.clock.Now()
+	labels := map[string]string{cri.LabelManagedBy: c.node, cri.LabelPodUID: string(uid)}
+	sbs, err := c.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: labels})
+	if err != nil {
+		return nil, err
+	}
+	cs, err := c.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: labels})
+	if err != nil {
+		return nil, err
+	}
+	sandboxes := map[string]*runtimeapi.PodSandboxStatus{}
+	for _, sb := range sbs {
+		st, err := c.rt.PodSandboxStatus(ctx, sb.Id)
+		if errors.Is(err, cri.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		sandboxes[sb.Id] = st
+	}
+	containers := map[string]*runtimeapi.ContainerStatus{}
+	for _, ctr := range cs {
+		st, err := c.rt.ContainerStatus(ctx, ctr.Id)
+		if errors.Is(err, cri.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		containers[ctr.Id] = st
+	}
+	p := group(sandboxes, containers, at)[uid]
+	if p == nil {
+		p = &PodRuntime{UID: uid, ObservedAt: at}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, st := range sandboxes {
+		c.sandboxes[id] = st
+	}
+	for id, st := range containers {
+		c.containers[id] = st
+	}
+	if cur, ok := c.pods[uid]; !ok || !cur.ObservedAt.After(at) {
+		c.pods[uid] = p
+	}
+	return c.pods[uid], nil
+}
+
+// Get returns the pod's last known runtime state (nil when the runtime
+// holds nothing for it).
+func (c *Cache) Get(uid types.UID) *PodRuntime {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pods[uid]
+}
+
+// UIDs lists every pod the runtime holds objects for.
+func (c *Cache) UIDs() []types.UID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]types.UID, 0, len(c.pods))
+	for uid := range c.pods {
+		out = append(out, uid)
+	}
+	return out
+}
+
+// LastRelist is the time of the last successful relist (zero if none).
+func (c *Cache) LastRelist() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastRelist
+}
+
+func uidOf(labels map[string]string) types.UID { return types.UID(labels[cri.LabelPodUID]) }
+
+func group(sandboxes map[string]*runtimeapi.PodSandboxStatus, containers map[string]*runtimeapi.ContainerStatus, at time.Time) map[types.UID]*PodRuntime {
+	pods := map[types.UID]*PodRuntime{}
+	get := func(uid types.UID) *PodRuntime {
+		p, ok := pods[uid]
+		if !ok {
+			p = &PodRuntime{UID: uid, ObservedAt: at}
+			pods[uid] = p
+		}
+		return p
+	}
+	for _, st := range sandboxes {
+		p := get(uidOf(st.Labels))
+		p.Sandboxes = append(p.Sandboxes, st)
+	}
+	for _, st := range containers {
+		p := get(uidOf(st.Labels))
+		p.Containers = append(p.Containers, st)
+	}
+	for _, p := range pods {
+		sort.Slice(p.Sandboxes, func(i, j int) bool { return p.Sandboxes[i].CreatedAt > p.Sandboxes[j].CreatedAt })
+		sort.Slice(p.Containers, func(i, j int) bool { return p.Containers[i].CreatedAt > p.Containers[j].CreatedAt })
+	}
+	return pods
+}

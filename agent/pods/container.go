@@ -1,0 +1,347 @@
+package pods
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/cgroups"
+	"nodeagent/cri"
+	"nodeagent/internal/qos"
+)
+
+// containerConfig builds the ContainerConfig as the kubelet does: $(VAR)
+// expansion of command and args, env with the downward API, mounts, the log
+// path <name>/<restartCount>.log, CRI resources and the oom_score_adj of
+// the pod's QoS class, and labels and annotations that let a restarted agent
+// stop the container without its spec.
+func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, imageRef string, restartCount int32, podIP string) (*runtimeapi.ContainerConfig, error) {
+	env, err := m.containerEnv(pod, c, podIP)
+	if err != nil {
+		return nil, err
+	}
+	mapping := envMapping(env)
+	expandAll := func(in []string) []string {
+		out := make([]string, len(in))
+		for i, s := range in {
+			out[i] = expand(s, mapping)
+		}
+		return out
+	}
+	mounts, err := m.mounts(pod, c)
+	if err != nil {
+		return nil, err
+	}
+	var envs []*runtimeapi.KeyValue
+	for _, e := range env {
+		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: e.Value})
+	}
+	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	oomScoreAdj := m.opts.OOMRange.Map(qos.ContainerOOMScoreAdj(pod, c, m.opts.MemoryCapacity, isCritical(pod)))
+
+	return &runtimeapi.ContainerConfig{
+		Metadata:   &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
+		Image:      &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
+		Command:    expandAll(c.Command),
+		Args:       expandAll(c.Args),
+		WorkingDir: c.WorkingDir,
+		Envs:       envs,
+		Mounts:     mounts,
+		Labels: map[string]string{
+			cri.LabelPodName:       pod.Name,
+			cri.LabelPodNamespace:  pod.Namespace,
+			cri.LabelPodUID:        string(pod.UID),
+			cri.LabelContainerName: c.Name,
+			cri.LabelManagedBy:     m.opts.NodeName,
+		},
+		Annotations: map[string]string{
+			cri.AnnotationContainerHash:         strconv.FormatUint(uint64(containerHash(c)), 16),
+			cri.AnnotationRestartCount:          strconv.Itoa(int(restartCount)),
+			cri.AnnotationTerminationGrace:      strconv.FormatInt(grace, 10),
+			cri.AnnotationTerminationMessage:    c.TerminationMessagePath,
+			cri.AnnotationContainerOOMScoreAdj:  strconv.Itoa(oomScoreAdj),
+			cri.AnnotationContainerImageRequest: c.Image,
+		},
+		LogPath:   filepath.Join(c.Name, fmt.Sprintf("%d.log", restartCount)),
+		Stdin:     c.Stdin,
+		StdinOnce: c.StdinOnce,
+		Tty:       c.TTY,
+		Linux: &runtimeapi.LinuxContainerConfig{
+			Resources:       m.containerResources(c, oomScoreAdj),
+			SecurityContext: containerSecurityContext(pod, c),
+		},
+	}, nil
+}
+
+// containerResources are the kubelet's CRI resources: shares from the cpu
+// request (or limit), CFS quota from the cpu limit, memory limit.
+func (m *Manager) containerResources(c *corev1.Container, oomScoreAdj int) *runtimeapi.LinuxContainerResources {
+	cpuReq := c.Resources.Requests.Cpu().MilliValue()
+	cpuLim := c.Resources.Limits.Cpu().MilliValue()
+	if cpuReq == 0 && cpuLim > 0 {
+		cpuReq = cpuLim
+	}
+	r := &runtimeapi.LinuxContainerResources{
+		CpuShares:          int64(cgroups.MilliCPUToShares(cpuReq)),
+		MemoryLimitInBytes: c.Resources.Limits.Memory().Value(),
+		OomScoreAdj:        int64(oomScoreAdj),
+	}
+	if m.opts.EnforceCPULimits {
+		period := int64(m.opts.CPUPeriod)
+		if period == 0 {
+			period = cgroups.QuotaPeriod
+		}
+		r.CpuPeriod = period
+		r.CpuQuota = cgroups.MilliCPUToQuota(cpuLim, period)
+	}
+	return r
+}
+
+func containerSecurityContext(pod *corev1.Pod, c *corev1.Container) *runtimeapi.LinuxContainerSecurityContext {
+	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod)}
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		if psc.RunAsUser != nil {
+			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
+		}
+		if psc.RunAsGroup != nil {
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
+		}
+		sc.SupplementalGroups = psc.SupplementalGroups
+	}
+	csc := c.SecurityContext
+	if csc == nil {
+		return sc
+	}
+	if csc.RunAsUser != nil {
+		sc.RunAsUser = &runtimeapi.Int64Value{Value: *csc.RunAsUser}
+	}
+	if csc.RunAsGroup != nil {
+		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *csc.RunAsGroup}
+	}
+	if csc.Privileged != nil {
+		sc.Privileged = *csc.Privileged
+	}
+	if csc.ReadOnlyRootFilesystem != nil {
+		sc.ReadonlyRootfs = *csc.ReadOnlyRootFilesystem
+	}
+	if csc.AllowPrivilegeEscalation != nil {
+		sc.NoNewPrivs = !*csc.AllowPrivilegeEscalation
+	}
+	if caps := csc.Capabilities; caps != nil {
+		sc.Capabilities = &runtimeapi.Capability{}
+		for _, a := range caps.Add {
+			sc.Capabilities.AddCapabilities = append(sc.Capabilities.AddCapabilities, string(a))
+		}
+		for _, d := range caps.Drop {
+			sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, string(d))
+		}
+	}
+	return sc
+}
+
+// isCritical: static pods are critical to the kubelet, and so to the agent.
+func isCritical(pod *corev1.Pod) bool {
+	return pod.Annotations["kubernetes.io/config.source"] != "api"
+}
+
+// containerHash identifies a container spec (annotation only, for tools).
+func containerHash(c *corev1.Container) uint32 {
+	h := fnv.New32a()
+	b, _ := json.Marshal(c)
+	h.Write(b)
+	return h.Sum32()
+}
+
+// containerEnv resolves the container's env in order: literal values
+// (expanded against the variables before them) and the downward API
+// (fieldRef, resourceFieldRef).
+func (m *Manager) containerEnv(pod *corev1.Pod, c *corev1.Container, podIP string) ([]corev1.EnvVar, error) {
+	var out []corev1.EnvVar
+	defined := map[string]string{}
+	for _, e := range c.Env {
+		value := e.Value
+		switch {
+		case e.ValueFrom == nil:
+			value = expand(e.Value, func(name string) (string, bool) { v, ok := defined[name]; return v, ok })
+		case e.ValueFrom.FieldRef != nil:
+			v, err := m.fieldRef(pod, e.ValueFrom.FieldRef.FieldPath, podIP)
+			if err != nil {
+				return nil, fmt.Errorf("env %s: %w", e.Name, err)
+			}
+			value = v
+		case e.ValueFrom.ResourceFieldRef != nil:
+			v, err := m.resourceFieldRef(pod, c, e.ValueFrom.ResourceFieldRef)
+			if err != nil {
+				return nil, fmt.Errorf("env %s: %w", e.Name, err)
+			}
+			value = v
+		default:
+			return nil, fmt.Errorf("env %s: only value, fieldRef and resourceFieldRef are supported", e.Name)
+		}
+		defined[e.Name] = value
+		out = append(out, corev1.EnvVar{Name: e.Name, Value: value})
+	}
+	return out, nil
+}
+
+func (m *Manager) fieldRef(pod *corev1.Pod, path, podIP string) (string, error) {
+	if key, ok := strings.CutPrefix(path, "metadata.labels['"); ok {
+		return pod.Labels[strings.TrimSuffix(key, "']")], nil
+	}
+	if key, ok := strings.CutPrefix(path, "metadata.annotations['"); ok {
+		return pod.Annotations[strings.TrimSuffix(key, "']")], nil
+	}
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "spec.nodeName":
+		return pod.Spec.NodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.hostIP", "status.hostIPs":
+		return m.opts.NodeIP, nil
+	case "status.podIP", "status.podIPs":
+		return podIP, nil
+	}
+	return "", fmt.Errorf("fieldRef %q is not supported", path)
+}
+
+// resourceFieldRef renders a limit or request in units of the divisor,
+// rounded up; an unset limit reads as the node's allocatable amount.
+func (m *Manager) resourceFieldRef(pod *corev1.Pod, c *corev1.Container, ref *corev1.ResourceFieldSelector) (string, error) {
+	if ref.ContainerName != "" && ref.ContainerName != c.Name {
+		for i := range pod.Spec.Containers {
+			if pod.Spec.Containers[i].Name == ref.ContainerName {
+				c = &pod.Spec.Containers[i]
+			}
+		}
+	}
+	kind, name, _ := strings.Cut(ref.Resource, ".")
+	var q resource.Quantity
+	var ok bool
+	switch kind {
+	case "limits":
+		q, ok = c.Resources.Limits[corev1.ResourceName(name)]
+		if !ok {
+			q, ok = m.opts.Allocatable[corev1.ResourceName(name)]
+		}
+	case "requests":
+		q, ok = c.Resources.Requests[corev1.ResourceName(name)]
+		if !ok {
+			q, ok = resource.Quantity{}, true
+		}
+	}
+	if !ok {
+		return "", fmt.Errorf("resourceFieldRef %q is not supported", ref.Resource)
+	}
+	divisor := ref.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	if name == "cpu" {
+		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
+	}
+	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
+}
+
+func envMapping(env []corev1.EnvVar) func(string) (string, bool) {
+	m := map[string]string{}
+	for _, e := range env {
+		m[e.Name] = e.Value
+	}
+	return func(name string) (string, bool) { v, ok := m[name]; return v, ok }
+}
+
+// expand replaces $(VAR) with its value when defined, keeps unknown
+// references as written, and turns $$ into $, as the kubelet expands
+// commands, args and env values.
+func expand(s string, lookup func(string) (string, bool)) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch next := s[i+1]; {
+		case next == '$':
+			b.WriteByte('$')
+			i++
+		case next == '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := lookup(name); ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString("$(" + name + ")")
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}
+
+// podVolumeDir is where a pod's emptyDir volumes live, in the kubelet's layout.
+func (m *Manager) podVolumeDir(pod *corev1.Pod) string {
+	return filepath.Join(m.opts.RootDir, "pods", string(pod.UID), "volumes")
+}
+
+// mounts resolves the container's volume mounts to host paths, creating
+// emptyDir directories and DirectoryOrCreate host paths.
+func (m *Manager) mounts(pod *corev1.Pod, c *corev1.Container) ([]*runtimeapi.Mount, error) {
+	var out []*runtimeapi.Mount
+	for _, vm := range c.VolumeMounts {
+		var host string
+		for _, v := range pod.Spec.Volumes {
+			if v.Name != vm.Name {
+				continue
+			}
+			switch {
+			case v.EmptyDir != nil:
+				host = filepath.Join(m.podVolumeDir(pod), "kubernetes.io~empty-dir", v.Name)
+				if err := os.MkdirAll(host, 0o777); err != nil {
+					return nil, fmt.Errorf("volume %s: %w", v.Name, err)
+				}
+			case v.HostPath != nil:
+				host = v.HostPath.Path
+				if t := v.HostPath.Type; t != nil && *t == corev1.HostPathDirectoryOrCreate {
+					if err := os.MkdirAll(host, 0o755); err != nil {
+						return nil, fmt.Errorf("volume %s: %w", v.Name, err)
+					}
+				}
+			}
+		}
+		if host == "" {
+			return nil, fmt.Errorf("volume %s not found", vm.Name)
+		}
+		if vm.SubPath != "" {
+			host = filepath.Join(host, vm.SubPath)
+		}
+		out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly})
+	}
+	return out, nil
+}

@@ -1,0 +1,313 @@
+package pods
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"nodeagent/agent/source"
+	"nodeagent/agent/status"
+	"nodeagent/cgroups"
+	"nodeagent/internal/qos"
+)
+
+// Options are the node settings that shape pods.
+type Options struct {
+	NodeName         string
+	NodeIP           string
+	RuntimeName      string // containerID scheme in statuses, e.g. "containerd"
+	PodLogsDir       string
+	RootDir          string // emptyDir volumes live under <RootDir>/pods/<uid>
+	MaxPods          int
+	Allocatable      corev1.ResourceList // for admission
+	MemoryCapacity   int64               // for Burstable oom_score_adj
+	OOMRange         qos.OOMScoreRange
+	EnforceCPULimits bool
+	CPUPeriod        uint64
+	ClusterDNS       []string
+	ClusterDomain    string
+	ResolvConf       string
+	// ResyncPeriod bounds how long a worker sleeps without a runtime event.
+	ResyncPeriod time.Duration
+	// ReconcilePeriod is how often the whole cgroup tree is rewritten.
+	ReconcilePeriod time.Duration
+}
+
+// Deps are the manager's collaborators.
+type Deps struct {
+	Runtime Runtime
+	Cache   PodCache
+	Tree    *cgroups.Tree
+	Store   *status.Store
+	Clock   clock.WithTicker
+	Log     *slog.Logger
+}
+
+// Manager owns the desired pods, admits them and runs one worker per pod.
+type Manager struct {
+	opts         Options
+	rt           Runtime
+	cache        PodCache
+	tree         *cgroups.Tree
+	store        *status.Store
+	clock        clock.WithTicker
+	log          *slog.Logger
+	restarts     *backOff // crash-loop back-off per container
+	imagePulls   *backOff // image pull back-off per image
+	housekeeping time.Duration
+
+	mu       sync.Mutex
+	ctx      context.Context // the agent's lifetime; set by Run
+	pods     map[types.UID]*corev1.Pod
+	rejected map[types.UID]bool
+	workers  map[types.UID]*worker
+	synced   bool // the sources delivered their first desired set
+	wg       sync.WaitGroup
+}
+
+// NewManager returns a manager; Run starts it.
+func NewManager(opts Options, deps Deps) *Manager {
+	if opts.ResyncPeriod <= 0 {
+		opts.ResyncPeriod = 10 * time.Second
+	}
+	if opts.ReconcilePeriod <= 0 {
+		opts.ReconcilePeriod = time.Minute
+	}
+	return &Manager{
+		opts: opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, clock: deps.Clock,
+		log:          deps.Log,
+		restarts:     newBackOff(deps.Clock),
+		imagePulls:   newBackOff(deps.Clock),
+		housekeeping: 2 * time.Second,
+		pods:         map[types.UID]*corev1.Pod{},
+		rejected:     map[types.UID]bool{},
+		workers:      map[types.UID]*worker{},
+	}
+}
+
+// Run applies source updates until ctx is done, then waits for the workers
+// to return. Workers stop without touching their pods: an agent shutdown
+// leaves pods running.
+func (m *Manager) Run(ctx context.Context, updates <-chan source.Update) {
+	m.mu.Lock()
+	m.ctx = ctx
+	m.mu.Unlock()
+	housekeeping := m.clock.NewTicker(m.housekeeping)
+	defer housekeeping.Stop()
+	reconcile := m.clock.NewTicker(m.opts.ReconcilePeriod)
+	defer reconcile.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			m.wg.Wait()
+			return
+		case u := <-updates:
+			m.apply(u)
+		case <-housekeeping.C():
+			m.collectOrphans()
+		case <-reconcile.C():
+			m.Reconcile()
+		}
+	}
+}
+
+// apply makes the desired set match u: removed pods terminate, new pods are
+// admitted (pods the runtime already runs first, so a restarted agent
+// re-adopts before it admits anything new) and get a worker.
+func (m *Manager) apply(u source.Update) {
+	desired := map[types.UID]*corev1.Pod{}
+	for _, p := range u.Pods {
+		desired[p.UID] = p
+	}
+	running := map[types.UID]bool{}
+	for _, uid := range m.cache.UIDs() {
+		running[uid] = true
+	}
+
+	m.mu.Lock()
+	changed := false
+	for uid, p := range m.pods {
+		if _, ok := desired[uid]; ok {
+			continue
+		}
+		delete(m.pods, uid)
+		changed = true
+		if w := m.workers[uid]; w != nil {
+			m.log.Info("pod removed from its source; terminating", "pod", fullName(p), "pod_uid", uid)
+			w.terminate(nil)
+		}
+	}
+	for uid := range m.rejected {
+		if _, ok := desired[uid]; !ok {
+			delete(m.rejected, uid)
+			m.store.Delete(uid)
+		}
+	}
+	var added []*corev1.Pod
+	for uid, p := range desired {
+		if _, ok := m.pods[uid]; !ok && !m.rejected[uid] {
+			added = append(added, p)
+		}
+	}
+	order := map[types.UID]int{}
+	for i, p := range u.Pods {
+		order[p.UID] = i
+	}
+	sort.Slice(added, func(i, j int) bool {
+		if running[added[i].UID] != running[added[j].UID] {
+			return running[added[i].UID]
+		}
+		return order[added[i].UID] < order[added[j].UID]
+	})
+	for _, p := range added {
+		if r := admit(p, m.admittedLocked(), m.opts.MaxPods, m.opts.Allocatable); r != nil {
+			m.rejected[p.UID] = true
+			m.rejectLocked(p, r)
+			continue
+		}
+		m.pods[p.UID] = p
+		changed = true
+		if m.workers[p.UID] == nil {
+			m.startWorkerLocked(p.UID, p)
+		}
+	}
+	first := !m.synced
+	m.synced = true
+	active := m.admittedLocked()
+	m.mu.Unlock()
+
+	if changed {
+		if err := m.tree.SyncQoS(active); err != nil {
+			m.log.Warn("update QoS cgroups", "err", err)
+		}
+	}
+	if first {
+		m.collectOrphans()
+	}
+}
+
+func (m *Manager) admittedLocked() []*corev1.Pod {
+	out := make([]*corev1.Pod, 0, len(m.pods))
+	for _, p := range m.pods {
+		out = append(out, p)
+	}
+	return out
+}
+
+func (m *Manager) rejectLocked(p *corev1.Pod, r *Rejection) {
+	m.log.Warn("pod rejected at admission", "pod", fullName(p), "pod_uid", p.UID, "reason", r.Reason, "message", r.Message)
+	pod := p.DeepCopy()
+	now := metav1.NewTime(m.clock.Now())
+	pod.Status = corev1.PodStatus{
+		Phase:     corev1.PodFailed,
+		Reason:    r.Reason,
+		Message:   "Pod was rejected: " + r.Message,
+		QOSClass:  qos.Class(p),
+		HostIP:    m.opts.NodeIP,
+		StartTime: &now,
+	}
+	m.store.Set(pod)
+}
+
+func (m *Manager) startWorkerLocked(uid types.UID, pod *corev1.Pod) {
+	if m.ctx == nil || m.ctx.Err() != nil {
+		return
+	}
+	w := newWorker(m, uid, pod)
+	m.workers[uid] = w
+	m.wg.Add(1)
+	go w.run(m.ctx)
+}
+
+// workerDone forgets a finished worker, and starts a new one when the pod
+// was added again while the old one terminated.
+func (m *Manager) workerDone(w *worker) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	defer m.wg.Done()
+	if m.workers[w.uid] == w {
+		delete(m.workers, w.uid)
+	}
+	if p, ok := m.pods[w.uid]; ok && (w.pod == nil || w.isTerminating()) {
+		m.startWorkerLocked(w.uid, p)
+	}
+}
+
+// Wake tells the pod's worker that its runtime state changed; a pod the
+// runtime holds but nobody wants is handed to a terminating worker.
+func (m *Manager) Wake(uid types.UID) {
+	m.mu.Lock()
+	w := m.workers[uid]
+	m.mu.Unlock()
+	if w != nil {
+		w.wake()
+		return
+	}
+	m.collectOrphans()
+}
+
+// collectOrphans terminates pods the runtime holds (with this node's label)
+// that no source wants, e.g. after their manifest was removed while the
+// agent was down. It waits for the sources' first update.
+func (m *Manager) collectOrphans() {
+	uids := m.cache.UIDs()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.synced {
+		return
+	}
+	for _, uid := range uids {
+		if _, wanted := m.pods[uid]; wanted || m.workers[uid] != nil {
+			continue
+		}
+		m.log.Info("found a pod no source wants; terminating it", "pod_uid", uid)
+		m.startWorkerLocked(uid, nil)
+	}
+}
+
+// Reconcile rewrites the whole cgroup tree for the admitted pods and
+// removes pod cgroups that belong to no pod.
+func (m *Manager) Reconcile() {
+	m.mu.Lock()
+	active := m.admittedLocked()
+	busy := map[types.UID]bool{}
+	for uid := range m.workers {
+		busy[uid] = true
+	}
+	synced := m.synced
+	m.mu.Unlock()
+	if err := m.tree.Sync(active); err != nil {
+		m.log.Warn("reconcile cgroup tree", "err", err)
+	}
+	if !synced {
+		return
+	}
+	found, err := m.tree.PodCgroups()
+	if err != nil {
+		m.log.Warn("list pod cgroups", "err", err)
+		return
+	}
+	wanted := map[types.UID]bool{}
+	for _, p := range active {
+		wanted[p.UID] = true
+	}
+	for uid, name := range found {
+		if wanted[uid] || busy[uid] || m.cache.Get(uid) != nil {
+			continue
+		}
+		if err := m.tree.RemovePod(name); err != nil {
+			m.log.Warn("remove orphaned pod cgroup", "cgroup", name.Cgroupfs(), "err", err)
+		} else {
+			m.log.Info("removed orphaned pod cgroup", "cgroup", name.Cgroupfs())
+		}
+	}
+}
+
+func fullName(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }

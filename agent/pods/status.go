@@ -1,0 +1,291 @@
+package pods
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/agent/pleg"
+	"nodeagent/cri"
+	"nodeagent/internal/qos"
+)
+
+// waitingReason is why a container is not running, as the worker last saw
+// it (ErrImagePull, CrashLoopBackOff, CreateContainerError, ...).
+type waitingReason struct {
+	Reason, Message string
+}
+
+// statusInput is everything a pod's status is computed from.
+type statusInput struct {
+	pod         *corev1.Pod
+	rt          *pleg.PodRuntime
+	waiting     map[string]waitingReason
+	previous    corev1.PodStatus
+	hostIP      string
+	runtimeName string // containerID scheme, e.g. "containerd"
+	startTime   metav1.Time
+	now         time.Time
+}
+
+// computeStatus derives the pod's corev1.PodStatus from its spec and what
+// the runtime holds, with the kubelet's phase rules, conditions and
+// container states.
+func computeStatus(in statusInput) corev1.PodStatus {
+	pod := in.pod
+	st := corev1.PodStatus{
+		QOSClass:  qos.Class(pod),
+		HostIP:    in.hostIP,
+		StartTime: &in.startTime,
+	}
+	if in.hostIP != "" {
+		st.HostIPs = []corev1.HostIP{{IP: in.hostIP}}
+	}
+	sandbox := in.rt.LatestSandbox()
+	sandboxReady := sandbox != nil && sandbox.State == runtimeapi.PodSandboxState_SANDBOX_READY
+	if sandboxReady && sandbox.Network != nil && sandbox.Network.Ip != "" {
+		st.PodIP = sandbox.Network.Ip
+		st.PodIPs = []corev1.PodIP{{IP: sandbox.Network.Ip}}
+		for _, ip := range sandbox.Network.AdditionalIps {
+			st.PodIPs = append(st.PodIPs, corev1.PodIP{IP: ip.Ip})
+		}
+	}
+	if pod.Spec.HostNetwork && sandboxReady {
+		st.PodIP, st.PodIPs = in.hostIP, []corev1.PodIP{{IP: in.hostIP}}
+	}
+
+	initDone := true
+	var incompleteInit []string
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		cs := in.containerStatus(c, "PodInitializing")
+		st.InitContainerStatuses = append(st.InitContainerStatuses, cs)
+		done := (cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0) ||
+			(qos.IsSidecar(c) && cs.State.Running != nil)
+		if !done {
+			initDone = false
+			incompleteInit = append(incompleteInit, c.Name)
+		}
+	}
+	defaultWaiting := "ContainerCreating"
+	if !initDone {
+		defaultWaiting = "PodInitializing"
+	}
+	var unready []string
+	for i := range pod.Spec.Containers {
+		cs := in.containerStatus(&pod.Spec.Containers[i], defaultWaiting)
+		st.ContainerStatuses = append(st.ContainerStatuses, cs)
+		if !cs.Ready {
+			unready = append(unready, cs.Name)
+		}
+	}
+	st.Phase = podPhase(pod, st.InitContainerStatuses, st.ContainerStatuses)
+
+	cond := func(t corev1.PodConditionType, ok bool, reason, message string) {
+		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: message}
+		if ok {
+			c.Status, c.Reason, c.Message = corev1.ConditionTrue, "", ""
+		}
+		c.LastTransitionTime = metav1.NewTime(in.now)
+		for _, old := range in.previous.Conditions {
+			if old.Type == t && old.Status == c.Status {
+				c.LastTransitionTime = old.LastTransitionTime
+			}
+		}
+		c.LastProbeTime = metav1.Time{}
+		st.Conditions = append(st.Conditions, c)
+	}
+	cond(corev1.PodReadyToStartContainers, sandboxReady && (st.PodIP != "" || pod.Spec.HostNetwork), "", "")
+	cond(corev1.PodInitialized, initDone, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incompleteInit, " ")))
+	readyReason, readyMessage := "ContainersNotReady", fmt.Sprintf("containers with unready status: [%s]", strings.Join(unready, " "))
+	if st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed {
+		readyReason, readyMessage = "PodCompleted", ""
+	}
+	ready := len(unready) == 0 && st.Phase == corev1.PodRunning
+	cond(corev1.ContainersReady, ready, readyReason, readyMessage)
+	cond(corev1.PodReady, ready, readyReason, readyMessage)
+	cond(corev1.PodScheduled, true, "", "")
+	return st
+}
+
+// containerStatus is the status of one container from its newest runtime
+// records: the newest decides the state, the one before is lastState. An
+// exited container the worker is about to restart shows as waiting with
+// the worker's reason and its exit as lastState, as in the kubelet.
+func (in statusInput) containerStatus(c *corev1.Container, defaultWaiting string) corev1.ContainerStatus {
+	cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image}
+	recs := in.rt.ContainersNamed(c.Name)
+	waiting := func() *corev1.ContainerStateWaiting {
+		if w, ok := in.waiting[c.Name]; ok {
+			return &corev1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
+		}
+		return &corev1.ContainerStateWaiting{Reason: defaultWaiting}
+	}
+	if len(recs) == 0 {
+		cs.State.Waiting = waiting()
+		return cs
+	}
+	latest := recs[0]
+	cs.ContainerID = in.runtimeName + "://" + latest.Id
+	cs.ImageID = latest.ImageRef
+	if n, err := strconv.Atoi(latest.Annotations[cri.AnnotationRestartCount]); err == nil {
+		cs.RestartCount = int32(n)
+	}
+	var previous *corev1.ContainerStateTerminated
+	if len(recs) > 1 && recs[1].State == runtimeapi.ContainerState_CONTAINER_EXITED {
+		previous = in.terminated(recs[1])
+	}
+	switch latest.State {
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: nanoTime(latest.StartedAt)}
+		started := true
+		cs.Started = &started
+		cs.Ready = true
+		if previous != nil {
+			cs.LastTerminationState.Terminated = previous
+		}
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		term := in.terminated(latest)
+		if _, restarting := in.waiting[c.Name]; restarting {
+			cs.State.Waiting = waiting()
+			cs.LastTerminationState.Terminated = term
+		} else {
+			cs.State.Terminated = term
+			if previous != nil {
+				cs.LastTerminationState.Terminated = previous
+			}
+		}
+		started := false
+		cs.Started = &started
+	default: // created or unknown
+		cs.State.Waiting = waiting()
+		if previous != nil {
+			cs.LastTerminationState.Terminated = previous
+		}
+	}
+	return cs
+}
+
+func (in statusInput) terminated(rec *runtimeapi.ContainerStatus) *corev1.ContainerStateTerminated {
+	reason := rec.Reason
+	if reason == "" {
+		reason = "Error"
+		if rec.ExitCode == 0 {
+			reason = "Completed"
+		}
+	}
+	return &corev1.ContainerStateTerminated{
+		ExitCode:    rec.ExitCode,
+		Reason:      reason,
+		Message:     rec.Message,
+		StartedAt:   nanoTime(rec.StartedAt),
+		FinishedAt:  nanoTime(rec.FinishedAt),
+		ContainerID: in.runtimeName + "://" + rec.Id,
+	}
+}
+
+func nanoTime(ns int64) metav1.Time {
+	if ns == 0 {
+		return metav1.Time{}
+	}
+	return metav1.NewTime(time.Unix(0, ns))
+}
+
+// podPhase is the kubelet's getPhase.
+func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus) corev1.PodPhase {
+	byName := func(list []corev1.ContainerStatus, name string) (corev1.ContainerStatus, bool) {
+		for _, s := range list {
+			if s.Name == name {
+				return s, true
+			}
+		}
+		return corev1.ContainerStatus{}, false
+	}
+	pendingInit, failedInit := 0, 0
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		s, ok := byName(initStatuses, c.Name)
+		if qos.IsSidecar(c) {
+			if !ok || (s.State.Running != nil && (s.Started == nil || !*s.Started)) ||
+				(s.State.Waiting != nil && s.LastTerminationState.Terminated == nil) {
+				pendingInit++
+			}
+			continue
+		}
+		switch {
+		case !ok:
+			pendingInit++
+		case s.State.Running != nil:
+			pendingInit++
+		case s.State.Terminated != nil:
+			if s.State.Terminated.ExitCode != 0 {
+				pendingInit++
+				failedInit++
+			}
+		case s.State.Waiting != nil:
+			if t := s.LastTerminationState.Terminated; t == nil {
+				pendingInit++
+			} else if t.ExitCode != 0 {
+				pendingInit++
+				failedInit++
+			}
+		default:
+			pendingInit++
+		}
+	}
+	unknown, running, waiting, stopped, succeeded := 0, 0, 0, 0, 0
+	anyStarted := false
+	for _, c := range pod.Spec.Containers {
+		s, ok := byName(statuses, c.Name)
+		if !ok {
+			unknown++
+			continue
+		}
+		if s.ContainerID != "" {
+			anyStarted = true
+		}
+		switch {
+		case s.State.Running != nil:
+			running++
+		case s.State.Terminated != nil:
+			stopped++
+			if s.State.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case s.State.Waiting != nil:
+			if s.LastTerminationState.Terminated != nil {
+				stopped++
+			} else {
+				waiting++
+			}
+		default:
+			unknown++
+		}
+	}
+	if failedInit > 0 && pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
+		return corev1.PodFailed
+	}
+	switch {
+	case (pendingInit > 0 && !anyStarted) || waiting > 0:
+		return corev1.PodPending
+	case running > 0 && unknown == 0:
+		return corev1.PodRunning
+	case running == 0 && stopped > 0 && unknown == 0:
+		if pod.Spec.RestartPolicy == corev1.RestartPolicyAlways {
+			return corev1.PodRunning
+		}
+		if stopped == succeeded {
+			return corev1.PodSucceeded
+		}
+		if pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
+			return corev1.PodFailed
+		}
+		return corev1.PodRunning
+	}
+	return corev1.PodPending
+}

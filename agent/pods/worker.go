@@ -1,0 +1,601 @@
+package pods
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/agent/pleg"
+	"nodeagent/cri"
+	"nodeagent/internal/qos"
+)
+
+// worker drives one pod. Only its own goroutine touches the fields below
+// the mutex; the mutex guards what the manager sets.
+type worker struct {
+	m      *Manager
+	uid    types.UID
+	pod    *corev1.Pod // nil for an orphan found in the runtime
+	log    *slog.Logger
+	wakeCh chan struct{}
+
+	mu          sync.Mutex
+	terminating bool
+	grace       *int64             // overrides the pod's grace period
+	cancelSync  context.CancelFunc // interrupts a sync in progress on terminate
+
+	waiting    map[string]waitingReason // per container
+	pullFailed map[string]time.Time     // image -> last failed pull
+	syncDelay  time.Duration            // back-off after a failed pod-level step
+	startTime  metav1.Time
+	lastPhase  corev1.PodPhase
+	lastIP     string
+}
+
+func newWorker(m *Manager, uid types.UID, pod *corev1.Pod) *worker {
+	log := m.log.With("pod_uid", uid)
+	if pod != nil {
+		log = log.With("pod", fullName(pod))
+	}
+	return &worker{
+		m: m, uid: uid, pod: pod, log: log,
+		wakeCh:      make(chan struct{}, 1),
+		terminating: pod == nil,
+		waiting:     map[string]waitingReason{},
+		pullFailed:  map[string]time.Time{},
+	}
+}
+
+func (w *worker) wake() {
+	select {
+	case w.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// terminate asks the worker to stop its pod; grace, when set, overrides
+// the pod's grace period.
+func (w *worker) terminate(grace *int64) {
+	w.mu.Lock()
+	w.terminating = true
+	if grace != nil {
+		w.grace = grace
+	}
+	if w.cancelSync != nil {
+		w.cancelSync()
+	}
+	w.mu.Unlock()
+	w.wake()
+}
+
+func (w *worker) isTerminating() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.terminating
+}
+
+func (w *worker) run(ctx context.Context) {
+	defer w.m.workerDone(w)
+	for ctx.Err() == nil {
+		if w.isTerminating() {
+			w.terminatePod(ctx)
+			return
+		}
+		syncCtx, cancel := context.WithCancel(ctx)
+		w.mu.Lock()
+		w.cancelSync = cancel
+		w.mu.Unlock()
+		next := w.sync(syncCtx)
+		cancel()
+
+		wait := w.m.opts.ResyncPeriod
+		if next > 0 && next < wait {
+			wait = next
+		}
+		timer := w.m.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-w.wakeCh:
+		case <-timer.C():
+		}
+		timer.Stop()
+	}
+}
+
+// sync moves the pod one step towards its spec and publishes its status.
+// It returns when it next wants to run (a back-off expiring), or 0.
+func (w *worker) sync(ctx context.Context) time.Duration {
+	pod := w.pod
+	rt := w.m.cache.Get(w.uid)
+	if w.startTime.IsZero() {
+		w.startTime = metav1.NewTime(w.m.clock.Now())
+		if n := len(rt.GetSandboxes()); n > 0 {
+			w.startTime = metav1.NewTime(time.Unix(0, rt.Sandboxes[n-1].CreatedAt))
+		}
+	}
+	if w.lastPhase == corev1.PodSucceeded || w.lastPhase == corev1.PodFailed {
+		// Terminal: nothing restarts; release the sandbox (and its IP).
+		if sb := rt.LatestSandbox(); sb != nil && sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			if err := w.m.rt.StopPodSandbox(ctx, sb.Id); err != nil {
+				w.log.Warn("stop sandbox of finished pod", "err", err)
+			}
+			rt = w.inspect(ctx, rt)
+		}
+		w.publish(rt)
+		return 0
+	}
+
+	retry, err := w.syncRuntime(ctx, pod, rt)
+	if err != nil && ctx.Err() == nil {
+		if w.syncDelay == 0 {
+			w.syncDelay = time.Second
+		} else {
+			w.syncDelay = min(2*w.syncDelay, 10*time.Second)
+		}
+		w.log.Warn("pod sync failed; will retry", "err", err, "retry_in", w.syncDelay)
+		retry = w.syncDelay
+	} else if err == nil {
+		w.syncDelay = 0
+	}
+	w.publish(w.inspect(ctx, rt))
+	return retry
+}
+
+// inspect refreshes the runtime view, keeping the old one on error.
+func (w *worker) inspect(ctx context.Context, old *pleg.PodRuntime) *pleg.PodRuntime {
+	rt, err := w.m.cache.Inspect(ctx, w.uid)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("inspect pod in runtime", "err", err)
+		}
+		return old
+	}
+	return rt
+}
+
+// syncRuntime is the kubelet's computePodActions and SyncPod in small: pod
+// cgroup, sandbox, the next init container, then every app container.
+func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRuntime) (time.Duration, error) {
+	sb := rt.LatestSandbox()
+	if needsSandbox(pod, sb) {
+		if sb != nil && pod.Spec.RestartPolicy == corev1.RestartPolicyNever && len(rt.Containers) > 0 {
+			return 0, nil // the kubelet does not re-create the sandbox of a pod that must not restart
+		}
+		if err := w.m.tree.EnsurePod(pod); err != nil {
+			return 0, fmt.Errorf("pod cgroup: %w", err)
+		}
+		var err error
+		if sb, err = w.createSandbox(ctx, pod, rt); err != nil {
+			return 0, err
+		}
+		rt = w.inspect(ctx, rt)
+	}
+	sandboxCfg, err := w.m.sandboxConfig(pod, sb.GetMetadata().GetAttempt(), w.cgroupParent(pod))
+	if err != nil {
+		return 0, err
+	}
+	podIP := sb.GetNetwork().GetIp()
+
+	var retry time.Duration
+	keep := func(d time.Duration) {
+		if d > 0 && (retry == 0 || d < retry) {
+			retry = d
+		}
+	}
+	// Init containers run one at a time, in order; sidecars stay running.
+	appStarted := false
+	for _, c := range rt.Containers {
+		if isAppContainer(pod, c.GetMetadata().GetName()) && c.CreatedAt >= sb.CreatedAt {
+			appStarted = true
+		}
+	}
+	if !appStarted {
+		for i := range pod.Spec.InitContainers {
+			c := &pod.Spec.InitContainers[i]
+			d, done := w.syncContainer(ctx, pod, c, rt, sb, sandboxCfg, podIP, true)
+			keep(d)
+			if !done {
+				return retry, nil
+			}
+		}
+	}
+	for i := range pod.Spec.Containers {
+		d, _ := w.syncContainer(ctx, pod, &pod.Spec.Containers[i], rt, sb, sandboxCfg, podIP, false)
+		keep(d)
+	}
+	w.prune(ctx, rt)
+	return retry, nil
+}
+
+func needsSandbox(pod *corev1.Pod, sb *runtimeapi.PodSandboxStatus) bool {
+	if sb == nil || sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+		return true
+	}
+	return !pod.Spec.HostNetwork && sb.GetNetwork().GetIp() == ""
+}
+
+func isAppContainer(pod *corev1.Pod, name string) bool {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *worker) cgroupParent(pod *corev1.Pod) string {
+	if name, ok := w.m.tree.PodCgroup(pod); ok {
+		return name.Cgroupfs()
+	}
+	return ""
+}
+
+// createSandbox stops what is left of an old sandbox and runs a new one
+// with the next attempt number.
+func (w *worker) createSandbox(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRuntime) (*runtimeapi.PodSandboxStatus, error) {
+	var attempt uint32
+	if old := rt.LatestSandbox(); old != nil {
+		attempt = old.GetMetadata().GetAttempt() + 1
+		w.log.Info("pod sandbox changed; it will be killed and re-created", "sandbox", old.Id)
+		if err := w.stopAll(ctx, rt, gracePeriod(pod, nil)); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := w.m.sandboxConfig(pod, attempt, w.cgroupParent(pod))
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
+		return nil, fmt.Errorf("create pod log directory: %w", err)
+	}
+	for name := range w.waiting {
+		delete(w.waiting, name)
+	}
+	id, err := w.m.rt.RunPodSandbox(ctx, cfg, "")
+	if err != nil {
+		for _, c := range pod.Spec.Containers {
+			w.waiting[c.Name] = waitingReason{Reason: "ContainerCreating", Message: "failed to create pod sandbox: " + err.Error()}
+		}
+		return nil, fmt.Errorf("run pod sandbox: %w", err)
+	}
+	fresh := w.inspect(ctx, rt)
+	for _, sb := range fresh.GetSandboxes() {
+		if sb.Id == id {
+			w.log.Info("sandbox started", "sandbox", id[:12], "ip", sb.GetNetwork().GetIp(), "attempt", attempt)
+			return sb, nil
+		}
+	}
+	return nil, fmt.Errorf("sandbox %s vanished after it was created", id)
+}
+
+// syncContainer makes one container match the restart policy. It reports
+// when it wants to run again and whether the container is done in the
+// init sense (exited 0, or for sidecars, running).
+func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.Container, rt *pleg.PodRuntime, sb *runtimeapi.PodSandboxStatus,
+	sandboxCfg *runtimeapi.PodSandboxConfig, podIP string, init bool) (time.Duration, bool) {
+	var current *runtimeapi.ContainerStatus // newest record in this sandbox
+	var restartCount int32
+	if recs := rt.ContainersNamed(c.Name); len(recs) > 0 {
+		if n, err := strconv.Atoi(recs[0].Annotations[cri.AnnotationRestartCount]); err == nil {
+			restartCount = int32(n) + 1
+		}
+		if recs[0].CreatedAt >= sb.CreatedAt {
+			current = recs[0]
+		}
+	}
+	sidecar := init && qos.IsSidecar(c)
+	if current != nil {
+		switch current.State {
+		case runtimeapi.ContainerState_CONTAINER_RUNNING:
+			delete(w.waiting, c.Name)
+			return 0, !init || sidecar
+		case runtimeapi.ContainerState_CONTAINER_EXITED:
+			if init && !sidecar && current.ExitCode == 0 {
+				delete(w.waiting, c.Name)
+				return 0, true
+			}
+			if !shouldRestart(pod, c, init, current.ExitCode) {
+				delete(w.waiting, c.Name)
+				return 0, false
+			}
+			key := string(pod.UID) + "/" + c.Name + "/" + c.Image
+			exitedAt := time.Unix(0, current.FinishedAt)
+			if in, until := w.m.restarts.InBackOff(key, exitedAt); in {
+				w.waiting[c.Name] = waitingReason{Reason: "CrashLoopBackOff", Message: fmt.Sprintf(
+					"back-off %s restarting failed container=%s pod=%s", w.m.restarts.Delay(key), c.Name, pod.Name)}
+				return until.Sub(w.m.clock.Now()), false
+			}
+			w.m.restarts.Next(key, exitedAt)
+			w.log.Info("restarting container", "container", c.Name, "exit_code", current.ExitCode, "restart_count", restartCount)
+		default: // created but never started, or unknown: start over
+			if err := w.m.rt.RemoveContainer(ctx, current.Id); err != nil {
+				w.log.Warn("remove unstartable container", "container", c.Name, "err", err)
+			}
+		}
+	}
+	return w.startContainer(ctx, pod, c, restartCount, sb.Id, sandboxCfg, podIP), false
+}
+
+// shouldRestart is the restart policy for an exited container.
+func shouldRestart(pod *corev1.Pod, c *corev1.Container, init bool, exitCode int32) bool {
+	if init && qos.IsSidecar(c) {
+		return true
+	}
+	switch pod.Spec.RestartPolicy {
+	case corev1.RestartPolicyNever:
+		return false
+	case corev1.RestartPolicyOnFailure:
+		return exitCode != 0
+	}
+	return !init || exitCode != 0
+}
+
+// startContainer pulls (per imagePullPolicy), creates and starts one
+// container. Failures become the container's waiting reason.
+func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.Container, restartCount int32, sandboxID string,
+	sandboxCfg *runtimeapi.PodSandboxConfig, podIP string) time.Duration {
+	imageRef, retry, ok := w.ensureImage(ctx, pod, c, sandboxCfg)
+	if !ok {
+		return retry
+	}
+	cfg, err := w.m.containerConfig(pod, c, imageRef, restartCount, podIP)
+	if err != nil {
+		w.fail(c, "CreateContainerConfigError", err)
+		return 0
+	}
+	id, err := w.m.rt.CreateContainer(ctx, sandboxID, cfg, sandboxCfg)
+	if err != nil {
+		w.fail(c, "CreateContainerError", err)
+		return w.m.opts.ResyncPeriod
+	}
+	if err := w.m.rt.StartContainer(ctx, id); err != nil {
+		w.fail(c, "RunContainerError", err)
+		return w.m.opts.ResyncPeriod
+	}
+	delete(w.waiting, c.Name)
+	w.log.Debug("container started", "container", c.Name, "container_id", id[:12], "restart_count", restartCount)
+	return 0
+}
+
+func (w *worker) fail(c *corev1.Container, reason string, err error) {
+	var crierr *cri.Error
+	msg := err.Error()
+	if errors.As(err, &crierr) {
+		msg = crierr.Msg
+	}
+	w.waiting[c.Name] = waitingReason{Reason: reason, Message: msg}
+	w.log.Warn("container failed to start", "container", c.Name, "reason", reason, "err", msg)
+}
+
+// ensureImage honours imagePullPolicy, with the kubelet's reasons and the
+// image pull back-off (10 s doubling to 300 s).
+func (w *worker) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Container, sandboxCfg *runtimeapi.PodSandboxConfig) (string, time.Duration, bool) {
+	if c.ImagePullPolicy != corev1.PullAlways {
+		img, err := w.m.rt.ImageStatus(ctx, c.Image)
+		if err != nil {
+			w.fail(c, "ErrImagePull", err)
+			return "", w.m.opts.ResyncPeriod, false
+		}
+		if img != nil {
+			return img.Id, 0, true
+		}
+		if c.ImagePullPolicy == corev1.PullNever {
+			w.waiting[c.Name] = waitingReason{Reason: "ErrImageNeverPull", Message: fmt.Sprintf(
+				"Container image %q is not present with pull policy of Never", c.Image)}
+			return "", w.m.opts.ResyncPeriod, false
+		}
+	}
+	key := string(pod.UID) + "/" + c.Image
+	if failed, ok := w.pullFailed[c.Image]; ok {
+		if in, until := w.m.imagePulls.InBackOff(key, failed); in {
+			w.waiting[c.Name] = waitingReason{Reason: "ImagePullBackOff", Message: fmt.Sprintf("Back-off pulling image %q", c.Image)}
+			return "", until.Sub(w.m.clock.Now()), false
+		}
+	}
+	ref, err := w.m.rt.PullImage(ctx, c.Image, sandboxCfg)
+	if err != nil {
+		now := w.m.clock.Now()
+		w.pullFailed[c.Image] = now
+		w.m.imagePulls.Next(key, now)
+		reason := "ErrImagePull"
+		var crierr *cri.Error
+		if errors.As(err, &crierr) && crierr.Code == codes.InvalidArgument {
+			reason = "InvalidImageName"
+		}
+		w.fail(c, reason, err)
+		return "", w.m.imagePulls.Delay(key), false
+	}
+	delete(w.pullFailed, c.Image)
+	return ref, 0, true
+}
+
+// prune keeps the two newest records of every container (current state and
+// lastState) and removes older exited ones.
+func (w *worker) prune(ctx context.Context, rt *pleg.PodRuntime) {
+	seen := map[string]int{}
+	for _, c := range rt.GetContainers() {
+		name := c.GetMetadata().GetName()
+		seen[name]++
+		if seen[name] > 2 && c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+			if err := w.m.rt.RemoveContainer(ctx, c.Id); err != nil {
+				w.log.Warn("remove old container", "container", name, "err", err)
+			}
+		}
+	}
+}
+
+// publish computes the pod's status and stores it, logging transitions.
+func (w *worker) publish(rt *pleg.PodRuntime) {
+	pod := w.pod.DeepCopy()
+	var previous corev1.PodStatus
+	if old, ok := w.m.store.Get(w.uid); ok {
+		previous = old.Status
+	}
+	pod.Status = computeStatus(statusInput{
+		pod: w.pod, rt: rt, waiting: w.waiting, previous: previous,
+		hostIP: w.m.opts.NodeIP, runtimeName: w.m.opts.RuntimeName, startTime: w.startTime, now: w.m.clock.Now(),
+	})
+	w.m.store.Set(pod)
+	if pod.Status.Phase != w.lastPhase || pod.Status.PodIP != w.lastIP {
+		ready := 0
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Ready {
+				ready++
+			}
+		}
+		w.log.Info("pod status", "phase", pod.Status.Phase, "ip", pod.Status.PodIP, "qos", pod.Status.QOSClass,
+			"ready", fmt.Sprintf("%d/%d", ready, len(pod.Spec.Containers)))
+		w.lastPhase, w.lastIP = pod.Status.Phase, pod.Status.PodIP
+	}
+}
+
+// gracePeriod is the override when set, else the pod's, with the kubelet's
+// two-second minimum between the stop signal and SIGKILL.
+func gracePeriod(pod *corev1.Pod, override *int64) int64 {
+	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	switch {
+	case override != nil:
+		grace = *override
+	case pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil:
+		grace = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	return max(grace, 2)
+}
+
+// stopAll stops every running container in parallel, then the sandboxes.
+func (w *worker) stopAll(ctx context.Context, rt *pleg.PodRuntime, grace int64) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(rt.GetContainers()))
+	for i, c := range rt.GetContainers() {
+		if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			continue
+		}
+		g := grace
+		if w.pod == nil { // orphan: the grace period travels with the container
+			if v, err := strconv.ParseInt(c.Annotations[cri.AnnotationTerminationGrace], 10, 64); err == nil {
+				g = max(v, 2)
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.m.rt.StopContainer(ctx, c.Id, g); err != nil {
+				errs[i] = fmt.Errorf("stop container %s: %w", c.GetMetadata().GetName(), err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, sb := range rt.GetSandboxes() {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			if err := w.m.rt.StopPodSandbox(ctx, sb.Id); err != nil {
+				errs = append(errs, fmt.Errorf("stop sandbox: %w", err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// terminatePod stops and removes everything the pod has on the node:
+// containers (in parallel, with the grace period), sandboxes, the pod
+// cgroup (killing leftovers), its log directory and volumes. It retries
+// until it succeeds or the agent stops.
+func (w *worker) terminatePod(ctx context.Context) {
+	delay := time.Second
+	for {
+		err := w.killAndClean(ctx)
+		if err == nil {
+			w.m.store.Delete(w.uid)
+			w.log.Info("pod terminated and cleaned up")
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		w.log.Warn("pod termination incomplete; retrying", "err", err, "retry_in", delay)
+		timer := w.m.clock.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C():
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
+
+func (w *worker) killAndClean(ctx context.Context) error {
+	rt, err := w.m.cache.Inspect(ctx, w.uid)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	grace := gracePeriod(w.pod, w.grace)
+	w.mu.Unlock()
+	if err := w.stopAll(ctx, rt, grace); err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range rt.GetContainers() {
+		if err := w.m.rt.RemoveContainer(ctx, c.Id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, sb := range rt.GetSandboxes() {
+		if err := w.m.rt.RemovePodSandbox(ctx, sb.Id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	cgroupsFound, err := w.m.tree.PodCgroups()
+	if err != nil {
+		return err
+	}
+	if name, ok := cgroupsFound[w.uid]; ok {
+		if err := w.m.tree.RemovePod(name); err != nil {
+			return err
+		}
+	}
+	for _, dir := range w.podDirs(rt) {
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// podDirs are the pod's log directories and its volume directory.
+func (w *worker) podDirs(rt *pleg.PodRuntime) []string {
+	dirs := []string{filepath.Join(w.m.opts.RootDir, "pods", string(w.uid))}
+	seen := map[string]bool{}
+	add := func(ns, name string) {
+		if ns == "" || name == "" {
+			return
+		}
+		d := filepath.Join(w.m.opts.PodLogsDir, fmt.Sprintf("%s_%s_%s", ns, name, w.uid))
+		if !seen[d] {
+			seen[d] = true
+			dirs = append(dirs, d)
+		}
+	}
+	if w.pod != nil {
+		add(w.pod.Namespace, w.pod.Name)
+	}
+	for _, sb := range rt.GetSandboxes() {
+		add(sb.GetMetadata().GetNamespace(), sb.GetMetadata().GetName())
+	}
+	return dirs
+}

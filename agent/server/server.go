@@ -1,0 +1,57 @@
+// Package server is the agent's local read-only API, on the kubelet's
+// read-only port: /healthz and /pods as the kubelet serves them, plus
+// /node (the node object) and /configz (the configuration in effect).
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Sources are what the API serves.
+type Sources struct {
+	Pods    func() []corev1.Pod
+	Node    func() *corev1.Node
+	Config  any
+	Healthy func() error // nil error: healthy
+}
+
+// Handler returns the API's HTTP handler.
+func Handler(src Sources) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := src.Healthy(); err != nil {
+			http.Error(w, "unhealthy: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Write([]byte("ok"))
+	})
+	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: src.Pods()})
+	})
+	mux.HandleFunc("GET /node", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, src.Node())
+	})
+	mux.HandleFunc("GET /configz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{"kubeletconfig": src.Config})
+	})
+	return mux
+}
+
+// NewServer returns an http.Server for addr with sane timeouts.
+func NewServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}

@@ -1,0 +1,68 @@
+// Package status is the single source of every pod's corev1.PodStatus: pod
+// workers and admission write it, the local API and nodectl read it. The
+// Store keeps its lock inside and hands out deep copies; it never calls out
+// while holding the lock.
+package status
+
+import (
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Store holds the latest pod objects (spec and status) by UID.
+type Store struct {
+	mu   sync.RWMutex
+	pods map[types.UID]*corev1.Pod
+}
+
+// NewStore returns an empty store.
+func NewStore() *Store { return &Store{pods: map[types.UID]*corev1.Pod{}} }
+
+// Set stores a copy of pod. It reports whether the status changed.
+func (s *Store) Set(pod *corev1.Pod) bool {
+	cp := pod.DeepCopy()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.pods[pod.UID]
+	s.pods[pod.UID] = cp
+	return !ok || !equality.Semantic.DeepEqual(old.Status, cp.Status)
+}
+
+// Get returns a copy of the pod.
+func (s *Store) Get(uid types.UID) (*corev1.Pod, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, ok := s.pods[uid]
+	if !ok {
+		return nil, false
+	}
+	return p.DeepCopy(), true
+}
+
+// Delete forgets a pod.
+func (s *Store) Delete(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pods, uid)
+}
+
+// List returns copies of all pods sorted by namespace and name.
+func (s *Store) List() []corev1.Pod {
+	s.mu.RLock()
+	out := make([]corev1.Pod, 0, len(s.pods))
+	for _, p := range s.pods {
+		out = append(out, *p.DeepCopy())
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}

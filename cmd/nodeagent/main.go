@@ -1,0 +1,106 @@
+// Command nodeagent is the node agent daemon: it runs the pods of its
+// static manifest directory on the container runtime, inside the QoS cgroup
+// tree. Configuration is a KubeletConfiguration file (--config); without
+// one it runs on documented defaults. SIGINT or SIGTERM stop the agent and
+// leave the pods running; the next start re-adopts them.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"nodeagent/agent"
+	"nodeagent/agent/config"
+	"nodeagent/internal/version"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	fs := flag.NewFlagSet("nodeagent", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `nodeagent runs the pods of a static manifest directory on a CRI runtime.
+
+Usage: nodeagent [--config FILE] [flags]
+
+The config file is a KubeletConfiguration (kubelet.config.k8s.io/v1beta1);
+see examples/nodeagent.yaml for the fields nodeagent honours and their
+defaults.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	configFile := fs.String("config", "", "KubeletConfiguration file (YAML or JSON); empty: defaults")
+	nodeName := fs.String("hostname-override", "", "node name (default: the host name, lower-cased)")
+	rootDir := fs.String("root-dir", "/var/lib/nodeagent", "directory for the agent's state (pod volumes)")
+	cniConfDir := fs.String("cni-conf-dir", "", "CNI configuration directory (default: what the runtime reports)")
+	cniBinDir := fs.String("cni-bin-dir", "", "comma-separated CNI plugin directories (default: what the runtime reports)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text or json")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return 2
+	}
+	if *showVersion {
+		fmt.Println("nodeagent", version.Version)
+		return 0
+	}
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "nodeagent: --log-level %q: want debug, info, warn or error\n", *logLevel)
+		return 2
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	var handler slog.Handler
+	switch *logFormat {
+	case "text":
+		handler = slog.NewTextHandler(os.Stderr, hopts)
+	case "json":
+		handler = slog.NewJSONHandler(os.Stderr, hopts)
+	default:
+		fmt.Fprintf(os.Stderr, "nodeagent: --log-format %q: want text or json\n", *logFormat)
+		return 2
+	}
+	log := slog.New(handler)
+
+	cfg, err := config.Load(*configFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nodeagent:", err)
+		return 1
+	}
+	name := *nodeName
+	if name == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "nodeagent: cannot read the host name; set --hostname-override:", err)
+			return 1
+		}
+		name = strings.ToLower(host)
+	}
+	var binDirs []string
+	if *cniBinDir != "" {
+		binDirs = strings.Split(*cniBinDir, ",")
+	}
+	a, err := agent.New(cfg, agent.Options{NodeName: name, RootDir: *rootDir, CNIConfDir: *cniConfDir, CNIBinDirs: binDirs, Logger: log})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nodeagent:", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := a.Run(ctx); err != nil {
+		log.Error("nodeagent cannot run", "err", err)
+		return 1
+	}
+	return 0
+}
