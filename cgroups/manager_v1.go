@@ -18,7 +18,7 @@ import (
 // and cpuset.mems from the parent).
 type V1 struct {
 	mountpoint  string
-	hierarchies []string // every v1 mount directory, deduplicated
+	hierarchies []string // every mount directory (v1 controllers and a hybrid unified one)
 }
 
 var _ Manager = (*V1)(nil)
@@ -35,7 +35,7 @@ func NewV1(mountpoint string) (*V1, error) {
 	return &V1{mountpoint: mountpoint, hierarchies: dirs}, nil
 }
 
-// v1Mounts reads /proc/self/mountinfo for cgroup (v1) mounts under mountpoint.
+// v1Mounts reads /proc/self/mountinfo for the cgroup mounts under mountpoint.
 func v1Mounts(mountpoint string) ([]string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
@@ -54,7 +54,9 @@ func v1Mounts(mountpoint string) ([]string, error) {
 				break
 			}
 		}
-		if sep < 0 || sep+1 >= len(fields) || len(fields) < 5 || fields[sep+1] != "cgroup" {
+		// cgroup2 too: on hybrid hosts runc also creates the pod's directory
+		// in the unified mount, and removal must reach it.
+		if sep < 0 || sep+1 >= len(fields) || len(fields) < 5 || (fields[sep+1] != "cgroup" && fields[sep+1] != "cgroup2") {
 			continue
 		}
 		if dir := fields[4]; strings.HasPrefix(dir, mountpoint+"/") {
