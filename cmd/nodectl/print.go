@@ -1,0 +1,354 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"nodeagent/agent/source"
+	"nodeagent/cgroups"
+)
+
+func (c *client) getPods(output string) error {
+	pods, err := c.pods()
+	if err != nil {
+		return err
+	}
+	switch output {
+	case "json", "yaml":
+		return emit(c.out, output, &corev1.PodList{TypeMeta: typeMeta("PodList"), Items: pods})
+	case "", "wide":
+	default:
+		return usageError(fmt.Sprintf("-o %q: want wide, json or yaml", output))
+	}
+	if len(pods) == 0 {
+		fmt.Fprintln(c.out, "No pods.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.out, 0, 8, 3, ' ', 0)
+	header := "NAME\tREADY\tSTATUS\tRESTARTS\tAGE\tIP\tQOS"
+	if output == "wide" {
+		header += "\tNODE\tUID"
+	}
+	fmt.Fprintln(tw, header)
+	now := time.Now()
+	for _, p := range pods {
+		ready, restarts := 0, int32(0)
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Ready {
+				ready++
+			}
+			restarts += cs.RestartCount
+		}
+		row := fmt.Sprintf("%s\t%d/%d\t%s\t%d\t%s\t%s\t%s", p.Name, ready, len(p.Spec.Containers), podStatusWord(&p), restarts,
+			age(p.Status.StartTime, now), orNone(p.Status.PodIP), p.Status.QOSClass)
+		if output == "wide" {
+			row += fmt.Sprintf("\t%s\t%s", p.Spec.NodeName, p.UID)
+		}
+		fmt.Fprintln(tw, row)
+	}
+	return tw.Flush()
+}
+
+func (c *client) getPod(name, output string) error {
+	p, err := c.findPod(name)
+	if err != nil {
+		return err
+	}
+	if output == "" {
+		output = "yaml"
+	}
+	p.TypeMeta = typeMeta("Pod")
+	return emit(c.out, output, p)
+}
+
+func (c *client) getNode(output string) error {
+	var n corev1.Node
+	if err := c.fetch("/node", &n); err != nil {
+		return err
+	}
+	if output == "json" || output == "yaml" {
+		return emit(c.out, output, &n)
+	}
+	tw := tabwriter.NewWriter(c.out, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATUS\tVERSION\tINTERNAL-IP\tOS-IMAGE\tKERNEL\tRUNTIME")
+	ip := ""
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			ip = a.Address
+		}
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, nodeReadyWord(&n), n.Status.NodeInfo.KubeletVersion, ip,
+		n.Status.NodeInfo.OSImage, n.Status.NodeInfo.KernelVersion, n.Status.NodeInfo.ContainerRuntimeVersion)
+	return tw.Flush()
+}
+
+// podStatusWord is the STATUS column as kubectl words it: the pod's reason,
+// else the first container's waiting or terminated reason, else the phase.
+func podStatusWord(p *corev1.Pod) string {
+	if p.Status.Reason != "" {
+		return p.Status.Reason
+	}
+	for _, cs := range p.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
+			continue
+		}
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "PodInitializing" {
+			return "Init:" + w.Reason
+		}
+		if t := cs.State.Terminated; t != nil {
+			return "Init:" + t.Reason
+		}
+		if cs.State.Running != nil {
+			return "Init:Running"
+		}
+	}
+	word := string(p.Status.Phase)
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" {
+			return w.Reason
+		}
+		if t := cs.State.Terminated; t != nil && t.Reason != "" && p.Status.Phase != corev1.PodRunning {
+			word = t.Reason
+		}
+	}
+	return word
+}
+
+func nodeReadyWord(n *corev1.Node) string {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			if c.Status == corev1.ConditionTrue {
+				return "Ready"
+			}
+			return "NotReady"
+		}
+	}
+	return "Unknown"
+}
+
+func age(t *metav1.Time, now time.Time) string {
+	if t == nil || t.IsZero() {
+		return "<unknown>"
+	}
+	d := now.Sub(t.Time)
+	switch {
+	case d < 0:
+		return "0s"
+	case d < 2*time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < 10*time.Minute:
+		return fmt.Sprintf("%dm%ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 3*time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+func emit(w io.Writer, format string, v any) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case "yaml":
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	return usageError(fmt.Sprintf("-o %q: want json or yaml", format))
+}
+
+func (c *client) describePod(name string) error {
+	p, err := c.findPod(name)
+	if err != nil {
+		return err
+	}
+	cgroupPath := "<unknown>"
+	if cfg, err := c.config(); err == nil {
+		perQOS := cfg.CgroupsPerQOS == nil || *cfg.CgroupsPerQOS
+		tree := cgroups.NewTree(nil, cgroups.TreeConfig{Root: cgroups.ParseCgroupfs(cfg.CgroupRoot), PerQOS: perQOS})
+		if n, ok := tree.PodCgroup(p); ok {
+			cgroupPath = n.Cgroupfs()
+		} else {
+			cgroupPath = "<runtime default: cgroupsPerQOS is off>"
+		}
+	}
+	w := tabwriter.NewWriter(c.out, 0, 8, 1, ' ', 0)
+	kv := func(k, v string) { fmt.Fprintf(w, "%s:\t%s\n", k, v) }
+	kv("Name", p.Name)
+	kv("Namespace", p.Namespace)
+	kv("UID", string(p.UID))
+	kv("Node", p.Spec.NodeName+"/"+p.Status.HostIP)
+	if p.Status.StartTime != nil {
+		kv("Start Time", p.Status.StartTime.Format(time.RFC1123Z))
+	}
+	kv("Labels", mapText(p.Labels))
+	kv("Manifest", orNone(p.Annotations[source.AnnotationManifest]))
+	kv("Status", podStatusWord(p))
+	if p.Status.Reason != "" {
+		kv("Reason", p.Status.Reason)
+	}
+	if p.Status.Message != "" {
+		kv("Message", p.Status.Message)
+	}
+	kv("IP", orNone(p.Status.PodIP))
+	kv("QoS Class", string(p.Status.QOSClass))
+	kv("Cgroup", cgroupPath)
+	kv("Restart Policy", string(p.Spec.RestartPolicy))
+	if g := p.Spec.TerminationGracePeriodSeconds; g != nil {
+		kv("Termination Grace", fmt.Sprintf("%ds", *g))
+	}
+	w.Flush()
+	describeContainers(c.out, "Init Containers", p.Spec.InitContainers, p.Status.InitContainerStatuses)
+	describeContainers(c.out, "Containers", p.Spec.Containers, p.Status.ContainerStatuses)
+	if len(p.Status.Conditions) > 0 {
+		fmt.Fprintln(c.out, "Conditions:")
+		tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  Type\tStatus\tReason")
+		for _, cond := range p.Status.Conditions {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", cond.Type, cond.Status, cond.Reason)
+		}
+		tw.Flush()
+	}
+	return nil
+}
+
+func describeContainers(out io.Writer, title string, specs []corev1.Container, statuses []corev1.ContainerStatus) {
+	if len(specs) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "%s:\n", title)
+	for _, s := range specs {
+		var cs corev1.ContainerStatus
+		for _, st := range statuses {
+			if st.Name == s.Name {
+				cs = st
+			}
+		}
+		fmt.Fprintf(out, "  %s:\n", s.Name)
+		w := tabwriter.NewWriter(out, 0, 8, 1, ' ', 0)
+		kv := func(k, v string) { fmt.Fprintf(w, "    %s:\t%s\n", k, v) }
+		kv("Container ID", orNone(cs.ContainerID))
+		kv("Image", s.Image)
+		kv("Image ID", orNone(cs.ImageID))
+		if len(s.Command) > 0 {
+			kv("Command", strings.Join(s.Command, " "))
+		}
+		if len(s.Args) > 0 {
+			kv("Args", strings.Join(s.Args, " "))
+		}
+		for _, port := range s.Ports {
+			kv("Port", fmt.Sprintf("%d/%s %s", port.ContainerPort, port.Protocol, port.Name))
+		}
+		kv("State", stateText(cs.State))
+		if cs.LastTerminationState != (corev1.ContainerState{}) {
+			kv("Last State", stateText(cs.LastTerminationState))
+		}
+		kv("Ready", fmt.Sprint(cs.Ready))
+		kv("Restart Count", fmt.Sprint(cs.RestartCount))
+		if len(s.Resources.Requests) > 0 {
+			kv("Requests", resourceText(s.Resources.Requests))
+		}
+		if len(s.Resources.Limits) > 0 {
+			kv("Limits", resourceText(s.Resources.Limits))
+		}
+		for _, e := range s.Env {
+			v := e.Value
+			if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+				v = "(" + e.ValueFrom.FieldRef.FieldPath + ")"
+			}
+			kv("Env "+e.Name, v)
+		}
+		w.Flush()
+	}
+}
+
+func stateText(s corev1.ContainerState) string {
+	switch {
+	case s.Running != nil:
+		return "Running, started " + s.Running.StartedAt.Format(time.RFC1123Z)
+	case s.Waiting != nil:
+		if s.Waiting.Message != "" {
+			return fmt.Sprintf("Waiting (%s): %s", s.Waiting.Reason, s.Waiting.Message)
+		}
+		return "Waiting (" + s.Waiting.Reason + ")"
+	case s.Terminated != nil:
+		t := s.Terminated
+		return fmt.Sprintf("Terminated (%s), exit code %d, started %s, finished %s", t.Reason, t.ExitCode,
+			t.StartedAt.Format(time.RFC1123Z), t.FinishedAt.Format(time.RFC1123Z))
+	}
+	return "<none>"
+}
+
+func resourceText(l corev1.ResourceList) string {
+	var parts []string
+	for name, q := range l {
+		parts = append(parts, fmt.Sprintf("%s=%s", name, q.String()))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+func mapText(m map[string]string) string {
+	if len(m) == 0 {
+		return "<none>"
+	}
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+func (c *client) describeNode() error {
+	var n corev1.Node
+	if err := c.fetch("/node", &n); err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(c.out, 0, 8, 1, ' ', 0)
+	kv := func(k, v string) { fmt.Fprintf(w, "%s:\t%s\n", k, v) }
+	kv("Name", n.Name)
+	kv("Status", nodeReadyWord(&n))
+	for _, a := range n.Status.Addresses {
+		kv(string(a.Type), a.Address)
+	}
+	kv("Capacity", resourceText(n.Status.Capacity))
+	kv("Allocatable", resourceText(n.Status.Allocatable))
+	info := n.Status.NodeInfo
+	kv("Kernel", info.KernelVersion)
+	kv("OS Image", info.OSImage)
+	kv("Container Runtime", info.ContainerRuntimeVersion)
+	kv("Agent Version", info.KubeletVersion)
+	w.Flush()
+	fmt.Fprintln(c.out, "Conditions:")
+	tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  Type\tStatus\tReason\tMessage")
+	for _, cond := range n.Status.Conditions {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", cond.Type, cond.Status, cond.Reason, cond.Message)
+	}
+	return tw.Flush()
+}
+
+func typeMeta(kind string) metav1.TypeMeta { return metav1.TypeMeta{Kind: kind, APIVersion: "v1"} }
