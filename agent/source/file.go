@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -26,6 +27,7 @@ type File struct {
 	log    *slog.Logger
 
 	reported map[string]string // file -> last logged problem, so each is logged once
+	owners   map[string]string // namespace/name -> file that defined it in the last scan
 }
 
 // debounce groups the events of one editor save or copy into one scan.
@@ -33,7 +35,7 @@ const debounce = 50 * time.Millisecond
 
 // NewFile returns a source for dir on node, rescanning every period.
 func NewFile(dir, node string, period time.Duration, log *slog.Logger) *File {
-	return &File{dir: dir, node: node, period: period, log: log, reported: map[string]string{}}
+	return &File{dir: dir, node: node, period: period, log: log, reported: map[string]string{}, owners: map[string]string{}}
 }
 
 // Run sends the desired set to out at once and again whenever it changes,
@@ -85,8 +87,9 @@ func (f *File) Run(ctx context.Context, out chan<- Update) {
 
 // Scan reads the directory once. A file that cannot become a pod is
 // reported in Update.Errors (and logged once per distinct problem) and
-// never affects the other files. When two files name the same pod, the
-// first in sorted order wins.
+// never affects the other files. When two files name the same pod, the file
+// that defined it before keeps it (a new duplicate never displaces a running
+// pod); among new files the first in sorted order wins.
 func (f *File) Scan() Update {
 	var u Update
 	entries, err := os.ReadDir(f.dir)
@@ -94,7 +97,11 @@ func (f *File) Scan() Update {
 		f.report(f.dir, fmt.Sprintf("read static pod directory: %v", err))
 		return u
 	}
-	seen := map[string]string{} // namespace/name -> file
+	type parsed struct {
+		file string
+		pod  *corev1.Pod
+	}
+	var candidates []parsed
 	current := map[string]bool{}
 	for _, e := range entries {
 		name := e.Name()
@@ -121,18 +128,35 @@ func (f *File) Scan() Update {
 			u.Errors = append(u.Errors, f.fail(file, err))
 			continue
 		}
-		key := pod.Namespace + "/" + pod.Name
-		if first, dup := seen[key]; dup {
-			u.Errors = append(u.Errors, f.fail(file, fmt.Errorf("duplicate pod name %s: already defined in %s", key, first)))
+		candidates = append(candidates, parsed{file, pod})
+	}
+
+	owners := map[string]string{}
+	for _, c := range candidates {
+		key := c.pod.Namespace + "/" + c.pod.Name
+		if prev, ok := f.owners[key]; ok && prev == c.file {
+			owners[key] = c.file
+		}
+	}
+	for _, c := range candidates {
+		key := c.pod.Namespace + "/" + c.pod.Name
+		if _, taken := owners[key]; !taken {
+			owners[key] = c.file
+		}
+	}
+	for _, c := range candidates {
+		key := c.pod.Namespace + "/" + c.pod.Name
+		if owner := owners[key]; owner != c.file {
+			u.Errors = append(u.Errors, f.fail(c.file, fmt.Errorf("duplicate pod name %s: already defined in %s", key, owner)))
 			continue
 		}
-		seen[key] = file
-		if _, had := f.reported[file]; had {
-			f.log.Info("manifest is valid again", "file", file, "pod", key)
-			delete(f.reported, file)
+		if _, had := f.reported[c.file]; had {
+			f.log.Info("manifest is valid again", "file", c.file, "pod", key)
+			delete(f.reported, c.file)
 		}
-		u.Pods = append(u.Pods, pod)
+		u.Pods = append(u.Pods, c.pod)
 	}
+	f.owners = owners
 	for file := range f.reported {
 		if base := strings.TrimSuffix(file, "#warn"); !current[base] && base != f.dir {
 			delete(f.reported, file)

@@ -150,6 +150,30 @@ func TestScanIsolatesBadManifests(t *testing.T) {
 	}
 }
 
+// A duplicate added later, even one sorting first, never displaces the
+// pod that already runs.
+func TestDuplicateNeverDisplacesExistingPod(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "m-web.yaml"), []byte(goodPod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := NewFile(dir, "n", time.Hour, quiet())
+	first := src.Scan()
+	if len(first.Pods) != 1 {
+		t.Fatalf("first scan: %v", first.Errors)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a-copy.yaml"), []byte(goodPod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second := src.Scan()
+	if len(second.Pods) != 1 || second.Pods[0].UID != first.Pods[0].UID {
+		t.Fatalf("the running pod was displaced: %v", second.Pods)
+	}
+	if len(second.Errors) != 1 || filepath.Base(second.Errors[0].File) != "a-copy.yaml" {
+		t.Fatalf("errors = %v", second.Errors)
+	}
+}
+
 func TestRunPicksUpNewFiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "manifests") // created by Run
 	ctx, cancel := context.WithCancel(context.Background())
