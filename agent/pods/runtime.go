@@ -14,6 +14,7 @@ type Runtime interface {
 	RunPodSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (string, error)
 	StopPodSandbox(ctx context.Context, id string) error
 	RemovePodSandbox(ctx context.Context, id string) error
+	PodSandboxStatus(ctx context.Context, id string) (*runtimeapi.PodSandboxStatus, error)
 	CreateContainer(ctx context.Context, sandboxID string, cfg *runtimeapi.ContainerConfig, sandboxCfg *runtimeapi.PodSandboxConfig) (string, error)
 	StartContainer(ctx context.Context, id string) error
 	StopContainer(ctx context.Context, id string, grace int64) error

@@ -180,7 +180,6 @@ func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodR
 		if sb, err = w.createSandbox(ctx, pod, rt); err != nil {
 			return 0, err
 		}
-		rt = w.inspect(ctx, rt)
 	}
 	sandboxCfg, err := w.m.sandboxConfig(pod, sb.GetMetadata().GetAttempt(), w.cgroupParent(pod))
 	if err != nil {
@@ -196,7 +195,7 @@ func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodR
 	}
 	// Init containers run one at a time, in order; sidecars stay running.
 	appStarted := false
-	for _, c := range rt.Containers {
+	for _, c := range rt.GetContainers() {
 		if isAppContainer(pod, c.GetMetadata().GetName()) && c.CreatedAt >= sb.CreatedAt {
 			appStarted = true
 		}
@@ -270,14 +269,12 @@ func (w *worker) createSandbox(ctx context.Context, pod *corev1.Pod, rt *pleg.Po
 		}
 		return nil, fmt.Errorf("run pod sandbox: %w", err)
 	}
-	fresh := w.inspect(ctx, rt)
-	for _, sb := range fresh.GetSandboxes() {
-		if sb.Id == id {
-			w.log.Info("sandbox started", "sandbox", id[:12], "ip", sb.GetNetwork().GetIp(), "attempt", attempt)
-			return sb, nil
-		}
+	sb, err := w.m.rt.PodSandboxStatus(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("status of new sandbox: %w", err)
 	}
-	return nil, fmt.Errorf("sandbox %s vanished after it was created", id)
+	w.log.Info("sandbox started", "sandbox", id[:12], "ip", sb.GetNetwork().GetIp(), "attempt", attempt)
+	return sb, nil
 }
 
 // syncContainer makes one container match the restart policy. It reports

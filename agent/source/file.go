@@ -28,14 +28,24 @@ type File struct {
 
 	reported map[string]string // file -> last logged problem, so each is logged once
 	owners   map[string]string // namespace/name -> file that defined it in the last scan
+	parsed   map[string]parseResult
+}
+
+// parseResult caches a file's parse, valid while its size and mtime hold.
+type parseResult struct {
+	size     int64
+	mtime    time.Time
+	pod      *corev1.Pod
+	warnings []string
+	err      error
 }
 
 // debounce groups the events of one editor save or copy into one scan.
-const debounce = 50 * time.Millisecond
+const debounce = 10 * time.Millisecond
 
 // NewFile returns a source for dir on node, rescanning every period.
 func NewFile(dir, node string, period time.Duration, log *slog.Logger) *File {
-	return &File{dir: dir, node: node, period: period, log: log, reported: map[string]string{}, owners: map[string]string{}}
+	return &File{dir: dir, node: node, period: period, log: log, reported: map[string]string{}, owners: map[string]string{}, parsed: map[string]parseResult{}}
 }
 
 // Run sends the desired set to out at once and again whenever it changes,
@@ -58,20 +68,34 @@ func (f *File) Run(ctx context.Context, out chan<- Update) {
 
 	ticker := time.NewTicker(f.period)
 	defer ticker.Stop()
-	settle := time.NewTimer(0) // first scan at once
-	defer settle.Stop()
+	settle := time.NewTimer(debounce)
+	settle.Stop()
+	settling := false
 
-	var last *Update
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-events:
-			settle.Reset(debounce)
-			continue
-		case <-ticker.C:
-		case <-settle.C:
+	// next blocks until a scan is due: at once on the first event of a
+	// burst (an atomic rename is complete), once more when the burst
+	// settles, and on every periodic rescan. It is false when ctx is done.
+	next := func() bool {
+		for {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-events:
+				settle.Reset(debounce)
+				if !settling {
+					settling = true
+					return true
+				}
+			case <-ticker.C:
+				return true
+			case <-settle.C:
+				settling = false
+				return true
+			}
 		}
+	}
+	var last *Update
+	for scan := true; scan; scan = next() {
 		u := f.Scan()
 		if last != nil && sameUpdate(*last, u) {
 			continue
@@ -115,12 +139,11 @@ func (f *File) Scan() Update {
 			}
 		}
 		current[file] = true
-		data, err := os.ReadFile(file)
-		if err != nil {
-			u.Errors = append(u.Errors, f.fail(file, err))
+		res, ok := f.parse(file)
+		if !ok {
 			continue
 		}
-		pod, warnings, err := ParseManifest(data, file, f.node)
+		pod, warnings, err := res.pod, res.warnings, res.err
 		for _, w := range warnings {
 			f.report(file+"#warn", w)
 		}
@@ -157,12 +180,42 @@ func (f *File) Scan() Update {
 		u.Pods = append(u.Pods, c.pod)
 	}
 	f.owners = owners
+	for file := range f.parsed {
+		if !current[file] {
+			delete(f.parsed, file)
+		}
+	}
 	for file := range f.reported {
 		if base := strings.TrimSuffix(file, "#warn"); !current[base] && base != f.dir {
 			delete(f.reported, file)
 		}
 	}
 	return u
+}
+
+// parse reads and parses a manifest, reusing the last result while the
+// file's size and modification time are unchanged. An empty file (one
+// being written, usually) is skipped: ok is false.
+func (f *File) parse(file string) (parseResult, bool) {
+	st, err := os.Stat(file)
+	if err != nil {
+		return parseResult{err: err}, true
+	}
+	if st.Size() == 0 {
+		return parseResult{}, false
+	}
+	if r, ok := f.parsed[file]; ok && r.size == st.Size() && r.mtime.Equal(st.ModTime()) {
+		return r, true
+	}
+	r := parseResult{size: st.Size(), mtime: st.ModTime()}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		r.err = err
+		return r, true
+	}
+	r.pod, r.warnings, r.err = ParseManifest(data, file, f.node)
+	f.parsed[file] = r
+	return r, true
 }
 
 func (f *File) fail(file string, err error) ManifestError {

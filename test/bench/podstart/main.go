@@ -1,0 +1,386 @@
+// Command podstart is `make bench`: pod start latency through nodeagent
+// against a floor of the same work done by direct CRI calls in the same run
+// (RunPodSandbox + CreateContainer + StartContainer), for one pod at a time
+// and for a batch; then the agent's RSS and CPU time with the pods idle.
+// Latency runs from the moment the manifest is written (or the first CRI
+// call is made) to the container's start time as the runtime records it,
+// with the image already present. It reports; it asserts nothing.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/cri"
+)
+
+var (
+	endpoint  = flag.String("cri", os.Getenv("CRI_ENDPOINT"), "CRI endpoint")
+	agentBin  = flag.String("agent", os.Getenv("NODEAGENT_BIN"), "nodeagent binary")
+	image     = flag.String("image", envOr("TEST_IMAGE", "127.0.0.1:5000/nodeagent/test:latest"), "pod image")
+	singles   = flag.Int("singles", 20, "pods started one at a time, per side")
+	batch     = flag.Int("batch", 30, "pods started at once, per side")
+	idle      = flag.Duration("idle", 60*time.Second, "how long to watch the agent with the pods idle")
+	node      = "bench-" + strconv.Itoa(os.Getpid())
+	floorRoot = "/nodeagent-bench-floor"
+)
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func main() {
+	flag.Parse()
+	if *endpoint == "" || *agentBin == "" {
+		fail("need CRI_ENDPOINT and NODEAGENT_BIN (run `make bench`)")
+	}
+	ctx := context.Background()
+	rt, err := cri.New(*endpoint, cri.Options{Timeout: time.Minute})
+	check(err)
+	defer rt.Close()
+	if img, err := rt.ImageStatus(ctx, *image); err != nil || img == nil {
+		fmt.Println("pulling", *image)
+		_, err := rt.PullImage(ctx, *image, nil)
+		check(err)
+	}
+	f := &floor{rt: rt}
+	defer f.cleanup(ctx)
+	progress("warming up the runtime (first sandbox after a start is slow)")
+	_, err = f.start(ctx, "warmup")
+	check(err)
+
+	progress(fmt.Sprintf("direct CRI: %d pods one at a time", *singles))
+	floorSingle := make([]time.Duration, 0, *singles)
+	for i := 0; i < *singles; i++ {
+		d, err := f.start(ctx, fmt.Sprintf("single-%d", i))
+		check(err)
+		floorSingle = append(floorSingle, d)
+	}
+	progress(fmt.Sprintf("direct CRI: a batch of %d pods", *batch))
+	floorBatch := f.startBatch(ctx, *batch)
+	f.cleanup(ctx)
+
+	a := startAgent(rt)
+	defer a.stop()
+	progress(fmt.Sprintf("nodeagent: %d pods one at a time", *singles))
+	agentSingle := make([]time.Duration, 0, *singles)
+	for i := 0; i < *singles; i++ {
+		t0 := time.Now()
+		a.write(fmt.Sprintf("single-%d", i))
+		agentSingle = append(agentSingle, a.waitStarted(ctx, []string{fmt.Sprintf("single-%d", i)}, t0)...)
+	}
+	progress(fmt.Sprintf("nodeagent: a batch of %d pods", *batch))
+	var names []string
+	t0 := time.Now()
+	for i := 0; i < *batch; i++ {
+		name := fmt.Sprintf("batch-%d", i)
+		names = append(names, name)
+		a.write(name)
+	}
+	agentBatch := a.waitStarted(ctx, names, t0)
+
+	progress(fmt.Sprintf("nodeagent: %d pods idle for %s", *singles+*batch, *idle))
+	rss, cpu := a.watch(*idle)
+
+	fmt.Println()
+	fmt.Println("Pod start latency: manifest written (or first CRI call) -> container started; image present")
+	fmt.Printf("%-28s %5s %9s %9s %9s %9s\n", "scenario", "n", "p50", "p90", "p99", "max")
+	row := func(name string, d []time.Duration) {
+		fmt.Printf("%-28s %5d %9s %9s %9s %9s\n", name, len(d), pct(d, 50), pct(d, 90), pct(d, 99), pct(d, 100))
+	}
+	row("direct CRI, one at a time", floorSingle)
+	row("nodeagent, one at a time", agentSingle)
+	row(fmt.Sprintf("direct CRI, batch of %d", *batch), floorBatch)
+	row(fmt.Sprintf("nodeagent, batch of %d", *batch), agentBatch)
+	ratio := func(a, b []time.Duration, p float64) string {
+		return fmt.Sprintf("%.2f", float64(pctD(a, p))/float64(pctD(b, p)))
+	}
+	fmt.Println()
+	fmt.Println("Overhead ratio nodeagent / direct CRI (target <= 1.2)")
+	fmt.Printf("  one at a time: p50 %s  p99 %s\n", ratio(agentSingle, floorSingle, 50), ratio(agentSingle, floorSingle, 99))
+	fmt.Printf("  batch of %d:   p50 %s  p99 %s\n", *batch, ratio(agentBatch, floorBatch, 50), ratio(agentBatch, floorBatch, 99))
+	fmt.Println()
+	sort.Slice(rss, func(i, j int) bool { return rss[i] < rss[j] })
+	fmt.Printf("nodeagent footprint with %d pods idle for %s (target RSS <= 40 MiB)\n", *singles+*batch, *idle)
+	fmt.Printf("  RSS MiB: p50 %.1f  max %.1f   CPU time: %.2f s (%.4f cores)\n",
+		mib(rss[len(rss)/2]), mib(rss[len(rss)-1]), cpu.Seconds(), cpu.Seconds()/idle.Seconds())
+
+	progress("cleaning up")
+	a.removeAll()
+}
+
+func progress(s string) { fmt.Printf("bench: %s ...\n", s) }
+
+func fail(msg string) {
+	fmt.Fprintln(os.Stderr, "bench:", msg)
+	os.Exit(1)
+}
+
+func check(err error) {
+	if err != nil {
+		fail(err.Error())
+	}
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+func pctD(d []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(float64(len(s)-1) * p / 100)
+	return s[i]
+}
+
+func pct(d []time.Duration, p float64) string {
+	return pctD(d, p).Round(time.Millisecond).String()
+}
+
+// floor starts pods with bare CRI calls, as the agent would.
+type floor struct {
+	rt      *cri.Client
+	mu      sync.Mutex
+	sandbox []string
+}
+
+// start runs one pod and returns its container's start time minus t0.
+func (f *floor) start(ctx context.Context, name string) (time.Duration, error) {
+	return f.startSince(ctx, name, time.Now())
+}
+
+func (f *floor) startSince(ctx context.Context, name string, t0 time.Time) (time.Duration, error) {
+	uid := fmt.Sprintf("floor-%d-%s", os.Getpid(), name)
+	sbCfg := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "bench", Uid: uid},
+		Hostname:     name,
+		LogDirectory: filepath.Join(os.TempDir(), "nodeagent-bench-floor", uid),
+		Labels:       map[string]string{"bench": "floor"},
+		Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: floorRoot + "/pod" + uid},
+	}
+	id, err := f.rt.RunPodSandbox(ctx, sbCfg, "")
+	if err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	f.sandbox = append(f.sandbox, id)
+	f.mu.Unlock()
+	cid, err := f.rt.CreateContainer(ctx, id, &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
+		Image:    &runtimeapi.ImageSpec{Image: *image},
+		Command:  []string{"sleep", "3600"},
+		LogPath:  "main/0.log",
+		Linux:    &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{CpuShares: 10, MemoryLimitInBytes: 64 << 20, OomScoreAdj: 999}},
+	}, sbCfg)
+	if err != nil {
+		return 0, err
+	}
+	if err := f.rt.StartContainer(ctx, cid); err != nil {
+		return 0, err
+	}
+	st, err := f.rt.ContainerStatus(ctx, cid)
+	if err != nil {
+		return 0, err
+	}
+	return time.Unix(0, st.StartedAt).Sub(t0), nil
+}
+
+func (f *floor) startBatch(ctx context.Context, n int) []time.Duration {
+	var wg sync.WaitGroup
+	out := make([]time.Duration, n)
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Batch latency counts from the start of the batch, as for the agent.
+			d, err := f.startSince(ctx, fmt.Sprintf("batch-%d", i), t0)
+			check(err)
+			out[i] = d
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (f *floor) cleanup(ctx context.Context) {
+	f.mu.Lock()
+	ids := f.sandbox
+	f.sandbox = nil
+	f.mu.Unlock()
+	for _, id := range ids {
+		f.rt.StopPodSandbox(ctx, id)
+		f.rt.RemovePodSandbox(ctx, id)
+	}
+	exec.Command("sh", "-c", "for d in /sys/fs/cgroup/*"+floorRoot+"; do find $d -depth -type d -exec rmdir {} + 2>/dev/null; done").Run()
+	os.RemoveAll(filepath.Join(os.TempDir(), "nodeagent-bench-floor"))
+}
+
+// agent is a nodeagent under measurement.
+type agent struct {
+	rt        *cri.Client
+	dir, port string
+	cmd       *exec.Cmd
+	exited    chan struct{}
+	written   []string
+}
+
+func startAgent(rt *cri.Client) *agent {
+	dir, err := os.MkdirTemp("", "nodeagent-bench-")
+	check(err)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	check(err)
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	a := &agent{rt: rt, dir: dir, port: port}
+	cfg := fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerRuntimeEndpoint: %s\nstaticPodPath: %s\ncgroupRoot: /nodeagent-bench\nreadOnlyPort: %s\npodLogsDir: %s\n",
+		*endpoint, filepath.Join(dir, "manifests"), port, filepath.Join(dir, "logs"))
+	check(os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644))
+	logf, err := os.Create(filepath.Join(dir, "agent.log"))
+	check(err)
+	a.cmd = exec.Command(*agentBin, "--config", filepath.Join(dir, "config.yaml"), "--hostname-override", node, "--root-dir", filepath.Join(dir, "root"))
+	a.cmd.Stdout, a.cmd.Stderr = logf, logf
+	check(a.cmd.Start())
+	a.exited = make(chan struct{})
+	go func() { a.cmd.Wait(); close(a.exited) }()
+	for i := 0; ; i++ {
+		if resp, err := http.Get("http://127.0.0.1:" + port + "/healthz"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if i > 300 {
+			fail("agent did not come up; log: " + filepath.Join(dir, "agent.log"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return a
+}
+
+func (a *agent) write(name string) {
+	body := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: %s
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "3600"]
+    resources:
+      requests: {cpu: 10m, memory: 16Mi}
+      limits: {memory: 64Mi}
+`, name, *image)
+	dir := filepath.Join(a.dir, "manifests")
+	check(os.MkdirAll(dir, 0o755))
+	tmp := filepath.Join(dir, "."+name)
+	check(os.WriteFile(tmp, []byte(body), 0o644))
+	check(os.Rename(tmp, filepath.Join(dir, name+".yaml")))
+	a.written = append(a.written, name)
+}
+
+// waitStarted returns, per pod, the container's start time minus t0.
+func (a *agent) waitStarted(ctx context.Context, names []string, t0 time.Time) []time.Duration {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n+"-"+node] = true
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		select {
+		case <-a.exited:
+			fail("the agent exited; log: " + filepath.Join(a.dir, "agent.log"))
+		default:
+		}
+		cs, err := a.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{
+			State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+			LabelSelector: map[string]string{cri.LabelManagedBy: node},
+		})
+		check(err)
+		var out []time.Duration
+		for _, c := range cs {
+			if !want[c.Labels[cri.LabelPodName]] {
+				continue
+			}
+			st, err := a.rt.ContainerStatus(ctx, c.Id)
+			check(err)
+			out = append(out, time.Unix(0, st.StartedAt).Sub(t0))
+		}
+		if len(out) == len(names) {
+			return out
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fail("pods did not start within 5 minutes; log: " + filepath.Join(a.dir, "agent.log"))
+	return nil
+}
+
+// watch samples the agent's RSS every second and its CPU time over d.
+func (a *agent) watch(d time.Duration) (rss []int64, cpu time.Duration) {
+	pid := a.cmd.Process.Pid
+	start := cpuTime(pid)
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Second) {
+		rss = append(rss, rssBytes(pid))
+	}
+	return rss, cpuTime(pid) - start
+}
+
+func rssBytes(pid int) int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func cpuTime(pid int) time.Duration {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+}
+
+// removeAll deletes every manifest, waits for the pods to go, stops the agent.
+func (a *agent) removeAll() {
+	for _, n := range a.written {
+		os.Remove(filepath.Join(a.dir, "manifests", n+".yaml"))
+	}
+	for i := 0; i < 600; i++ {
+		sbs, err := a.rt.ListPodSandbox(context.Background(), &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{cri.LabelManagedBy: node}})
+		if err == nil && len(sbs) == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	a.stop()
+	os.RemoveAll(a.dir)
+}
+
+func (a *agent) stop() {
+	select {
+	case <-a.exited:
+	default:
+		a.cmd.Process.Signal(syscall.SIGTERM)
+		<-a.exited
+	}
+}
