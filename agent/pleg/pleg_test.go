@@ -1,0 +1,201 @@
+package pleg
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"nodeagent/cri"
+)
+
+// fakeRuntime holds sandboxes and containers and counts status calls.
+type fakeRuntime struct {
+	mu          sync.Mutex
+	sandboxes   map[string]*runtimeapi.PodSandboxStatus
+	containers  map[string]*runtimeapi.ContainerStatus
+	statusCalls int
+	onList      func() // runs inside ListContainers, to interleave with Inspect
+}
+
+func labels(uid, node string) map[string]string {
+	return map[string]string{cri.LabelPodUID: uid, cri.LabelManagedBy: node}
+}
+
+func matches(l, sel map[string]string) bool {
+	for k, v := range sel {
+		if l[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *fakeRuntime) ListPodSandbox(_ context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*runtimeapi.PodSandbox
+	for id, s := range f.sandboxes {
+		if matches(s.Labels, filter.GetLabelSelector()) {
+			out = append(out, &runtimeapi.PodSandbox{Id: id, State: s.State, Labels: s.Labels})
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeRuntime) ListContainers(_ context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	if f.onList != nil {
+		hook := f.onList
+		f.onList = nil
+		hook()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*runtimeapi.Container
+	for id, c := range f.containers {
+		if matches(c.Labels, filter.GetLabelSelector()) {
+			out = append(out, &runtimeapi.Container{Id: id, State: c.State, Labels: c.Labels})
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeRuntime) PodSandboxStatus(_ context.Context, id string) (*runtimeapi.PodSandboxStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.statusCalls++
+	s, ok := f.sandboxes[id]
+	if !ok {
+		return nil, &cri.Error{Op: "PodSandboxStatus", Code: 5}
+	}
+	return proto.Clone(s).(*runtimeapi.PodSandboxStatus), nil
+}
+
+func (f *fakeRuntime) ContainerStatus(_ context.Context, id string) (*runtimeapi.ContainerStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.statusCalls++
+	c, ok := f.containers[id]
+	if !ok {
+		return nil, &cri.Error{Op: "ContainerStatus", Code: 5}
+	}
+	return proto.Clone(c).(*runtimeapi.ContainerStatus), nil
+}
+
+func (f *fakeRuntime) setContainer(id, uid string, state runtimeapi.ContainerState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.containers[id] = &runtimeapi.ContainerStatus{Id: id, State: state, Labels: labels(uid, "n"), Metadata: &runtimeapi.ContainerMetadata{Name: id}}
+}
+
+type recorder struct {
+	mu   sync.Mutex
+	uids []string
+}
+
+func (r *recorder) notify(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.uids = append(r.uids, string(uid))
+}
+
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.uids
+	r.uids = nil
+	sort.Strings(out)
+	return out
+}
+
+func TestRelistFetchesOnlyChangesAndNotifies(t *testing.T) {
+	rt := &fakeRuntime{
+		sandboxes:  map[string]*runtimeapi.PodSandboxStatus{"sb1": {Id: "sb1", State: runtimeapi.PodSandboxState_SANDBOX_READY, Labels: labels("u1", "n")}},
+		containers: map[string]*runtimeapi.ContainerStatus{},
+	}
+	rt.setContainer("c1", "u1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	rt.setContainer("c2", "u2", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	rt.containers["other"] = &runtimeapi.ContainerStatus{Id: "other", Labels: labels("u3", "another-node")}
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	rec := &recorder{}
+	c := New(rt, "n", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), rec.notify)
+	ctx := context.Background()
+
+	if err := c.Relist(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.take(); len(got) != 2 || got[0] != "u1" || got[1] != "u2" {
+		t.Errorf("first relist notified %v, want u1 u2 (never another node's pods)", got)
+	}
+	if rt.statusCalls != 3 {
+		t.Errorf("first relist made %d status calls, want 3", rt.statusCalls)
+	}
+	if p := c.Get("u1"); p == nil || len(p.Sandboxes) != 1 || len(p.Containers) != 1 {
+		t.Errorf("u1 = %+v", p)
+	}
+
+	rt.statusCalls = 0
+	clk.Step(time.Second)
+	c.Relist(ctx)
+	if got := rec.take(); len(got) != 0 || rt.statusCalls != 0 {
+		t.Errorf("unchanged relist: notified %v, %d status calls", got, rt.statusCalls)
+	}
+
+	rt.setContainer("c2", "u2", runtimeapi.ContainerState_CONTAINER_EXITED)
+	clk.Step(time.Second)
+	c.Relist(ctx)
+	if got := rec.take(); len(got) != 1 || got[0] != "u2" || rt.statusCalls != 1 {
+		t.Errorf("one change: notified %v, %d status calls", got, rt.statusCalls)
+	}
+	if c.Get("u2").Containers[0].State != runtimeapi.ContainerState_CONTAINER_EXITED {
+		t.Error("cache did not take the new state")
+	}
+
+	delete(rt.containers, "c2")
+	clk.Step(time.Second)
+	c.Relist(ctx)
+	if got := rec.take(); len(got) != 1 || got[0] != "u2" {
+		t.Errorf("removal notified %v", got)
+	}
+	if c.Get("u2") != nil {
+		t.Error("a pod with nothing left in the runtime must vanish from the cache")
+	}
+	if !c.LastRelist().Equal(clk.Now()) {
+		t.Errorf("LastRelist = %v, want %v", c.LastRelist(), clk.Now())
+	}
+}
+
+func TestInspectIsNotOverwrittenByAnOlderRelist(t *testing.T) {
+	rt := &fakeRuntime{sandboxes: map[string]*runtimeapi.PodSandboxStatus{}, containers: map[string]*runtimeapi.ContainerStatus{}}
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	c := New(rt, "n", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	ctx := context.Background()
+	// While a relist is between its lists, a worker starts a container and
+	// inspects its pod: the relist's older view must not win.
+	rt.onList = func() {
+		clk.Step(time.Second)
+		rt.setContainer("new", "u1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+		if _, err := c.Inspect(ctx, "u1"); err != nil {
+			t.Error(err)
+		}
+		rt.mu.Lock() // hide it from the rest of the relist's listing
+		saved := rt.containers["new"]
+		delete(rt.containers, "new")
+		rt.mu.Unlock()
+		t.Cleanup(func() { rt.containers["new"] = saved })
+	}
+	if err := c.Relist(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Get("u1"); p == nil || len(p.Containers) != 1 {
+		t.Fatalf("the fresher Inspect was overwritten: %+v", p)
+	}
+}

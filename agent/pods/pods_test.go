@@ -1,0 +1,394 @@
+package pods
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"nodeagent/agent/pleg"
+	"nodeagent/cri"
+	"nodeagent/internal/qos"
+)
+
+func testPod(policy corev1.RestartPolicy, names ...string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p-node", Namespace: "default", UID: "uid1"}}
+	p.Spec.RestartPolicy = policy
+	for _, n := range names {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: n, Image: "img"})
+	}
+	return p
+}
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func record(name string, state runtimeapi.ContainerState, exit int32, restart string, created time.Time) *runtimeapi.ContainerStatus {
+	return &runtimeapi.ContainerStatus{
+		Id: name + "-" + restart, Metadata: &runtimeapi.ContainerMetadata{Name: name}, State: state, ExitCode: exit,
+		CreatedAt: created.UnixNano(), StartedAt: created.Add(time.Second).UnixNano(), FinishedAt: created.Add(2 * time.Second).UnixNano(),
+		Annotations: map[string]string{cri.AnnotationRestartCount: restart}, ImageRef: "sha256:abc",
+	}
+}
+
+func readySandbox() *runtimeapi.PodSandboxStatus {
+	return &runtimeapi.PodSandboxStatus{Id: "sb", State: runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: t0.UnixNano(),
+		Network: &runtimeapi.PodSandboxNetworkStatus{Ip: "10.88.0.9"}}
+}
+
+func podStatus(pod *corev1.Pod, rt *pleg.PodRuntime, waiting map[string]waitingReason) corev1.PodStatus {
+	return computeStatus(statusInput{pod: pod, rt: rt, waiting: waiting, hostIP: "192.0.2.1", runtimeName: "containerd", startTime: metav1.NewTime(t0), now: t0})
+}
+
+func TestComputeStatusPhases(t *testing.T) {
+	running := record("a", runtimeapi.ContainerState_CONTAINER_RUNNING, 0, "0", t0)
+	exited0 := record("a", runtimeapi.ContainerState_CONTAINER_EXITED, 0, "0", t0)
+	exited1 := record("a", runtimeapi.ContainerState_CONTAINER_EXITED, 1, "0", t0)
+	cases := []struct {
+		name    string
+		policy  corev1.RestartPolicy
+		recs    []*runtimeapi.ContainerStatus
+		waiting map[string]waitingReason
+		phase   corev1.PodPhase
+	}{
+		{"nothing yet", corev1.RestartPolicyAlways, nil, nil, corev1.PodPending},
+		{"running", corev1.RestartPolicyAlways, []*runtimeapi.ContainerStatus{running}, nil, corev1.PodRunning},
+		{"exited 0 under Never", corev1.RestartPolicyNever, []*runtimeapi.ContainerStatus{exited0}, nil, corev1.PodSucceeded},
+		{"exited 1 under Never", corev1.RestartPolicyNever, []*runtimeapi.ContainerStatus{exited1}, nil, corev1.PodFailed},
+		{"exited 1 under OnFailure", corev1.RestartPolicyOnFailure, []*runtimeapi.ContainerStatus{exited1}, nil, corev1.PodRunning},
+		{"exited 0 under OnFailure", corev1.RestartPolicyOnFailure, []*runtimeapi.ContainerStatus{exited0}, nil, corev1.PodSucceeded},
+		{"exited under Always is restarting", corev1.RestartPolicyAlways, []*runtimeapi.ContainerStatus{exited1}, nil, corev1.PodRunning},
+		{"crash loop", corev1.RestartPolicyAlways, []*runtimeapi.ContainerStatus{exited1}, map[string]waitingReason{"a": {Reason: "CrashLoopBackOff"}}, corev1.PodRunning},
+		{"image pull error before any start", corev1.RestartPolicyAlways, nil, map[string]waitingReason{"a": {Reason: "ErrImagePull"}}, corev1.PodPending},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()}, Containers: tc.recs}
+			st := podStatus(testPod(tc.policy, "a"), rt, tc.waiting)
+			if st.Phase != tc.phase {
+				t.Errorf("phase %s, want %s (%+v)", st.Phase, tc.phase, st.ContainerStatuses)
+			}
+		})
+	}
+}
+
+func TestComputeStatusContainerStates(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyAlways, "a", "b")
+	rt := &pleg.PodRuntime{
+		Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()},
+		Containers: []*runtimeapi.ContainerStatus{
+			record("a", runtimeapi.ContainerState_CONTAINER_RUNNING, 0, "2", t0.Add(time.Minute)),
+			record("a", runtimeapi.ContainerState_CONTAINER_EXITED, 137, "1", t0),
+			record("b", runtimeapi.ContainerState_CONTAINER_EXITED, 1, "4", t0),
+		},
+	}
+	rt.Containers[1].Reason = "OOMKilled"
+	st := podStatus(pod, rt, map[string]waitingReason{"b": {Reason: "CrashLoopBackOff", Message: "back-off 40s"}})
+	a, b := st.ContainerStatuses[0], st.ContainerStatuses[1]
+	if a.State.Running == nil || !a.Ready || a.RestartCount != 2 || a.ContainerID != "containerd://a-2" || a.ImageID != "sha256:abc" {
+		t.Errorf("a: %+v", a)
+	}
+	if lt := a.LastTerminationState.Terminated; lt == nil || lt.ExitCode != 137 || lt.Reason != "OOMKilled" {
+		t.Errorf("a lastState: %+v", a.LastTerminationState)
+	}
+	if b.State.Waiting == nil || b.State.Waiting.Reason != "CrashLoopBackOff" || b.Ready || b.RestartCount != 4 {
+		t.Errorf("b: %+v", b)
+	}
+	if lt := b.LastTerminationState.Terminated; lt == nil || lt.ExitCode != 1 || lt.Reason != "Error" {
+		t.Errorf("b lastState: %+v", b.LastTerminationState)
+	}
+	if st.PodIP != "10.88.0.9" || st.HostIP != "192.0.2.1" || st.QOSClass != corev1.PodQOSBestEffort {
+		t.Errorf("ips/qos: %s %s %s", st.PodIP, st.HostIP, st.QOSClass)
+	}
+	conds := map[corev1.PodConditionType]corev1.PodCondition{}
+	for _, c := range st.Conditions {
+		conds[c.Type] = c
+	}
+	if conds[corev1.PodReady].Status != corev1.ConditionFalse || conds[corev1.PodReady].Message != "containers with unready status: [b]" {
+		t.Errorf("Ready: %+v", conds[corev1.PodReady])
+	}
+	if conds[corev1.PodReadyToStartContainers].Status != corev1.ConditionTrue || conds[corev1.PodInitialized].Status != corev1.ConditionTrue {
+		t.Errorf("conditions: %+v", st.Conditions)
+	}
+}
+
+func TestComputeStatusInitContainers(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyAlways, "app")
+	pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "img"}}
+	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()},
+		Containers: []*runtimeapi.ContainerStatus{record("init", runtimeapi.ContainerState_CONTAINER_RUNNING, 0, "0", t0)}}
+	st := podStatus(pod, rt, nil)
+	if st.Phase != corev1.PodPending || st.ContainerStatuses[0].State.Waiting.Reason != "PodInitializing" {
+		t.Errorf("while init runs: %s %+v", st.Phase, st.ContainerStatuses[0].State)
+	}
+	rt.Containers[0] = record("init", runtimeapi.ContainerState_CONTAINER_EXITED, 2, "0", t0)
+	never := pod.DeepCopy()
+	never.Spec.RestartPolicy = corev1.RestartPolicyNever
+	if st := podStatus(never, rt, nil); st.Phase != corev1.PodFailed {
+		t.Errorf("failed init under Never: %s", st.Phase)
+	}
+	rt.Containers[0] = record("init", runtimeapi.ContainerState_CONTAINER_EXITED, 0, "0", t0)
+	if st := podStatus(pod, rt, nil); st.ContainerStatuses[0].State.Waiting.Reason != "ContainerCreating" || st.Conditions[1].Status != corev1.ConditionTrue {
+		t.Errorf("after init: %+v %+v", st.ContainerStatuses[0].State, st.Conditions[1])
+	}
+}
+
+func TestConditionTransitionTimeIsKept(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()},
+		Containers: []*runtimeapi.ContainerStatus{record("a", runtimeapi.ContainerState_CONTAINER_RUNNING, 0, "0", t0)}}
+	first := podStatus(pod, rt, nil)
+	later := computeStatus(statusInput{pod: pod, rt: rt, previous: first, startTime: metav1.NewTime(t0), now: t0.Add(time.Hour)})
+	for i := range later.Conditions {
+		if !later.Conditions[i].LastTransitionTime.Equal(&first.Conditions[i].LastTransitionTime) {
+			t.Errorf("%s transition time moved without a transition", later.Conditions[i].Type)
+		}
+	}
+}
+
+func TestBackOff(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(t0)
+	b := newBackOff(clk)
+	exit := t0
+	if in, _ := b.InBackOff("k", exit); in {
+		t.Fatal("first crash must restart at once")
+	}
+	b.Next("k", exit)
+	want := []time.Duration{10, 20, 40, 80, 160, 300, 300}
+	for i, w := range want {
+		exit = clk.Now().Add(time.Second) // crashed a second after the restart
+		clk.SetTime(exit)
+		in, until := b.InBackOff("k", exit)
+		if !in || until.Sub(exit) != w*time.Second {
+			t.Fatalf("crash %d: in %v, wait %s, want %ds", i+2, in, until.Sub(exit), w)
+		}
+		clk.SetTime(until)
+		if in, _ := b.InBackOff("k", exit); in {
+			t.Fatalf("crash %d: still in back-off when it expired", i+2)
+		}
+		b.Next("k", exit)
+	}
+	// A container that ran more than 10 minutes starts over.
+	exit = clk.Now().Add(11 * time.Minute)
+	clk.SetTime(exit)
+	if in, _ := b.InBackOff("k", exit); in {
+		t.Error("back-off must reset after 10 minutes of running")
+	}
+	b.Next("k", exit)
+	if d := b.Delay("k"); d != 10*time.Second {
+		t.Errorf("delay after reset %s, want 10s", d)
+	}
+}
+
+func TestShouldRestart(t *testing.T) {
+	sidecar := corev1.ContainerRestartPolicyAlways
+	c := &corev1.Container{}
+	sc := &corev1.Container{RestartPolicy: &sidecar}
+	cases := []struct {
+		policy corev1.RestartPolicy
+		c      *corev1.Container
+		init   bool
+		exit   int32
+		want   bool
+	}{
+		{corev1.RestartPolicyAlways, c, false, 0, true},
+		{corev1.RestartPolicyOnFailure, c, false, 0, false},
+		{corev1.RestartPolicyOnFailure, c, false, 1, true},
+		{corev1.RestartPolicyNever, c, false, 1, false},
+		{corev1.RestartPolicyAlways, c, true, 0, false}, // a finished init container is done
+		{corev1.RestartPolicyAlways, c, true, 1, true},
+		{corev1.RestartPolicyNever, sc, true, 0, true}, // sidecars always restart
+	}
+	for _, tc := range cases {
+		pod := testPod(tc.policy)
+		if got := shouldRestart(pod, tc.c, tc.init, tc.exit); got != tc.want {
+			t.Errorf("%s init=%v exit=%d sidecar=%v: %v, want %v", tc.policy, tc.init, tc.exit, tc.c.RestartPolicy != nil, got, tc.want)
+		}
+	}
+}
+
+func withRequests(name, cpu, mem string) *corev1.Pod {
+	p := testPod(corev1.RestartPolicyAlways, "a")
+	p.Name = name
+	p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{}
+	if cpu != "" {
+		p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse(cpu)
+	}
+	if mem != "" {
+		p.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory] = resource.MustParse(mem)
+	}
+	return p
+}
+
+func TestAdmit(t *testing.T) {
+	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	admitted := []*corev1.Pod{withRequests("x", "1500m", "512Mi")}
+	if r := admit(withRequests("ok", "500m", "512Mi"), admitted, 110, alloc); r != nil {
+		t.Errorf("fits exactly, rejected: %+v", r)
+	}
+	r := admit(withRequests("cpu", "600m", ""), admitted, 110, alloc)
+	if r == nil || r.Reason != "OutOfcpu" || r.Message != "Node didn't have enough resource: cpu, requested: 600, used: 1500, capacity: 2000" {
+		t.Errorf("cpu: %+v", r)
+	}
+	r = admit(withRequests("mem", "", "600Mi"), admitted, 110, alloc)
+	if r == nil || r.Reason != "OutOfmemory" || !strings.Contains(r.Message, "memory, requested: 629145600, used: 536870912, capacity: 1073741824") {
+		t.Errorf("memory: %+v", r)
+	}
+	r = admit(withRequests("pods", "", ""), admitted, 1, alloc)
+	if r == nil || r.Reason != "OutOfpods" || r.Message != "Node didn't have enough resource: pods, requested: 1, used: 1, capacity: 1" {
+		t.Errorf("pods: %+v", r)
+	}
+	if r := admit(withRequests("be", "", ""), admitted, 110, alloc); r != nil {
+		t.Errorf("a BestEffort pod always fits: %+v", r)
+	}
+}
+
+func TestExpand(t *testing.T) {
+	vars := map[string]string{"A": "1", "B": "two"}
+	lookup := func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	for in, want := range map[string]string{
+		"plain":          "plain",
+		"$(A)":           "1",
+		"x$(A)y$(B)z":    "x1ytwoz",
+		"$(MISSING)":     "$(MISSING)",
+		"$$(A)":          "$(A)",
+		"$$":             "$",
+		"cost $5":        "cost $5",
+		"$(A":            "$(A",
+		"trailing $":     "trailing $",
+		"$(A)$(A)$$$(B)": "11$two",
+	} {
+		if got := expand(in, lookup); got != want {
+			t.Errorf("expand(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func testManager(t *testing.T, opts Options) *Manager {
+	if opts.NodeName == "" {
+		opts.NodeName = "node"
+	}
+	return NewManager(opts, Deps{Clock: clocktesting.NewFakeClock(t0)})
+}
+
+func TestDNSConfig(t *testing.T) {
+	resolv := filepath.Join(t.TempDir(), "resolv.conf")
+	os.WriteFile(resolv, []byte("# comment\nnameserver 192.0.2.53\nsearch corp.example\noptions edns0\n"), 0o644)
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+
+	pod.Spec.DNSPolicy = corev1.DNSClusterFirst
+	m := testManager(t, Options{ResolvConf: resolv})
+	cfg, err := m.dnsConfig(pod)
+	if err != nil || strings.Join(cfg.Servers, ",") != "192.0.2.53" || strings.Join(cfg.Options, ",") != "edns0" {
+		t.Errorf("ClusterFirst without clusterDNS falls back to the host: %+v %v", cfg, err)
+	}
+	m = testManager(t, Options{ResolvConf: resolv, ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local"})
+	cfg, _ = m.dnsConfig(pod)
+	if strings.Join(cfg.Servers, ",") != "10.96.0.10" || strings.Join(cfg.Searches, ",") != "default.svc.cluster.local,svc.cluster.local,cluster.local,corp.example" || strings.Join(cfg.Options, ",") != "ndots:5" {
+		t.Errorf("ClusterFirst: %+v", cfg)
+	}
+	pod.Spec.DNSPolicy = corev1.DNSNone
+	two := "2"
+	pod.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"1.1.1.1"}, Searches: []string{"a.example"}, Options: []corev1.PodDNSConfigOption{{Name: "ndots", Value: &two}}}
+	cfg, _ = m.dnsConfig(pod)
+	if strings.Join(cfg.Servers, ",") != "1.1.1.1" || strings.Join(cfg.Searches, ",") != "a.example" || strings.Join(cfg.Options, ",") != "ndots:2" {
+		t.Errorf("None: %+v", cfg)
+	}
+	pod.Spec.DNSPolicy = corev1.DNSDefault
+	pod.Spec.DNSConfig = &corev1.PodDNSConfig{Options: []corev1.PodDNSConfigOption{{Name: "edns0"}, {Name: "ndots", Value: &two}}}
+	cfg, _ = m.dnsConfig(pod)
+	if strings.Join(cfg.Options, ",") != "edns0,ndots:2" {
+		t.Errorf("Default merged options: %+v", cfg.Options)
+	}
+	m = testManager(t, Options{ResolvConf: "/nonexistent/resolv.conf"})
+	if _, err := m.dnsConfig(pod); err == nil || !strings.Contains(err.Error(), "/nonexistent/resolv.conf") {
+		t.Errorf("missing resolv.conf: %v", err)
+	}
+}
+
+func TestContainerConfig(t *testing.T) {
+	m := testManager(t, Options{NodeName: "n1", NodeIP: "192.0.2.1", MemoryCapacity: 16 << 30, OOMRange: qos.OOMScoreRange{Min: 0}, EnforceCPULimits: true, CPUPeriod: 100000})
+	pod := testPod(corev1.RestartPolicyAlways, "web")
+	pod.Labels = map[string]string{"app": "web"}
+	c := &pod.Spec.Containers[0]
+	c.Command = []string{"sh", "-c", "echo $(GREETING) from $(POD) at $(IP)"}
+	c.Env = []corev1.EnvVar{
+		{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: "IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+		{Name: "GREETING", Value: "hi-$(POD)"},
+		{Name: "APP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['app']"}}},
+		{Name: "MEM", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory", Divisor: resource.MustParse("1Mi")}}},
+	}
+	c.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	c.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("2Gi")}
+
+	cfg, err := m.containerConfig(pod, c, "sha256:img", 3, "10.88.0.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, kv := range cfg.Envs {
+		env[kv.Key] = kv.Value
+	}
+	if env["POD"] != "p-node" || env["IP"] != "10.88.0.7" || env["GREETING"] != "hi-p-node" || env["APP"] != "web" || env["MEM"] != "2048" {
+		t.Errorf("env = %v", env)
+	}
+	if got := strings.Join(cfg.Command, " "); got != "sh -c echo hi-p-node from p-node at 10.88.0.7" {
+		t.Errorf("command = %q", got)
+	}
+	r := cfg.Linux.Resources
+	// Burstable with a 1Gi request on 16Gi: 1000 - 62 = 938, allowed as is.
+	if r.CpuShares != 256 || r.CpuQuota != 50000 || r.CpuPeriod != 100000 || r.MemoryLimitInBytes != 2<<30 || r.OomScoreAdj != 938 {
+		t.Errorf("resources = %+v", r)
+	}
+	if cfg.LogPath != "web/3.log" || cfg.Metadata.Attempt != 3 || cfg.Image.Image != "sha256:img" || cfg.Image.UserSpecifiedImage != "img" {
+		t.Errorf("log path %q attempt %d image %+v", cfg.LogPath, cfg.Metadata.Attempt, cfg.Image)
+	}
+	if cfg.Labels[cri.LabelManagedBy] != "n1" || cfg.Labels[cri.LabelPodUID] != "uid1" || cfg.Annotations[cri.AnnotationRestartCount] != "3" {
+		t.Errorf("labels %v annotations %v", cfg.Labels, cfg.Annotations)
+	}
+
+	// Guaranteed on a host that refuses negative scores gets the floor.
+	c.Resources.Requests = c.Resources.Limits.DeepCopy()
+	cfg, _ = m.containerConfig(pod, c, "sha256:img", 0, "")
+	if cfg.Linux.Resources.OomScoreAdj != 0 {
+		t.Errorf("guaranteed oom_score_adj %d, want 0 (host floor)", cfg.Linux.Resources.OomScoreAdj)
+	}
+}
+
+func TestSandboxConfig(t *testing.T) {
+	m := testManager(t, Options{NodeName: "n1", PodLogsDir: "/var/log/pods"})
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.DNSPolicy = corev1.DNSNone
+	pod.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"1.1.1.1"}}
+	pod.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080, Protocol: corev1.ProtocolTCP}, {ContainerPort: 81}}
+	cfg, err := m.sandboxConfig(pod, 2, "/kubepods/besteffort/poduid1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Metadata.Attempt != 2 || cfg.Hostname != "p-node" || cfg.LogDirectory != "/var/log/pods/default_p-node_uid1" || cfg.Linux.CgroupParent != "/kubepods/besteffort/poduid1" {
+		t.Errorf("sandbox config %+v", cfg)
+	}
+	if len(cfg.PortMappings) != 1 || cfg.PortMappings[0].HostPort != 8080 || cfg.PortMappings[0].ContainerPort != 80 {
+		t.Errorf("port mappings %+v", cfg.PortMappings)
+	}
+	if cfg.Labels[cri.LabelPodName] != "p-node" || cfg.Labels[cri.LabelManagedBy] != "n1" {
+		t.Errorf("labels %v", cfg.Labels)
+	}
+	pod.Spec.HostNetwork = true
+	cfg, _ = m.sandboxConfig(pod, 0, "")
+	if cfg.Hostname != "" || cfg.Linux.SecurityContext.NamespaceOptions.Network != runtimeapi.NamespaceMode_NODE {
+		t.Errorf("hostNetwork: hostname %q ns %v", cfg.Hostname, cfg.Linux.SecurityContext.NamespaceOptions)
+	}
+	long := testPod(corev1.RestartPolicyAlways, "a")
+	long.Name = strings.Repeat("a", 62) + "-b"
+	if h := podHostname(long); len(h) != 62 || strings.HasSuffix(h, "-") {
+		t.Errorf("hostname %q must be cut to 63 without a trailing '-'", h)
+	}
+}
