@@ -70,6 +70,7 @@ func containerPID(t *testing.T, podCgroup, containerID string) int {
 
 func TestQoSPodsRunInTheirCgroupsAndAreCleanedUp(t *testing.T) {
 	n := newNode(t, "podPidsLimit: 512\nsystemReserved:\n  memory: 256Mi\nkubeReserved:\n  memory: 128Mi\n")
+	hostPort := freePort(t)
 	n.writeManifest("besteffort.yaml", fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:
@@ -80,7 +81,8 @@ spec:
   - name: web
     image: %s
     command: ["sh", "-c", "echo hello-from-pod > /tmp/index.html && exec httpd -f -p 8080 -h /tmp"]
-`, testImage))
+    ports: [{containerPort: 8080, hostPort: %d}]
+`, testImage, hostPort))
 	n.writeManifest("burstable.yaml", podManifest("bu", `    resources:
       requests: {cpu: 250m, memory: 64Mi}
       limits: {cpu: 500m, memory: 128Mi}
@@ -155,16 +157,19 @@ spec:
 		t.Errorf("kubepods memory limit %s, want capacity - reserved = %s", got, want)
 	}
 
-	// The pod network really carries traffic.
+	// The pod network really carries traffic, to the pod IP and through
+	// the hostPort mapping.
 	be, _ := n.pod("be")
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + net.JoinHostPort(be.Status.PodIP, "8080") + "/")
-	if err != nil {
-		t.Fatalf("GET the BestEffort pod's httpd: %v", err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if strings.TrimSpace(string(body)) != "hello-from-pod" {
-		t.Errorf("pod served %q", body)
+	for _, addr := range []string{net.JoinHostPort(be.Status.PodIP, "8080"), net.JoinHostPort("127.0.0.1", strconv.Itoa(hostPort))} {
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + "/")
+		if err != nil {
+			t.Fatalf("GET the BestEffort pod's httpd at %s: %v", addr, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.TrimSpace(string(body)) != "hello-from-pod" {
+			t.Errorf("pod served %q at %s", body, addr)
+		}
 	}
 
 	// Deleting the manifests removes everything.
