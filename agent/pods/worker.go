@@ -36,6 +36,7 @@ type worker struct {
 	grace       *int64             // overrides the pod's grace period
 	cancelSync  context.CancelFunc // interrupts a sync in progress on terminate
 
+	actions    int                      // runtime mutations so far; a sync that made none need not re-inspect
 	waiting    map[string]waitingReason // per container
 	pullFailed map[string]time.Time     // image -> last failed pull
 	syncDelay  time.Duration            // back-off after a failed pod-level step
@@ -128,6 +129,7 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 	if w.lastPhase == corev1.PodSucceeded || w.lastPhase == corev1.PodFailed {
 		// Terminal: nothing restarts; release the sandbox (and its IP).
 		if sb := rt.LatestSandbox(); sb != nil && sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			w.actions++
 			if err := w.m.rt.StopPodSandbox(ctx, sb.Id); err != nil {
 				w.log.Warn("stop sandbox of finished pod", "err", err)
 			}
@@ -137,6 +139,7 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 		return 0
 	}
 
+	before := w.actions
 	retry, err := w.syncRuntime(ctx, pod, rt)
 	if err != nil && ctx.Err() == nil {
 		if w.syncDelay == 0 {
@@ -149,7 +152,10 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 	} else if err == nil {
 		w.syncDelay = 0
 	}
-	w.publish(w.inspect(ctx, rt))
+	if w.actions != before {
+		rt = w.inspect(ctx, rt)
+	}
+	w.publish(rt)
 	return retry
 }
 
@@ -262,6 +268,7 @@ func (w *worker) createSandbox(ctx context.Context, pod *corev1.Pod, rt *pleg.Po
 	for name := range w.waiting {
 		delete(w.waiting, name)
 	}
+	w.actions++
 	id, err := w.m.rt.RunPodSandbox(ctx, cfg, "")
 	if err != nil {
 		for _, c := range pod.Spec.Containers {
@@ -317,6 +324,7 @@ func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.C
 			w.m.restarts.Next(key, exitedAt)
 			w.log.Info("restarting container", "container", c.Name, "exit_code", current.ExitCode, "restart_count", restartCount)
 		default: // created but never started, or unknown: start over
+			w.actions++
 			if err := w.m.rt.RemoveContainer(ctx, current.Id); err != nil {
 				w.log.Warn("remove unstartable container", "container", c.Name, "err", err)
 			}
@@ -352,6 +360,7 @@ func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.
 		w.fail(c, "CreateContainerConfigError", err)
 		return 0
 	}
+	w.actions++
 	id, err := w.m.rt.CreateContainer(ctx, sandboxID, cfg, sandboxCfg)
 	if err != nil {
 		w.fail(c, "CreateContainerError", err)
@@ -426,6 +435,7 @@ func (w *worker) prune(ctx context.Context, rt *pleg.PodRuntime) {
 		name := c.GetMetadata().GetName()
 		seen[name]++
 		if seen[name] > 2 && c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+			w.actions++
 			if err := w.m.rt.RemoveContainer(ctx, c.Id); err != nil {
 				w.log.Warn("remove old container", "container", name, "err", err)
 			}

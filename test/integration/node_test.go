@@ -446,3 +446,56 @@ func TestNodectlManagesManifests(t *testing.T) {
 		t.Errorf("pod still listed after delete --wait")
 	}
 }
+
+func TestInitContainerRunsFirstAndSharesEmptyDir(t *testing.T) {
+	n := newNode(t, "")
+	n.writeManifest("init.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: withinit
+spec:
+  terminationGracePeriodSeconds: 2
+  volumes:
+  - name: work
+    emptyDir: {}
+  initContainers:
+  - name: prepare
+    image: %[1]s
+    command: ["sh", "-c", "echo prepared-by-init > /work/index.html"]
+    volumeMounts: [{name: work, mountPath: /work}]
+  containers:
+  - name: serve
+    image: %[1]s
+    command: ["httpd", "-f", "-p", "8080", "-h", "/work"]
+    volumeMounts: [{name: work, mountPath: /work}]
+`, testImage))
+	n.start()
+	p := n.waitRunning("withinit")
+	if len(p.Status.InitContainerStatuses) != 1 {
+		t.Fatalf("init statuses: %+v", p.Status.InitContainerStatuses)
+	}
+	if term := p.Status.InitContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 0 || term.Reason != "Completed" {
+		t.Errorf("init container: %+v", p.Status.InitContainerStatuses[0].State)
+	}
+	if term := p.Status.InitContainerStatuses[0].State.Terminated; term != nil && term.FinishedAt.After(p.Status.ContainerStatuses[0].State.Running.StartedAt.Time) {
+		t.Errorf("app container started before the init container finished")
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + net.JoinHostPort(p.Status.PodIP, "8080") + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.TrimSpace(string(body)) != "prepared-by-init" {
+		t.Errorf("app served %q: the emptyDir is not shared", body)
+	}
+	volumes := filepath.Join(n.dir, "root", "pods", string(p.UID))
+	if _, err := os.Stat(volumes); err != nil {
+		t.Fatalf("emptyDir not under the root dir: %v", err)
+	}
+	n.removeManifest("init.yaml")
+	n.waitGone("withinit")
+	if _, err := os.Stat(volumes); !os.IsNotExist(err) {
+		t.Errorf("pod volumes left behind at %s", volumes)
+	}
+}
