@@ -280,7 +280,7 @@ func (w *worker) createSandbox(ctx context.Context, pod *corev1.Pod, rt *pleg.Po
 	if err != nil {
 		return nil, fmt.Errorf("status of new sandbox: %w", err)
 	}
-	w.log.Info("sandbox started", "sandbox", id[:12], "ip", sb.GetNetwork().GetIp(), "attempt", attempt)
+	w.log.Info("sandbox started", "sandbox", shortID(id), "ip", sb.GetNetwork().GetIp(), "attempt", attempt)
 	return sb, nil
 }
 
@@ -371,7 +371,7 @@ func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.
 		return w.m.opts.ResyncPeriod
 	}
 	delete(w.waiting, c.Name)
-	w.log.Debug("container started", "container", c.Name, "container_id", id[:12], "restart_count", restartCount)
+	w.log.Debug("container started", "container", c.Name, "container_id", shortID(id), "restart_count", restartCount)
 	return 0
 }
 
@@ -605,4 +605,12 @@ func (w *worker) podDirs(rt *pleg.PodRuntime) []string {
 		add(sb.GetMetadata().GetNamespace(), sb.GetMetadata().GetName())
 	}
 	return dirs
+}
+
+// shortID is the 12-character form of a runtime ID, for logs.
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }

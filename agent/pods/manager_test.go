@@ -1,0 +1,136 @@
+package pods
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"nodeagent/agent/pleg"
+	"nodeagent/agent/source"
+	"nodeagent/agent/status"
+	"nodeagent/cgroups"
+)
+
+// fakeRuntime runs everything instantly and records stop/remove calls.
+type fakeRuntime struct {
+	mu      sync.Mutex
+	n       int
+	stopped []string
+	sandbox map[string]*runtimeapi.PodSandboxStatus
+}
+
+func (f *fakeRuntime) next(prefix string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	return fmt.Sprintf("%s%d", prefix, f.n)
+}
+func (f *fakeRuntime) RunPodSandbox(_ context.Context, cfg *runtimeapi.PodSandboxConfig, _ string) (string, error) {
+	id := f.next("sb")
+	f.mu.Lock()
+	f.sandbox[id] = &runtimeapi.PodSandboxStatus{Id: id, Metadata: cfg.Metadata, State: runtimeapi.PodSandboxState_SANDBOX_READY,
+		CreatedAt: 1, Network: &runtimeapi.PodSandboxNetworkStatus{Ip: "10.88.0.2"}, Labels: cfg.Labels}
+	f.mu.Unlock()
+	return id, nil
+}
+func (f *fakeRuntime) record(op string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped = append(f.stopped, op)
+	return nil
+}
+func (f *fakeRuntime) StopPodSandbox(context.Context, string) error {
+	return f.record("StopPodSandbox")
+}
+func (f *fakeRuntime) RemovePodSandbox(context.Context, string) error {
+	return f.record("RemovePodSandbox")
+}
+func (f *fakeRuntime) PodSandboxStatus(_ context.Context, id string) (*runtimeapi.PodSandboxStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sandbox[id], nil
+}
+func (f *fakeRuntime) CreateContainer(context.Context, string, *runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig) (string, error) {
+	return f.next("c"), nil
+}
+func (f *fakeRuntime) StartContainer(context.Context, string) error { return nil }
+func (f *fakeRuntime) StopContainer(context.Context, string, int64) error {
+	return f.record("StopContainer")
+}
+func (f *fakeRuntime) RemoveContainer(context.Context, string) error {
+	return f.record("RemoveContainer")
+}
+func (f *fakeRuntime) PullImage(context.Context, string, *runtimeapi.PodSandboxConfig) (string, error) {
+	return "sha256:x", nil
+}
+func (f *fakeRuntime) ImageStatus(context.Context, string) (*runtimeapi.Image, error) {
+	return &runtimeapi.Image{Id: "sha256:x"}, nil
+}
+
+// emptyCache sees nothing in the runtime.
+type emptyCache struct{}
+
+func (emptyCache) Get(types.UID) *pleg.PodRuntime { return nil }
+func (emptyCache) Inspect(_ context.Context, uid types.UID) (*pleg.PodRuntime, error) {
+	return &pleg.PodRuntime{UID: uid}, nil
+}
+func (emptyCache) UIDs() []types.UID { return nil }
+
+// nopCgroups accepts every write.
+type nopCgroups struct{}
+
+func (nopCgroups) Set(cgroups.Name, *cgroups.ResourceConfig) error { return nil }
+func (nopCgroups) Exists(cgroups.Name) bool                        { return false }
+func (nopCgroups) Pids(cgroups.Name) ([]int, error)                { return nil, nil }
+func (nopCgroups) Children(cgroups.Name) ([]string, error)         { return nil, nil }
+func (nopCgroups) Remove(cgroups.Name) error                       { return nil }
+func (nopCgroups) Path(n cgroups.Name) string                      { return n.Cgroupfs() }
+func (nopCgroups) Version() int                                    { return 1 }
+
+func TestManagerShutdownLeavesPodsAndNoGoroutines(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rt := &fakeRuntime{sandbox: map[string]*runtimeapi.PodSandboxStatus{}}
+	store := status.NewStore()
+	m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir()}, Deps{
+		Runtime: rt, Cache: emptyCache{}, Store: store, Clock: clock.RealClock{},
+		Tree: cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true}),
+		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
+
+	ctx, cancel := context.WithCancel(context.Background())
+	updates := make(chan source.Update)
+	done := make(chan struct{})
+	go func() { m.Run(ctx, updates); close(done) }()
+	updates <- source.Update{Pods: []*corev1.Pod{pod}}
+
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rt.mu.Lock()
+		created := rt.n // sandbox and container IDs handed out
+		rt.mu.Unlock()
+		if _, ok := store.Get(pod.UID); ok && created >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker never started the pod and published its status")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if len(rt.stopped) != 0 {
+		t.Errorf("shutting the agent down touched the pod: %v", rt.stopped)
+	}
+}
