@@ -111,13 +111,21 @@ const RelistPeriod = time.Second
 func (c *Cache) Run(ctx context.Context) {
 	t := c.clock.NewTicker(RelistPeriod)
 	defer t.Stop()
+	failing := ""
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			if err := c.Relist(ctx); err != nil && ctx.Err() == nil {
-				c.log.Warn("relist failed", "err", err)
+			err := c.Relist(ctx)
+			switch {
+			case ctx.Err() != nil:
+			case err != nil && err.Error() != failing:
+				failing = err.Error()
+				c.log.Warn("relist failed; retrying every second", "err", err)
+			case err == nil && failing != "":
+				failing = ""
+				c.log.Info("relist recovered")
 			}
 		}
 	}
@@ -242,9 +250,6 @@ func (c *Cache) Inspect(ctx context.Context, uid types.UID) (*PodRuntime, error)
 		containers[ctr.Id] = st
 	}
 	p := group(sandboxes, containers, at)[uid]
-	if p == nil {
-		p = &PodRuntime{UID: uid, ObservedAt: at}
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, st := range sandboxes {
@@ -253,10 +258,17 @@ func (c *Cache) Inspect(ctx context.Context, uid types.UID) (*PodRuntime, error)
 	for id, st := range containers {
 		c.containers[id] = st
 	}
-	if cur, ok := c.pods[uid]; !ok || !cur.ObservedAt.After(at) {
-		c.pods[uid] = p
+	cur, ok := c.pods[uid]
+	if ok && cur.ObservedAt.After(at) {
+		return cur, nil
 	}
-	return c.pods[uid], nil
+	if p == nil {
+		// Nothing left: forget the pod, so it no longer counts as present.
+		delete(c.pods, uid)
+		return &PodRuntime{UID: uid, ObservedAt: at}, nil
+	}
+	c.pods[uid] = p
+	return p, nil
 }
 
 // Get returns the pod's last known runtime state (nil when the runtime

@@ -199,3 +199,24 @@ func TestInspectIsNotOverwrittenByAnOlderRelist(t *testing.T) {
 		t.Fatalf("the fresher Inspect was overwritten: %+v", p)
 	}
 }
+
+func TestInspectOfAnEmptyPodForgetsIt(t *testing.T) {
+	rt := &fakeRuntime{sandboxes: map[string]*runtimeapi.PodSandboxStatus{}, containers: map[string]*runtimeapi.ContainerStatus{}}
+	rt.setContainer("c1", "u1", runtimeapi.ContainerState_CONTAINER_EXITED)
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	c := New(rt, "n", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	ctx := context.Background()
+	c.Relist(ctx)
+	if len(c.UIDs()) != 1 {
+		t.Fatalf("UIDs = %v", c.UIDs())
+	}
+	delete(rt.containers, "c1")
+	clk.Step(time.Second)
+	p, err := c.Inspect(ctx, "u1")
+	if err != nil || p == nil || len(p.Containers) != 0 {
+		t.Fatalf("Inspect = %+v, %v", p, err)
+	}
+	if len(c.UIDs()) != 0 || c.Get("u1") != nil {
+		t.Errorf("a pod with nothing in the runtime still counts as present: %v", c.UIDs())
+	}
+}

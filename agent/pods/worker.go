@@ -523,6 +523,8 @@ func (w *worker) terminatePod(ctx context.Context) {
 	for {
 		err := w.killAndClean(ctx)
 		if err == nil {
+			// Refresh the cache so the pod stops counting as present.
+			w.m.cache.Inspect(ctx, w.uid)
 			w.m.store.Delete(w.uid)
 			w.log.Info("pod terminated and cleaned up")
 			return
