@@ -300,6 +300,17 @@ func (n *node) waitRunning(name string) *corev1.Pod {
 	})
 }
 
+// waitRejected waits for a pod that admission turned away (phase Failed).
+func (n *node) waitRejected(name string) *corev1.Pod {
+	n.t.Helper()
+	return n.waitPod(name, 30*time.Second, "rejected", func(p *corev1.Pod) error {
+		if p == nil || p.Status.Phase != corev1.PodFailed {
+			return fmt.Errorf("not failed: %+v", p)
+		}
+		return nil
+	})
+}
+
 func (n *node) waitGone(name string) {
 	n.t.Helper()
 	n.waitPod(name, 90*time.Second, "gone", func(p *corev1.Pod) error {

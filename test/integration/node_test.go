@@ -305,12 +305,7 @@ func TestAdmissionRejectsWhatDoesNotFit(t *testing.T) {
 	n.waitRunning("a")
 
 	n.writeManifest("huge.yaml", podManifest("huge", "    resources:\n      requests: {cpu: \"1000\"}\n"))
-	p := n.waitPod("huge", 30*time.Second, "rejected", func(p *corev1.Pod) error {
-		if p == nil || p.Status.Phase != corev1.PodFailed {
-			return fmt.Errorf("not failed: %+v", p)
-		}
-		return nil
-	})
+	p := n.waitRejected("huge")
 	if p.Status.Reason != "OutOfcpu" || !strings.HasPrefix(p.Status.Message, "Pod was rejected: Node didn't have enough resource: cpu, requested: 1000000") {
 		t.Errorf("huge: reason %q message %q", p.Status.Reason, p.Status.Message)
 	}
@@ -321,12 +316,7 @@ func TestAdmissionRejectsWhatDoesNotFit(t *testing.T) {
 	n.writeManifest("b.yaml", podManifest("b", ""))
 	n.waitRunning("b")
 	n.writeManifest("c.yaml", podManifest("c", ""))
-	c := n.waitPod("c", 30*time.Second, "rejected", func(p *corev1.Pod) error {
-		if p == nil || p.Status.Phase != corev1.PodFailed {
-			return fmt.Errorf("not failed: %+v", p)
-		}
-		return nil
-	})
+	c := n.waitRejected("c")
 	if c.Status.Reason != "OutOfpods" {
 		t.Errorf("c: reason %q, want OutOfpods (%s)", c.Status.Reason, c.Status.Message)
 	}
