@@ -175,20 +175,19 @@ func (w *worker) inspect(ctx context.Context, old *pleg.PodRuntime) *pleg.PodRun
 // cgroup, sandbox, the next init container, then every app container.
 func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRuntime) (time.Duration, error) {
 	sb := rt.LatestSandbox()
+	var sandboxCfg *runtimeapi.PodSandboxConfig
+	var err error
 	if needsSandbox(pod, sb) {
-		if sb != nil && pod.Spec.RestartPolicy == corev1.RestartPolicyNever && len(rt.Containers) > 0 {
+		if sb != nil && pod.Spec.RestartPolicy == corev1.RestartPolicyNever && len(rt.GetContainers()) > 0 {
 			return 0, nil // the kubelet does not re-create the sandbox of a pod that must not restart
 		}
 		if err := w.m.tree.EnsurePod(pod); err != nil {
 			return 0, fmt.Errorf("pod cgroup: %w", err)
 		}
-		var err error
-		if sb, err = w.createSandbox(ctx, pod, rt); err != nil {
+		if sb, sandboxCfg, err = w.createSandbox(ctx, pod, rt); err != nil {
 			return 0, err
 		}
-	}
-	sandboxCfg, err := w.m.sandboxConfig(pod, sb.GetMetadata().GetAttempt(), w.cgroupParent(pod))
-	if err != nil {
+	} else if sandboxCfg, err = w.m.sandboxConfig(pod, sb.GetMetadata().GetAttempt(), w.cgroupParent(pod)); err != nil {
 		return 0, err
 	}
 	podIP := sb.GetNetwork().GetIp()
@@ -248,22 +247,22 @@ func (w *worker) cgroupParent(pod *corev1.Pod) string {
 }
 
 // createSandbox stops what is left of an old sandbox and runs a new one
-// with the next attempt number.
-func (w *worker) createSandbox(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRuntime) (*runtimeapi.PodSandboxStatus, error) {
+// with the next attempt number. It returns the sandbox and its config.
+func (w *worker) createSandbox(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRuntime) (*runtimeapi.PodSandboxStatus, *runtimeapi.PodSandboxConfig, error) {
 	var attempt uint32
 	if old := rt.LatestSandbox(); old != nil {
 		attempt = old.GetMetadata().GetAttempt() + 1
 		w.log.Info("pod sandbox changed; it will be killed and re-created", "sandbox", old.Id)
 		if err := w.stopAll(ctx, rt, gracePeriod(pod, nil)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	cfg, err := w.m.sandboxConfig(pod, attempt, w.cgroupParent(pod))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
-		return nil, fmt.Errorf("create pod log directory: %w", err)
+		return nil, nil, fmt.Errorf("create pod log directory: %w", err)
 	}
 	for name := range w.waiting {
 		delete(w.waiting, name)
@@ -274,14 +273,14 @@ func (w *worker) createSandbox(ctx context.Context, pod *corev1.Pod, rt *pleg.Po
 		for _, c := range pod.Spec.Containers {
 			w.waiting[c.Name] = waitingReason{Reason: "ContainerCreating", Message: "failed to create pod sandbox: " + err.Error()}
 		}
-		return nil, fmt.Errorf("run pod sandbox: %w", err)
+		return nil, nil, fmt.Errorf("run pod sandbox: %w", err)
 	}
 	sb, err := w.m.rt.PodSandboxStatus(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("status of new sandbox: %w", err)
+		return nil, nil, fmt.Errorf("status of new sandbox: %w", err)
 	}
 	w.log.Info("sandbox started", "sandbox", shortID(id), "ip", sb.GetNetwork().GetIp(), "attempt", attempt)
-	return sb, nil
+	return sb, cfg, nil
 }
 
 // syncContainer makes one container match the restart policy. It reports
