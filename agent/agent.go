@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodeagent/agent/config"
+	"nodeagent/agent/events"
 	"nodeagent/agent/node"
 	"nodeagent/agent/pleg"
 	"nodeagent/agent/pods"
@@ -125,6 +126,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.ensureNetwork(ctx, rtStatus.Info)
 
 	store := status.NewStore()
+	recorder := events.NewRecorder(a.opts.Clock, a.opts.NodeName, events.DefaultCapacity)
 	var manager *pods.Manager
 	cache := pleg.New(rt, a.opts.NodeName, a.opts.Clock, log.With("component", "pleg"), func(uid types.UID) { manager.Wake(uid) })
 	manager = pods.NewManager(pods.Options{
@@ -142,7 +144,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		ClusterDNS:       cfg.ClusterDNS,
 		ClusterDomain:    cfg.ClusterDomain,
 		ResolvConf:       cfg.ResolvConf(),
-	}, pods.Deps{Runtime: rt, Cache: cache, Tree: tree, Store: store, Clock: a.opts.Clock, Log: log.With("component", "pods")})
+	}, pods.Deps{Runtime: rt, Cache: cache, Tree: tree, Store: store, Events: recorder, Clock: a.opts.Clock, Log: log.With("component", "pods")})
 	if err := cache.Relist(ctx); err != nil {
 		return fmt.Errorf("list the runtime's pods: %w", err)
 	}
@@ -178,6 +180,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		addr := net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.ReadOnlyPort)))
 		srv = server.NewServer(addr, server.Handler(server.Sources{
 			Pods:   store.List,
+			Events: recorder.List,
 			Node:   func() *corev1.Node { return nodeStatus.Node(a.opts.Clock.Now()) },
 			Config: cfg.KubeletConfiguration,
 			Healthy: func() error {
@@ -196,7 +199,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				log.Error("read-only API stopped", "err", err)
 			}
 		})
-		log.Info("read-only API listening", "addr", "http://"+addr, "endpoints", "/healthz /pods /node /configz")
+		log.Info("read-only API listening", "addr", "http://"+addr, "endpoints", "/healthz /pods /node /events /configz")
 	}
 	log.Info("nodeagent running", "node", a.opts.NodeName, "ip", nodeIP, "manifests", cfg.StaticPodPath, "version", version.Version)
 

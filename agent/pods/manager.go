@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"nodeagent/agent/events"
 	"nodeagent/agent/source"
 	"nodeagent/agent/status"
 	"nodeagent/cgroups"
@@ -46,6 +47,7 @@ type Deps struct {
 	Cache   PodCache
 	Tree    *cgroups.Tree
 	Store   *status.Store
+	Events  *events.Recorder
 	Clock   clock.WithTicker
 	Log     *slog.Logger
 }
@@ -57,6 +59,7 @@ type Manager struct {
 	cache        PodCache
 	tree         *cgroups.Tree
 	store        *status.Store
+	events       *events.Recorder
 	clock        clock.WithTicker
 	log          *slog.Logger
 	restarts     *backOff // crash-loop back-off per container
@@ -80,8 +83,11 @@ func NewManager(opts Options, deps Deps) *Manager {
 	if opts.ReconcilePeriod <= 0 {
 		opts.ReconcilePeriod = time.Minute
 	}
+	if deps.Events == nil {
+		deps.Events = events.NewRecorder(deps.Clock, opts.NodeName, 0)
+	}
 	return &Manager{
-		opts: opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, clock: deps.Clock,
+		opts: opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, clock: deps.Clock,
 		log:          deps.Log,
 		restarts:     newBackOff(deps.Clock),
 		imagePulls:   newBackOff(deps.Clock),
@@ -174,6 +180,7 @@ func (m *Manager) apply(u source.Update) {
 		}
 		m.pods[p.UID] = p
 		changed = true
+		m.events.Eventf(events.PodRef(p, ""), corev1.EventTypeNormal, "Scheduled", "Successfully assigned %s to %s", fullName(p), m.opts.NodeName)
 		if m.workers[p.UID] == nil {
 			m.startWorkerLocked(p.UID, p)
 		}
@@ -203,6 +210,7 @@ func (m *Manager) admittedLocked() []*corev1.Pod {
 
 func (m *Manager) rejectLocked(p *corev1.Pod, r *Rejection) {
 	m.log.Warn("pod rejected at admission", "pod", fullName(p), "pod_uid", p.UID, "reason", r.Reason, "message", r.Message)
+	m.events.Event(events.PodRef(p, ""), corev1.EventTypeWarning, r.Reason, "Pod was rejected: "+r.Message)
 	pod := p.DeepCopy()
 	now := metav1.NewTime(m.clock.Now())
 	pod.Status = corev1.PodStatus{

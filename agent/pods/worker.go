@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"nodeagent/agent/events"
 	"nodeagent/agent/pleg"
 	"nodeagent/cri"
 	"nodeagent/internal/qos"
@@ -253,6 +254,7 @@ func (w *worker) createSandbox(ctx context.Context, pod *corev1.Pod, rt *pleg.Po
 	if old := rt.LatestSandbox(); old != nil {
 		attempt = old.GetMetadata().GetAttempt() + 1
 		w.log.Info("pod sandbox changed; it will be killed and re-created", "sandbox", old.Id)
+		w.event("", corev1.EventTypeNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
 		if err := w.stopAll(ctx, rt, gracePeriod(pod, nil)); err != nil {
 			return nil, nil, err
 		}
@@ -273,6 +275,7 @@ func (w *worker) createSandbox(ctx context.Context, pod *corev1.Pod, rt *pleg.Po
 		for _, c := range pod.Spec.Containers {
 			w.waiting[c.Name] = waitingReason{Reason: "ContainerCreating", Message: "failed to create pod sandbox: " + err.Error()}
 		}
+		w.event("", corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
 		return nil, nil, fmt.Errorf("run pod sandbox: %w", err)
 	}
 	sb, err := w.m.rt.PodSandboxStatus(ctx, id)
@@ -318,6 +321,7 @@ func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.C
 			if in, until := w.m.restarts.InBackOff(key, exitedAt); in {
 				w.waiting[c.Name] = waitingReason{Reason: "CrashLoopBackOff", Message: fmt.Sprintf(
 					"back-off %s restarting failed container=%s pod=%s", w.m.restarts.Delay(key), c.Name, pod.Name)}
+				w.event(c.Name, corev1.EventTypeWarning, "BackOff", fmt.Sprintf("Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, pod.Name, pod.Namespace, pod.UID))
 				return until.Sub(w.m.clock.Now()), false
 			}
 			w.m.restarts.Next(key, exitedAt)
@@ -365,10 +369,12 @@ func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.
 		w.fail(c, "CreateContainerError", err)
 		return w.m.opts.ResyncPeriod
 	}
+	w.event(c.Name, corev1.EventTypeNormal, "Created", "Created container: "+c.Name)
 	if err := w.m.rt.StartContainer(ctx, id); err != nil {
 		w.fail(c, "RunContainerError", err)
 		return w.m.opts.ResyncPeriod
 	}
+	w.event(c.Name, corev1.EventTypeNormal, "Started", "Started container "+c.Name)
 	delete(w.waiting, c.Name)
 	w.log.Debug("container started", "container", c.Name, "container_id", shortID(id), "restart_count", restartCount)
 	return 0
@@ -382,6 +388,14 @@ func (w *worker) fail(c *corev1.Container, reason string, err error) {
 	}
 	w.waiting[c.Name] = waitingReason{Reason: reason, Message: msg}
 	w.log.Warn("container failed to start", "container", c.Name, "reason", reason, "err", msg)
+	w.event(c.Name, corev1.EventTypeWarning, "Failed", "Error: "+reason)
+}
+
+// event records an event about the pod, or one of its containers.
+func (w *worker) event(container, eventType, reason, message string) {
+	if w.pod != nil {
+		w.m.events.Event(events.PodRef(w.pod, container), eventType, reason, message)
+	}
 }
 
 // ensureImage honours imagePullPolicy, with the kubelet's reasons and the
@@ -394,21 +408,28 @@ func (w *worker) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 			return "", w.m.opts.ResyncPeriod, false
 		}
 		if img != nil {
+			w.event(c.Name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", c.Image))
 			return img.Id, 0, true
 		}
 		if c.ImagePullPolicy == corev1.PullNever {
-			w.waiting[c.Name] = waitingReason{Reason: "ErrImageNeverPull", Message: fmt.Sprintf(
-				"Container image %q is not present with pull policy of Never", c.Image)}
+			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+			w.waiting[c.Name] = waitingReason{Reason: "ErrImageNeverPull", Message: msg}
+			w.event(c.Name, corev1.EventTypeWarning, "ErrImageNeverPull", msg)
 			return "", w.m.opts.ResyncPeriod, false
 		}
 	}
 	key := string(pod.UID) + "/" + c.Image
 	if failed, ok := w.pullFailed[c.Image]; ok {
 		if in, until := w.m.imagePulls.InBackOff(key, failed); in {
-			w.waiting[c.Name] = waitingReason{Reason: "ImagePullBackOff", Message: fmt.Sprintf("Back-off pulling image %q", c.Image)}
+			msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+			w.waiting[c.Name] = waitingReason{Reason: "ImagePullBackOff", Message: msg}
+			w.event(c.Name, corev1.EventTypeNormal, "BackOff", msg)
+			w.event(c.Name, corev1.EventTypeWarning, "Failed", "Error: ImagePullBackOff")
 			return "", until.Sub(w.m.clock.Now()), false
 		}
 	}
+	w.event(c.Name, corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
+	pullStart := w.m.clock.Now()
 	ref, err := w.m.rt.PullImage(ctx, c.Image, sandboxCfg)
 	if err != nil {
 		now := w.m.clock.Now()
@@ -419,9 +440,11 @@ func (w *worker) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 		if errors.As(err, &crierr) && crierr.Code == codes.InvalidArgument {
 			reason = "InvalidImageName"
 		}
+		w.event(c.Name, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err))
 		w.fail(c, reason, err)
 		return "", w.m.imagePulls.Delay(key), false
 	}
+	w.event(c.Name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %s", c.Image, w.m.clock.Since(pullStart).Round(time.Millisecond)))
 	delete(w.pullFailed, c.Image)
 	return ref, 0, true
 }
@@ -494,6 +517,12 @@ func (w *worker) stopAll(ctx context.Context, rt *pleg.PodRuntime, grace int64) 
 				g = max(v, 2)
 			}
 		}
+		ref := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: c.Labels[cri.LabelPodNamespace], Name: c.Labels[cri.LabelPodName],
+			UID: types.UID(c.Labels[cri.LabelPodUID]), FieldPath: fmt.Sprintf("spec.containers{%s}", c.GetMetadata().GetName())}
+		if w.pod != nil {
+			ref = events.PodRef(w.pod, c.GetMetadata().GetName())
+		}
+		w.m.events.Event(ref, corev1.EventTypeNormal, "Killing", "Stopping container "+c.GetMetadata().GetName())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

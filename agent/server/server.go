@@ -1,6 +1,7 @@
 // Package server is the agent's local read-only API, on the kubelet's
 // read-only port: /healthz and /pods as the kubelet serves them, plus
-// /node (the node object) and /configz (the configuration in effect).
+// /node (the node object), /events (the agent's events) and /configz (the
+// configuration in effect).
 package server
 
 import (
@@ -15,6 +16,7 @@ import (
 // Sources are what the API serves.
 type Sources struct {
 	Pods    func() []corev1.Pod
+	Events  func() []corev1.Event
 	Node    func() *corev1.Node
 	Config  any
 	Healthy func() error // nil error: healthy
@@ -32,6 +34,9 @@ func Handler(src Sources) http.Handler {
 	})
 	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: src.Pods()})
+	})
+	mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, &corev1.EventList{TypeMeta: metav1.TypeMeta{Kind: "EventList", APIVersion: "v1"}, Items: src.Events()})
 	})
 	mux.HandleFunc("GET /node", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, src.Node())

@@ -19,6 +19,7 @@ func TestEndpoints(t *testing.T) {
 			return []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}}
 		},
 		Node:    func() *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}} },
+		Events:  func() []corev1.Event { return []corev1.Event{{Reason: "Started"}} },
 		Config:  map[string]string{"staticPodPath": "/m"},
 		Healthy: func() error { return healthy },
 	})
@@ -41,6 +42,9 @@ func TestEndpoints(t *testing.T) {
 	}
 	if rec := get("/configz"); !strings.Contains(rec.Body.String(), `"kubeletconfig"`) || !strings.Contains(rec.Body.String(), `"/m"`) {
 		t.Errorf("configz: %s", rec.Body)
+	}
+	if rec := get("/events"); !strings.Contains(rec.Body.String(), `"kind": "EventList"`) || !strings.Contains(rec.Body.String(), `"Started"`) {
+		t.Errorf("events: %s", rec.Body)
 	}
 	if rec := get("/node"); !strings.Contains(rec.Body.String(), `"name": "n"`) {
 		t.Errorf("node: %s", rec.Body)

@@ -91,3 +91,11 @@ func (c *client) manifests() (string, error) {
 	}
 	return cfg.StaticPodPath, nil
 }
+
+func (c *client) events() ([]corev1.Event, error) {
+	var list corev1.EventList
+	if err := c.fetch("/events", &list); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}

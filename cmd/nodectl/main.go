@@ -7,6 +7,7 @@
 //	nodectl get node [-o json|yaml]
 //	nodectl describe pod NAME
 //	nodectl describe node
+//	nodectl events [--pod NAME] [-o json|yaml]
 //	nodectl apply -f FILE
 //	nodectl delete pod NAME [--wait]
 package main
@@ -28,6 +29,7 @@ Usage:
   nodectl get node [-o json|yaml]         the node
   nodectl describe pod NAME               details: status, cgroup, containers, conditions
   nodectl describe node                   capacity, allocatable, conditions, system info
+  nodectl events [--pod NAME]             the agent's events (pulls, starts, kills, back-offs, rejections)
   nodectl apply -f FILE                   validate a Pod manifest and put it in the manifest directory
   nodectl delete pod NAME [--wait]        remove the pod's manifest (the agent stops the pod)
 
@@ -61,6 +63,7 @@ func run(args []string, out io.Writer) error {
 	output := fs.String("o", "", "")
 	file := fs.String("f", "", "")
 	wait := fs.Bool("wait", false, "")
+	podFilter := fs.String("pod", "", "")
 	help := fs.Bool("help", false, "")
 	fs.BoolVar(help, "h", false, "")
 
@@ -93,6 +96,8 @@ func run(args []string, out io.Writer) error {
 		return c.describePod(rest[1])
 	case verb == "describe" && len(rest) >= 1 && (rest[0] == "node" || rest[0] == "nodes" || rest[0] == "no"):
 		return c.describeNode()
+	case verb == "events" && len(rest) == 0:
+		return c.listEvents(*podFilter, *output)
 	case verb == "apply" && len(rest) == 0:
 		if *file == "" {
 			return usageError("apply needs -f FILE")

@@ -231,7 +231,79 @@ func (c *client) describePod(name string) error {
 		}
 		tw.Flush()
 	}
-	return nil
+	evs, err := c.events()
+	if err != nil {
+		return err
+	}
+	var mine []corev1.Event
+	for _, e := range evs {
+		if e.InvolvedObject.UID == p.UID {
+			mine = append(mine, e)
+		}
+	}
+	if len(mine) == 0 {
+		fmt.Fprintln(c.out, "Events: <none>")
+		return nil
+	}
+	fmt.Fprintln(c.out, "Events:")
+	tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  Type\tReason\tAge\tFrom\tMessage")
+	now := time.Now()
+	for _, e := range mine {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", e.Type, e.Reason, eventAge(&e, now), e.Source.Component, e.Message)
+	}
+	return tw.Flush()
+}
+
+// eventAge is kubectl's "2m (x3 over 5m)".
+func eventAge(e *corev1.Event, now time.Time) string {
+	last := age(&e.LastTimestamp, now)
+	if e.Count > 1 {
+		return fmt.Sprintf("%s (x%d over %s)", last, e.Count, age(&e.FirstTimestamp, now))
+	}
+	return last
+}
+
+func (c *client) listEvents(podName, output string) error {
+	evs, err := c.events()
+	if err != nil {
+		return err
+	}
+	if podName != "" {
+		p, err := c.findPod(podName)
+		if err != nil {
+			return err
+		}
+		var mine []corev1.Event
+		for _, e := range evs {
+			if e.InvolvedObject.UID == p.UID {
+				mine = append(mine, e)
+			}
+		}
+		evs = mine
+	}
+	switch output {
+	case "json", "yaml":
+		return emit(c.out, output, &corev1.EventList{TypeMeta: typeMeta("EventList"), Items: evs})
+	case "":
+	default:
+		return usageError(fmt.Sprintf("-o %q: want json or yaml", output))
+	}
+	if len(evs) == 0 {
+		fmt.Fprintln(c.out, "No events.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.out, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "LAST SEEN\tTYPE\tREASON\tOBJECT\tMESSAGE")
+	now := time.Now()
+	for _, e := range evs {
+		obj := strings.ToLower(e.InvolvedObject.Kind) + "/" + e.InvolvedObject.Name
+		if e.InvolvedObject.FieldPath != "" {
+			obj += " " + e.InvolvedObject.FieldPath
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", eventAge(&e, now), e.Type, e.Reason, obj, e.Message)
+	}
+	return tw.Flush()
 }
 
 func describeContainers(out io.Writer, title string, specs []corev1.Container, statuses []corev1.ContainerStatus) {

@@ -5,6 +5,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -487,5 +488,62 @@ spec:
 	n.waitGone("withinit")
 	if _, err := os.Stat(volumes); !os.IsNotExist(err) {
 		t.Errorf("pod volumes left behind at %s", volumes)
+	}
+}
+
+func TestMissingImageBacksOffAndIsReportedInEvents(t *testing.T) {
+	n := newNode(t, "")
+	n.writeManifest("ok.yaml", podManifest("ok", ""))
+	n.writeManifest("noimage.yaml", `apiVersion: v1
+kind: Pod
+metadata:
+  name: noimage
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: 127.0.0.1:5000/nodeagent/does-not-exist:1.0
+`)
+	n.start()
+	n.waitRunning("ok")
+	p := n.waitPod("noimage", 60*time.Second, "in ImagePullBackOff", func(p *corev1.Pod) error {
+		if p == nil || len(p.Status.ContainerStatuses) == 0 {
+			return fmt.Errorf("no status")
+		}
+		w := p.Status.ContainerStatuses[0].State.Waiting
+		if w == nil || w.Reason != "ImagePullBackOff" || !strings.Contains(w.Message, `Back-off pulling image "127.0.0.1:5000/nodeagent/does-not-exist:1.0"`) {
+			return fmt.Errorf("state %+v", p.Status.ContainerStatuses[0].State)
+		}
+		if p.Status.Phase != corev1.PodPending {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		return nil
+	})
+	resp, err := http.Get(n.url("/events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list corev1.EventList
+	json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	seen := map[string]bool{}
+	for _, e := range list.Items {
+		if e.InvolvedObject.UID == p.UID {
+			seen[e.Reason+": "+e.Message] = true
+		}
+	}
+	for _, want := range []string{
+		`Pulling: Pulling image "127.0.0.1:5000/nodeagent/does-not-exist:1.0"`,
+		"Failed: Error: ErrImagePull",
+		`BackOff: Back-off pulling image "127.0.0.1:5000/nodeagent/does-not-exist:1.0"`,
+		"Failed: Error: ImagePullBackOff",
+	} {
+		if !seen[want] {
+			t.Errorf("no event %q among %v", want, seen)
+		}
+	}
+	ok, _ := n.pod("ok")
+	if ok.Status.Phase != corev1.PodRunning || ok.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("the other pod was affected: %s", ok.Status.Phase)
 	}
 }

@@ -1,0 +1,46 @@
+package events
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func TestRecorderFoldsRepeatsAndBoundsMemory(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(100, 0))
+	r := NewRecorder(clk, "n1", 3)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "u"}}
+	pod.Spec.InitContainers = []corev1.Container{{Name: "init"}}
+
+	r.Event(PodRef(pod, "app"), corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container app in pod p")
+	clk.SetTime(time.Unix(110, 0))
+	r.Event(PodRef(pod, "app"), corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container app in pod p")
+	list := r.List()
+	if len(list) != 1 || list[0].Count != 2 || list[0].LastTimestamp.Unix() != 110 || list[0].FirstTimestamp.Unix() != 100 {
+		t.Fatalf("repeat not folded: %+v", list)
+	}
+	e := list[0]
+	if e.InvolvedObject.FieldPath != "spec.containers{app}" || e.Source.Component != "kubelet" || e.Source.Host != "n1" || e.Type != "Warning" {
+		t.Errorf("event fields: %+v", e)
+	}
+	if ref := PodRef(pod, "init"); ref.FieldPath != "spec.initContainers{init}" {
+		t.Errorf("init container field path %q", ref.FieldPath)
+	}
+
+	for i := 0; i < 5; i++ {
+		clk.SetTime(time.Unix(int64(200+i), 0))
+		r.Eventf(PodRef(pod, ""), corev1.EventTypeNormal, "Pulled", "event %d", i)
+	}
+	list = r.List()
+	if len(list) != 3 || list[0].Message != "event 2" || list[2].Message != "event 4" {
+		t.Fatalf("capacity not kept: %+v", list)
+	}
+	// A dropped event starts over instead of folding into a ghost.
+	r.Event(PodRef(pod, "app"), corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container app in pod p")
+	if list = r.List(); list[len(list)-1].Count != 1 {
+		t.Errorf("re-recorded event count %d", list[len(list)-1].Count)
+	}
+}
