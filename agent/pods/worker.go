@@ -442,7 +442,9 @@ func (w *worker) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 		}
 		w.event(c.Name, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err))
 		w.fail(c, reason, err)
-		return "", w.m.imagePulls.Delay(key), false
+		// Sync again soon: inside the back-off window the container then
+		// shows ImagePullBackOff, and that sync waits for the window to end.
+		return "", time.Second, false
 	}
 	w.event(c.Name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %s", c.Image, w.m.clock.Since(pullStart).Round(time.Millisecond)))
 	delete(w.pullFailed, c.Image)
