@@ -15,12 +15,14 @@ const (
 	// node name, so two agents on one runtime never touch each other's pods.
 	LabelManagedBy = "nodeagent.io/node"
 
-	AnnotationContainerHash         = "io.kubernetes.container.hash"
-	AnnotationRestartCount          = "io.kubernetes.container.restartCount"
-	AnnotationTerminationGrace      = "io.kubernetes.pod.terminationGracePeriod"
-	AnnotationTerminationMessage    = "io.kubernetes.container.terminationMessagePath"
-	AnnotationPodQOSClass           = "nodeagent.io/qos-class"
-	AnnotationContainerOOMScoreAdj  = "nodeagent.io/oom-score-adj"
-	AnnotationPodCgroup             = "nodeagent.io/pod-cgroup"
-	AnnotationContainerImageRequest = "nodeagent.io/image"
+	AnnotationContainerHash            = "io.kubernetes.container.hash"
+	AnnotationRestartCount             = "io.kubernetes.container.restartCount"
+	AnnotationTerminationGrace         = "io.kubernetes.pod.terminationGracePeriod"
+	AnnotationTerminationMessage       = "io.kubernetes.container.terminationMessagePath"
+	AnnotationTerminationMessagePolicy = "io.kubernetes.container.terminationMessagePolicy"
+	AnnotationTerminationMessageFile   = "nodeagent.io/termination-message-file"
+	AnnotationPodQOSClass              = "nodeagent.io/qos-class"
+	AnnotationContainerOOMScoreAdj     = "nodeagent.io/oom-score-adj"
+	AnnotationPodCgroup                = "nodeagent.io/pod-cgroup"
+	AnnotationContainerImageRequest    = "nodeagent.io/image"
 )

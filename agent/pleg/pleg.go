@@ -215,7 +215,8 @@ func (c *Cache) Relist(ctx context.Context) error {
 }
 
 // Inspect reads one pod's sandboxes and containers from the runtime now,
-// stores and returns them.
+// stores and returns them. It does not suppress the relist's events for the
+// changes it saw.
 func (c *Cache) Inspect(ctx context.Context, uid types.UID) (*PodRuntime, error) {
 	at := c.clock.Now()
 	labels := map[string]string{cri.LabelManagedBy: c.node, cri.LabelPodUID: string(uid)}
@@ -249,15 +250,11 @@ func (c *Cache) Inspect(ctx context.Context, uid types.UID) (*PodRuntime, error)
 		}
 		containers[ctr.Id] = st
 	}
+	// The relist's own view (c.sandboxes, c.containers) is left alone, so
+	// the next relist still sees, and announces, every change.
 	p := group(sandboxes, containers, at)[uid]
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for id, st := range sandboxes {
-		c.sandboxes[id] = st
-	}
-	for id, st := range containers {
-		c.containers[id] = st
-	}
 	cur, ok := c.pods[uid]
 	if ok && cur.ObservedAt.After(at) {
 		return cur, nil

@@ -220,3 +220,23 @@ func TestInspectOfAnEmptyPodForgetsIt(t *testing.T) {
 		t.Errorf("a pod with nothing in the runtime still counts as present: %v", c.UIDs())
 	}
 }
+
+// A worker's Inspect must not swallow the change for the relist: the pod
+// is still announced, so its worker wakes for the next step.
+func TestInspectDoesNotSuppressRelistEvents(t *testing.T) {
+	rt := &fakeRuntime{sandboxes: map[string]*runtimeapi.PodSandboxStatus{}, containers: map[string]*runtimeapi.ContainerStatus{}}
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	rec := &recorder{}
+	c := New(rt, "n", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), rec.notify)
+	ctx := context.Background()
+	c.Relist(ctx)
+	rt.setContainer("c1", "u1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if _, err := c.Inspect(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(time.Second)
+	c.Relist(ctx)
+	if got := rec.take(); len(got) != 1 || got[0] != "u1" {
+		t.Errorf("relist after an Inspect notified %v, want u1", got)
+	}
+}

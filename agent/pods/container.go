@@ -41,6 +41,13 @@ func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, imageRef
 	if err != nil {
 		return nil, err
 	}
+	var messageFile string
+	if c.TerminationMessagePath != "" {
+		if messageFile, err = m.terminationMessageFile(pod, c); err != nil {
+			return nil, fmt.Errorf("termination message file: %w", err)
+		}
+		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: c.TerminationMessagePath, HostPath: messageFile})
+	}
 	var envs []*runtimeapi.KeyValue
 	for _, e := range env {
 		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: e.Value})
@@ -67,12 +74,14 @@ func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, imageRef
 			cri.LabelManagedBy:     m.opts.NodeName,
 		},
 		Annotations: map[string]string{
-			cri.AnnotationContainerHash:         strconv.FormatUint(uint64(containerHash(c)), 16),
-			cri.AnnotationRestartCount:          strconv.Itoa(int(restartCount)),
-			cri.AnnotationTerminationGrace:      strconv.FormatInt(grace, 10),
-			cri.AnnotationTerminationMessage:    c.TerminationMessagePath,
-			cri.AnnotationContainerOOMScoreAdj:  strconv.Itoa(oomScoreAdj),
-			cri.AnnotationContainerImageRequest: c.Image,
+			cri.AnnotationContainerHash:            strconv.FormatUint(uint64(containerHash(c)), 16),
+			cri.AnnotationRestartCount:             strconv.Itoa(int(restartCount)),
+			cri.AnnotationTerminationGrace:         strconv.FormatInt(grace, 10),
+			cri.AnnotationTerminationMessage:       c.TerminationMessagePath,
+			cri.AnnotationTerminationMessagePolicy: string(c.TerminationMessagePolicy),
+			cri.AnnotationTerminationMessageFile:   messageFile,
+			cri.AnnotationContainerOOMScoreAdj:     strconv.Itoa(oomScoreAdj),
+			cri.AnnotationContainerImageRequest:    c.Image,
 		},
 		LogPath:   filepath.Join(c.Name, fmt.Sprintf("%d.log", restartCount)),
 		Stdin:     c.Stdin,

@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -274,6 +275,9 @@ func testManager(t *testing.T, opts Options) *Manager {
 	if opts.NodeName == "" {
 		opts.NodeName = "node"
 	}
+	if opts.RootDir == "" {
+		opts.RootDir = t.TempDir()
+	}
 	return NewManager(opts, Deps{Clock: clocktesting.NewFakeClock(t0)})
 }
 
@@ -317,6 +321,7 @@ func TestContainerConfig(t *testing.T) {
 	pod := testPod(corev1.RestartPolicyAlways, "web")
 	pod.Labels = map[string]string{"app": "web"}
 	c := &pod.Spec.Containers[0]
+	c.TerminationMessagePath = "/dev/termination-log"
 	c.Command = []string{"sh", "-c", "echo $(GREETING) from $(POD) at $(IP)"}
 	c.Env = []corev1.EnvVar{
 		{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
@@ -349,6 +354,18 @@ func TestContainerConfig(t *testing.T) {
 	}
 	if cfg.LogPath != "web/3.log" || cfg.Metadata.Attempt != 3 || cfg.Image.Image != "sha256:img" || cfg.Image.UserSpecifiedImage != "img" {
 		t.Errorf("log path %q attempt %d image %+v", cfg.LogPath, cfg.Metadata.Attempt, cfg.Image)
+	}
+	var message *runtimeapi.Mount
+	for _, mnt := range cfg.Mounts {
+		if mnt.ContainerPath == "/dev/termination-log" {
+			message = mnt
+		}
+	}
+	if message == nil || cfg.Annotations[cri.AnnotationTerminationMessageFile] != message.HostPath {
+		t.Fatalf("termination message file not mounted: %+v", cfg.Mounts)
+	}
+	if st, err := os.Stat(message.HostPath); err != nil || st.Mode().Perm() != 0o666 || !strings.HasPrefix(message.HostPath, m.opts.RootDir) {
+		t.Errorf("message file %s: %v %v", message.HostPath, st, err)
 	}
 	if cfg.Labels[cri.LabelManagedBy] != "n1" || cfg.Labels[cri.LabelPodUID] != "uid1" || cfg.Annotations[cri.AnnotationRestartCount] != "3" {
 		t.Errorf("labels %v annotations %v", cfg.Labels, cfg.Annotations)
@@ -390,5 +407,54 @@ func TestSandboxConfig(t *testing.T) {
 	long.Name = strings.Repeat("a", 62) + "-b"
 	if h := podHostname(long); len(h) != 62 || strings.HasSuffix(h, "-") {
 		t.Errorf("hostname %q must be cut to 63 without a trailing '-'", h)
+	}
+}
+
+func TestTerminalReasonWins(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()},
+		Containers: []*runtimeapi.ContainerStatus{record("a", runtimeapi.ContainerState_CONTAINER_EXITED, 137, "0", t0)}}
+	st := computeStatus(statusInput{pod: pod, rt: rt, startTime: metav1.NewTime(t0), now: t0,
+		terminal: &terminalReason{Reason: "DeadlineExceeded", Message: "Pod was active on the node longer than the specified deadline"}})
+	if st.Phase != corev1.PodFailed || st.Reason != "DeadlineExceeded" {
+		t.Errorf("phase %s reason %s: a pod the agent ended is Failed even under Always", st.Phase, st.Reason)
+	}
+	for _, c := range st.Conditions {
+		if c.Type == corev1.PodReady && (c.Status != corev1.ConditionFalse || c.Reason != "PodCompleted") {
+			t.Errorf("Ready: %+v", c)
+		}
+	}
+}
+
+func TestTerminationMessage(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "msg")
+	log := filepath.Join(dir, "0.log")
+	var lines strings.Builder
+	for i := 0; i < 100; i++ {
+		fmt.Fprintf(&lines, "2026-01-01T00:00:00Z stdout F line %d\n", i)
+	}
+	os.WriteFile(log, []byte(lines.String()), 0o644)
+	rec := func(exit int32, policy corev1.TerminationMessagePolicy) *runtimeapi.ContainerStatus {
+		return &runtimeapi.ContainerStatus{ExitCode: exit, LogPath: log, Annotations: map[string]string{
+			cri.AnnotationTerminationMessageFile: file, cri.AnnotationTerminationMessagePolicy: string(policy)}}
+	}
+	os.WriteFile(file, []byte(strings.Repeat("x", 5000)), 0o644)
+	if got := terminationMessage(rec(1, corev1.TerminationMessageReadFile)); len(got) != 4096 {
+		t.Errorf("file message must be cut to 4096 bytes, got %d", len(got))
+	}
+	os.WriteFile(file, nil, 0o644)
+	if got := terminationMessage(rec(1, corev1.TerminationMessageReadFile)); got != "" {
+		t.Errorf("File policy must not read logs: %q", got)
+	}
+	if got := terminationMessage(rec(0, corev1.TerminationMessageFallbackToLogsOnError)); got != "" {
+		t.Errorf("a successful container must not fall back to logs: %q", got)
+	}
+	got := terminationMessage(rec(2, corev1.TerminationMessageFallbackToLogsOnError))
+	if !strings.HasPrefix(got, "line 20\n") || len(got) > 2048 || strings.Contains(got, "line 19\n") {
+		t.Errorf("fallback must be the last 80 lines cut to 2048 bytes: %d bytes starting %q", len(got), got[:min(len(got), 20)])
+	}
+	if joinMessage("OOMKilled", "bye") != "OOMKilled: bye" || joinMessage("", "bye") != "bye" || joinMessage("x", "") != "x" {
+		t.Error("joinMessage")
 	}
 }

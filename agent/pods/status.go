@@ -21,11 +21,18 @@ type waitingReason struct {
 	Reason, Message string
 }
 
+// terminalReason is why the agent itself ended a pod.
+type terminalReason struct {
+	Reason, Message string
+}
+
 // statusInput is everything a pod's status is computed from.
 type statusInput struct {
 	pod         *corev1.Pod
 	rt          *pleg.PodRuntime
 	waiting     map[string]waitingReason
+	messages    map[string]string // termination messages by container ID
+	terminal    *terminalReason   // set: the pod is Failed with this reason
 	previous    corev1.PodStatus
 	hostIP      string
 	runtimeName string // containerID scheme, e.g. "containerd"
@@ -85,6 +92,9 @@ func computeStatus(in statusInput) corev1.PodStatus {
 		}
 	}
 	st.Phase = podPhase(pod, st.InitContainerStatuses, st.ContainerStatuses)
+	if in.terminal != nil {
+		st.Phase, st.Reason, st.Message = corev1.PodFailed, in.terminal.Reason, in.terminal.Message
+	}
 
 	cond := func(t corev1.PodConditionType, ok bool, reason, message string) {
 		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: message}
@@ -182,7 +192,7 @@ func (in statusInput) terminated(rec *runtimeapi.ContainerStatus) *corev1.Contai
 	return &corev1.ContainerStateTerminated{
 		ExitCode:    rec.ExitCode,
 		Reason:      reason,
-		Message:     rec.Message,
+		Message:     joinMessage(rec.Message, in.messages[rec.Id]),
 		StartedAt:   nanoTime(rec.StartedAt),
 		FinishedAt:  nanoTime(rec.FinishedAt),
 		ContainerID: in.runtimeName + "://" + rec.Id,

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -38,10 +39,13 @@ type worker struct {
 	cancelSync  context.CancelFunc // interrupts a sync in progress on terminate
 
 	actions    int                      // runtime mutations so far; a sync that made none need not re-inspect
+	started    int                      // sandboxes and containers started so far
 	waiting    map[string]waitingReason // per container
+	messages   map[string]string        // termination messages by container ID, read once
 	pullFailed map[string]time.Time     // image -> last failed pull
 	syncDelay  time.Duration            // back-off after a failed pod-level step
 	startTime  metav1.Time
+	failed     *terminalReason // the agent ended the pod (activeDeadlineSeconds)
 	lastPhase  corev1.PodPhase
 	lastIP     string
 }
@@ -56,6 +60,7 @@ func newWorker(m *Manager, uid types.UID, pod *corev1.Pod) *worker {
 		wakeCh:      make(chan struct{}, 1),
 		terminating: pod == nil,
 		waiting:     map[string]waitingReason{},
+		messages:    map[string]string{},
 		pullFailed:  map[string]time.Time{},
 	}
 }
@@ -99,8 +104,12 @@ func (w *worker) run(ctx context.Context) {
 		w.mu.Lock()
 		w.cancelSync = cancel
 		w.mu.Unlock()
+		startedBefore := w.started
 		next := w.sync(syncCtx)
 		cancel()
+		if w.started != startedBefore {
+			continue // progress: the next step (e.g. the next init container) may be possible now
+		}
 
 		wait := w.m.opts.ResyncPeriod
 		if next > 0 && next < wait {
@@ -127,12 +136,25 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 			w.startTime = metav1.NewTime(time.Unix(0, rt.Sandboxes[n-1].CreatedAt))
 		}
 	}
-	if w.lastPhase == corev1.PodSucceeded || w.lastPhase == corev1.PodFailed {
-		// Terminal: nothing restarts; release the sandbox (and its IP).
-		if sb := rt.LatestSandbox(); sb != nil && sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+	var untilDeadline time.Duration
+	if d := pod.Spec.ActiveDeadlineSeconds; d != nil && w.failed == nil {
+		deadline := w.startTime.Add(time.Duration(*d) * time.Second)
+		if now := w.m.clock.Now(); now.Before(deadline) {
+			untilDeadline = deadline.Sub(now)
+		} else {
+			w.failed = &terminalReason{Reason: "DeadlineExceeded", Message: "Pod was active on the node longer than the specified deadline"}
+			w.log.Info("pod exceeded its activeDeadlineSeconds; stopping it", "active_deadline_seconds", *d)
+			w.event("", corev1.EventTypeNormal, "DeadlineExceeded", w.failed.Message)
+		}
+	}
+	if w.failed != nil || w.lastPhase == corev1.PodSucceeded || w.lastPhase == corev1.PodFailed {
+		// Terminal: nothing restarts; stop what still runs and release the
+		// sandbox (and its IP). The pod stays listed until it is deleted.
+		clear(w.waiting)
+		if hasRunning(rt) {
 			w.actions++
-			if err := w.m.rt.StopPodSandbox(ctx, sb.Id); err != nil {
-				w.log.Warn("stop sandbox of finished pod", "err", err)
+			if err := w.stopAll(ctx, rt, gracePeriod(pod, nil)); err != nil && ctx.Err() == nil {
+				w.log.Warn("stop finished pod", "err", err)
 			}
 			rt = w.inspect(ctx, rt)
 		}
@@ -142,6 +164,9 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 
 	before := w.actions
 	retry, err := w.syncRuntime(ctx, pod, rt)
+	if untilDeadline > 0 && (retry == 0 || untilDeadline < retry) {
+		retry = untilDeadline
+	}
 	if err != nil && ctx.Err() == nil {
 		if w.syncDelay == 0 {
 			w.syncDelay = time.Second
@@ -224,6 +249,21 @@ func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodR
 	return retry, nil
 }
 
+// hasRunning reports whether a container runs or a sandbox is ready.
+func hasRunning(rt *pleg.PodRuntime) bool {
+	for _, c := range rt.GetContainers() {
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			return true
+		}
+	}
+	for _, sb := range rt.GetSandboxes() {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			return true
+		}
+	}
+	return false
+}
+
 func needsSandbox(pod *corev1.Pod, sb *runtimeapi.PodSandboxStatus) bool {
 	if sb == nil || sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 		return true
@@ -282,6 +322,7 @@ func (w *worker) createSandbox(ctx context.Context, pod *corev1.Pod, rt *pleg.Po
 	if err != nil {
 		return nil, nil, fmt.Errorf("status of new sandbox: %w", err)
 	}
+	w.started++
 	w.log.Info("sandbox started", "sandbox", shortID(id), "ip", sb.GetNetwork().GetIp(), "attempt", attempt)
 	return sb, cfg, nil
 }
@@ -374,6 +415,7 @@ func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.
 		w.fail(c, "RunContainerError", err)
 		return w.m.opts.ResyncPeriod
 	}
+	w.started++
 	w.event(c.Name, corev1.EventTypeNormal, "Started", "Started container "+c.Name)
 	delete(w.waiting, c.Name)
 	w.log.Debug("container started", "container", c.Name, "container_id", shortID(id), "restart_count", restartCount)
@@ -474,8 +516,9 @@ func (w *worker) publish(rt *pleg.PodRuntime) {
 	if old, ok := w.m.store.Get(w.uid); ok {
 		previous = old.Status
 	}
+	w.readTerminationMessages(rt)
 	pod.Status = computeStatus(statusInput{
-		pod: w.pod, rt: rt, waiting: w.waiting, previous: previous,
+		pod: w.pod, rt: rt, waiting: w.waiting, messages: w.messages, previous: previous, terminal: w.failed,
 		hostIP: w.m.opts.NodeIP, runtimeName: w.m.opts.RuntimeName, startTime: w.startTime, now: w.m.clock.Now(),
 	})
 	w.m.store.Set(pod)
@@ -492,6 +535,23 @@ func (w *worker) publish(rt *pleg.PodRuntime) {
 	}
 }
 
+// readTerminationMessages reads each exited container's message once and
+// forgets those of containers that are gone.
+func (w *worker) readTerminationMessages(rt *pleg.PodRuntime) {
+	present := map[string]bool{}
+	for _, c := range rt.GetContainers() {
+		present[c.Id] = true
+		if _, done := w.messages[c.Id]; !done && c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+			w.messages[c.Id] = terminationMessage(c)
+		}
+	}
+	for id := range w.messages {
+		if !present[id] {
+			delete(w.messages, id)
+		}
+	}
+}
+
 // gracePeriod is the override when set, else the pod's, with the kubelet's
 // two-second minimum between the stop signal and SIGKILL.
 func gracePeriod(pod *corev1.Pod, override *int64) int64 {
@@ -505,35 +565,48 @@ func gracePeriod(pod *corev1.Pod, override *int64) int64 {
 	return max(grace, 2)
 }
 
-// stopAll stops every running container in parallel, then the sandboxes.
+// stopAll stops the pod as the kubelet does: regular containers in
+// parallel, then sidecars (restartable init containers) one by one in
+// reverse order with what is left of the grace period (at least 2 s each),
+// then the sandboxes.
 func (w *worker) stopAll(ctx context.Context, rt *pleg.PodRuntime, grace int64) error {
-	var wg sync.WaitGroup
-	errs := make([]error, len(rt.GetContainers()))
-	for i, c := range rt.GetContainers() {
+	start := w.m.clock.Now()
+	var regular, sidecars []*runtimeapi.ContainerStatus
+	for _, c := range rt.GetContainers() {
 		if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 			continue
 		}
-		g := grace
-		if w.pod == nil { // orphan: the grace period travels with the container
-			if v, err := strconv.ParseInt(c.Annotations[cri.AnnotationTerminationGrace], 10, 64); err == nil {
-				g = max(v, 2)
-			}
+		if w.sidecarIndex(c.GetMetadata().GetName()) >= 0 {
+			sidecars = append(sidecars, c)
+		} else {
+			regular = append(regular, c)
 		}
-		ref := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: c.Labels[cri.LabelPodNamespace], Name: c.Labels[cri.LabelPodName],
-			UID: types.UID(c.Labels[cri.LabelPodUID]), FieldPath: fmt.Sprintf("spec.containers{%s}", c.GetMetadata().GetName())}
-		if w.pod != nil {
-			ref = events.PodRef(w.pod, c.GetMetadata().GetName())
-		}
-		w.m.events.Event(ref, corev1.EventTypeNormal, "Killing", "Stopping container "+c.GetMetadata().GetName())
+	}
+	sort.Slice(sidecars, func(i, j int) bool {
+		return w.sidecarIndex(sidecars[i].GetMetadata().GetName()) > w.sidecarIndex(sidecars[j].GetMetadata().GetName())
+	})
+
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, c := range regular {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := w.m.rt.StopContainer(ctx, c.Id, g); err != nil {
-				errs[i] = fmt.Errorf("stop container %s: %w", c.GetMetadata().GetName(), err)
+			if err := w.stopContainer(ctx, c, grace); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
+	for _, c := range sidecars {
+		left := grace - int64(w.m.clock.Since(start)/time.Second)
+		if err := w.stopContainer(ctx, c, max(left, 2)); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, sb := range rt.GetSandboxes() {
 		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
 			if err := w.m.rt.StopPodSandbox(ctx, sb.Id); err != nil {
@@ -542,6 +615,38 @@ func (w *worker) stopAll(ctx context.Context, rt *pleg.PodRuntime, grace int64) 
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sidecarIndex is the position of a restartable init container in the
+// spec, or -1 (also for every container of an orphan, whose spec is gone).
+func (w *worker) sidecarIndex(name string) int {
+	if w.pod == nil {
+		return -1
+	}
+	for i := range w.pod.Spec.InitContainers {
+		if c := &w.pod.Spec.InitContainers[i]; c.Name == name && qos.IsSidecar(c) {
+			return i
+		}
+	}
+	return -1
+}
+
+// stopContainer sends the stop signal, then SIGKILL after grace seconds.
+// An orphan's grace period travels with the container.
+func (w *worker) stopContainer(ctx context.Context, c *runtimeapi.ContainerStatus, grace int64) error {
+	name := c.GetMetadata().GetName()
+	ref := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: c.Labels[cri.LabelPodNamespace], Name: c.Labels[cri.LabelPodName],
+		UID: types.UID(c.Labels[cri.LabelPodUID]), FieldPath: fmt.Sprintf("spec.containers{%s}", name)}
+	if w.pod != nil {
+		ref = events.PodRef(w.pod, name)
+	} else if v, err := strconv.ParseInt(c.Annotations[cri.AnnotationTerminationGrace], 10, 64); err == nil {
+		grace = max(v, 2)
+	}
+	w.m.events.Event(ref, corev1.EventTypeNormal, "Killing", "Stopping container "+name)
+	if err := w.m.rt.StopContainer(ctx, c.Id, grace); err != nil {
+		return fmt.Errorf("stop container %s: %w", name, err)
+	}
+	return nil
 }
 
 // terminatePod stops and removes everything the pod has on the node:
