@@ -8,6 +8,8 @@
 //	nodectl describe pod NAME
 //	nodectl describe node
 //	nodectl events [--pod NAME] [-o json|yaml]
+//	nodectl logs POD [-c C] [-f] [--previous] [--tail N] [--timestamps]
+//	nodectl exec POD [-c C] [--timeout D] -- CMD [ARGS...]
 //	nodectl apply -f FILE
 //	nodectl delete pod NAME [--wait]
 package main
@@ -19,6 +21,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 )
 
 const usage = `nodectl talks to a nodeagent's local API and manages its static pod manifests.
@@ -30,6 +33,10 @@ Usage:
   nodectl describe pod NAME               details: status, cgroup, containers, conditions
   nodectl describe node                   capacity, allocatable, conditions, system info
   nodectl events [--pod NAME]             the agent's events (pulls, starts, kills, back-offs, rejections)
+  nodectl logs POD [-c C] [-f] [--previous] [--tail N] [--timestamps]
+                                          a container's log
+  nodectl exec POD [-c C] [--timeout D] -- CMD [ARGS...]
+                                          run a command in a container (non-interactive; exits with its code)
   nodectl apply -f FILE                   validate a Pod manifest and put it in the manifest directory
   nodectl delete pod NAME [--wait]        remove the pod's manifest (the agent stops the pod)
 
@@ -40,8 +47,17 @@ Global flags:
 NAME is the pod name as listed (with the node suffix) or as written in its manifest.
 `
 
+// exitCode carries a command's exit status out of run (nodectl exec).
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("command exited with code %d", int(e)) }
+
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
+		var code exitCode
+		if errors.As(err, &code) {
+			os.Exit(int(code))
+		}
 		fmt.Fprintln(os.Stderr, "nodectl:", err)
 		var ue usageError
 		if errors.As(err, &ue) {
@@ -55,18 +71,75 @@ type usageError string
 
 func (e usageError) Error() string { return string(e) + " (see nodectl --help)" }
 
-func run(args []string, out io.Writer) error {
+// flags holds every option; which ones a verb accepts is decided in newFlags.
+type flags struct {
+	server, manifestDir, output, file, podFilter, container    string
+	wait, follow, previous, timestamps, interactive, tty, help bool
+	tail                                                       int
+	timeout                                                    time.Duration
+}
+
+// newFlags registers the global flags and those of verb (so that -f can be
+// apply's file and logs' follow, as in kubectl).
+func newFlags(verb string) (*flag.FlagSet, *flags) {
 	fs := flag.NewFlagSet("nodectl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	server := fs.String("server", envOr("NODEAGENT_SERVER", "http://127.0.0.1:10255"), "")
-	manifestDir := fs.String("manifest-dir", "", "")
-	output := fs.String("o", "", "")
-	file := fs.String("f", "", "")
-	wait := fs.Bool("wait", false, "")
-	podFilter := fs.String("pod", "", "")
-	help := fs.Bool("help", false, "")
-	fs.BoolVar(help, "h", false, "")
+	f := &flags{}
+	fs.StringVar(&f.server, "server", envOr("NODEAGENT_SERVER", "http://127.0.0.1:10255"), "")
+	fs.StringVar(&f.manifestDir, "manifest-dir", "", "")
+	fs.BoolVar(&f.help, "help", false, "")
+	fs.BoolVar(&f.help, "h", false, "")
+	switch verb {
+	case "get", "events":
+		fs.StringVar(&f.output, "o", "", "")
+		fs.StringVar(&f.podFilter, "pod", "", "")
+	case "apply":
+		fs.StringVar(&f.file, "f", "", "")
+	case "delete":
+		fs.BoolVar(&f.wait, "wait", false, "")
+	case "logs":
+		fs.StringVar(&f.container, "c", "", "")
+		fs.BoolVar(&f.follow, "f", false, "")
+		fs.BoolVar(&f.follow, "follow", false, "")
+		fs.BoolVar(&f.previous, "previous", false, "")
+		fs.BoolVar(&f.previous, "p", false, "")
+		fs.IntVar(&f.tail, "tail", -1, "")
+		fs.BoolVar(&f.timestamps, "timestamps", false, "")
+	case "exec":
+		fs.StringVar(&f.container, "c", "", "")
+		fs.BoolVar(&f.interactive, "i", false, "")
+		fs.BoolVar(&f.tty, "t", false, "")
+		fs.BoolVar(&f.tty, "it", false, "")
+		fs.DurationVar(&f.timeout, "timeout", 0, "")
+	}
+	return fs, f
+}
 
+// verbOf finds the verb: the first word that is not a flag or the value of
+// a global flag.
+func verbOf(args []string) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") {
+			return a
+		}
+		if name := strings.TrimLeft(a, "-"); name == "server" || name == "manifest-dir" {
+			i++
+		}
+	}
+	return ""
+}
+
+func run(args []string, out io.Writer) error {
+	// Everything after "--" is the command of exec.
+	var command []string
+	for i, a := range args {
+		if a == "--" {
+			args, command = args[:i], args[i+1:]
+			break
+		}
+	}
+	fs, f := newFlags(verbOf(args))
 	// Flags may come anywhere: split them from the positional words.
 	var words []string
 	for len(args) > 0 {
@@ -79,32 +152,48 @@ func run(args []string, out io.Writer) error {
 			args = args[1:]
 		}
 	}
-	if *help || len(words) == 0 {
+	if f.help || len(words) == 0 {
 		fmt.Fprint(out, usage)
 		return nil
 	}
-	c := &client{server: strings.TrimRight(*server, "/"), manifestDir: *manifestDir, out: out}
+	c := &client{server: strings.TrimRight(f.server, "/"), manifestDir: f.manifestDir, out: out}
 	verb, rest := words[0], words[1:]
+	isPod := func(w string) bool { return w == "pods" || w == "pod" || w == "po" }
+	isNode := func(w string) bool { return w == "node" || w == "nodes" || w == "no" }
 	switch {
-	case verb == "get" && len(rest) == 1 && (rest[0] == "pods" || rest[0] == "pod" || rest[0] == "po"):
-		return c.getPods(*output)
-	case verb == "get" && len(rest) == 2 && (rest[0] == "pod" || rest[0] == "pods" || rest[0] == "po"):
-		return c.getPod(rest[1], *output)
-	case verb == "get" && len(rest) == 1 && (rest[0] == "node" || rest[0] == "nodes" || rest[0] == "no"):
-		return c.getNode(*output)
-	case verb == "describe" && len(rest) == 2 && (rest[0] == "pod" || rest[0] == "pods" || rest[0] == "po"):
+	case verb == "get" && len(rest) == 1 && isPod(rest[0]):
+		return c.getPods(f.output)
+	case verb == "get" && len(rest) == 2 && isPod(rest[0]):
+		return c.getPod(rest[1], f.output)
+	case verb == "get" && len(rest) == 1 && isNode(rest[0]):
+		return c.getNode(f.output)
+	case verb == "describe" && len(rest) == 2 && isPod(rest[0]):
 		return c.describePod(rest[1])
-	case verb == "describe" && len(rest) >= 1 && (rest[0] == "node" || rest[0] == "nodes" || rest[0] == "no"):
+	case verb == "describe" && len(rest) >= 1 && isNode(rest[0]):
 		return c.describeNode()
 	case verb == "events" && len(rest) == 0:
-		return c.listEvents(*podFilter, *output)
+		return c.listEvents(f.podFilter, f.output)
+	case verb == "logs" && len(rest) == 1:
+		return c.logs(rest[0], logOptions{container: f.container, follow: f.follow, previous: f.previous, tail: f.tail, timestamps: f.timestamps})
+	case verb == "exec" && len(rest) == 1:
+		if f.interactive || f.tty {
+			return usageError("interactive exec (-i, -t) is not supported yet: run a command without a terminal")
+		}
+		code, err := c.exec(rest[0], f.container, command, f.timeout)
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			return exitCode(code)
+		}
+		return nil
 	case verb == "apply" && len(rest) == 0:
-		if *file == "" {
+		if f.file == "" {
 			return usageError("apply needs -f FILE")
 		}
-		return c.apply(*file)
-	case verb == "delete" && len(rest) == 2 && (rest[0] == "pod" || rest[0] == "pods" || rest[0] == "po"):
-		return c.deletePod(rest[1], *wait)
+		return c.apply(f.file)
+	case verb == "delete" && len(rest) == 2 && isPod(rest[0]):
+		return c.deletePod(rest[1], f.wait)
 	}
 	return usageError(fmt.Sprintf("unknown command %q", strings.Join(words, " ")))
 }

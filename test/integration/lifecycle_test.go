@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +175,75 @@ spec:
 	}
 	if strings.Join(order, ",") != "spec.containers{app},spec.initContainers{helper}" {
 		t.Errorf("stop order %v: the sidecar must stop after the app", order)
+	}
+}
+
+func TestNodectlLogsAndExec(t *testing.T) {
+	if nodectlBin == "" {
+		t.Fatal("NODECTL_BIN is not set: run with `make integration`")
+	}
+	n := newNode(t, "")
+	// Each run prints its run number; the first run exits so that there is
+	// a previous log, the second keeps running. The runtime copies stdout
+	// and stderr separately, so the stderr line comes well before the rest
+	// to keep the file's order certain.
+	n.writeManifest("talk.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: talk
+spec:
+  terminationGracePeriodSeconds: 2
+  volumes: [{name: state, emptyDir: {}}]
+  containers:
+  - name: main
+    image: %s
+    volumeMounts: [{name: state, mountPath: /state}]
+    command: ["sh", "-c", "echo x >> /state/runs; r=$(wc -l < /state/runs); echo oops >&2; sleep 0.5; for i in 1 2 3; do echo run $r line $i; done; [ $r -ge 2 ] && exec sleep 3600; exit 1"]
+`, testImage))
+	n.start()
+	n.waitPod("talk", 60*time.Second, "running its second run", func(p *corev1.Pod) error {
+		if p == nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].RestartCount != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
+			return fmt.Errorf("not yet: %+v", p)
+		}
+		return nil
+	})
+	nodectl := func(args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(nodectlBin, append([]string{"--server", n.url("")}, args...)...)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+	n.eventually("second run's log complete", 10*time.Second, func() error {
+		if out, _ := nodectl("logs", "talk"); !strings.Contains(out, "line 3") {
+			return fmt.Errorf("log so far: %q", out)
+		}
+		return nil
+	})
+	if out, code := nodectl("logs", "talk"); code != 0 || out != "oops\nrun 2 line 1\nrun 2 line 2\nrun 2 line 3\n" {
+		t.Errorf("logs: %d %q", code, out)
+	}
+	if out, _ := nodectl("logs", "talk", "--tail", "2"); out != "run 2 line 2\nrun 2 line 3\n" {
+		t.Errorf("logs --tail 2: %q", out)
+	}
+	if out, _ := nodectl("logs", "talk", "--previous"); out != "oops\nrun 1 line 1\nrun 1 line 2\nrun 1 line 3\n" {
+		t.Errorf("logs --previous: %q", out)
+	}
+	if out, _ := nodectl("logs", "talk", "--timestamps", "--tail", "1"); !strings.HasSuffix(out, "Z run 2 line 3\n") || !strings.HasPrefix(out, "20") {
+		t.Errorf("logs --timestamps: %q", out)
+	}
+	if out, code := nodectl("exec", "talk", "--", "sh", "-c", "cat /state/runs | wc -l; echo to-stderr >&2; exit 7"); code != 7 || !strings.Contains(out, "2\n") || !strings.Contains(out, "to-stderr") {
+		t.Errorf("exec: code %d output %q", code, out)
+	}
+	if out, code := nodectl("exec", "-it", "talk", "--", "sh"); code != 2 || !strings.Contains(out, "interactive exec") {
+		t.Errorf("exec -it: code %d output %q", code, out)
+	}
+	if out, code := nodectl("logs", "talk", "-c", "nope"); code != 1 || !strings.Contains(out, "container nope is not valid for pod talk-"+n.name) {
+		t.Errorf("logs -c nope: %d %q", code, out)
 	}
 }

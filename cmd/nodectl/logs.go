@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"nodeagent/cri"
+	"nodeagent/internal/crilog"
+)
+
+// pickContainer resolves -c, or the pod's only container.
+func pickContainer(p *corev1.Pod, name string) (corev1.ContainerStatus, error) {
+	all := append(append([]corev1.ContainerStatus{}, p.Status.ContainerStatuses...), p.Status.InitContainerStatuses...)
+	if name == "" {
+		if len(p.Spec.Containers) == 1 {
+			name = p.Spec.Containers[0].Name
+		} else {
+			var names []string
+			for _, c := range p.Spec.Containers {
+				names = append(names, c.Name)
+			}
+			return corev1.ContainerStatus{}, fmt.Errorf("a container name must be specified for pod %s, choose one of: [%s]", p.Name, strings.Join(names, " "))
+		}
+	}
+	for _, cs := range all {
+		if cs.Name == name {
+			return cs, nil
+		}
+	}
+	return corev1.ContainerStatus{}, fmt.Errorf("container %s is not valid for pod %s", name, p.Name)
+}
+
+type logOptions struct {
+	container  string
+	follow     bool
+	previous   bool
+	tail       int
+	timestamps bool
+}
+
+// logs prints a container's log from the CRI log file the runtime writes
+// under the agent's podLogsDir.
+func (c *client) logs(name string, o logOptions) error {
+	p, err := c.findPod(name)
+	if err != nil {
+		return err
+	}
+	cs, err := pickContainer(p, o.container)
+	if err != nil {
+		return err
+	}
+	cfg, err := c.config()
+	if err != nil {
+		return err
+	}
+	n := cs.RestartCount
+	if o.previous {
+		if cs.LastTerminationState.Terminated == nil || n == 0 {
+			return fmt.Errorf("previous terminated container %q in pod %q not found", cs.Name, p.Name)
+		}
+		n--
+	} else if cs.ContainerID == "" {
+		return fmt.Errorf("container %q in pod %q is waiting to start: %s", cs.Name, p.Name, waitingReason(cs))
+	}
+	file := filepath.Join(cfg.PodLogsDir, fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), cs.Name, strconv.Itoa(int(n))+".log")
+	f, err := os.Open(file)
+	if err != nil {
+		return fmt.Errorf("read logs: %w", err)
+	}
+	defer f.Close()
+
+	recs, err := crilog.Tail(f, o.tail)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		c.printRecord(r, o.timestamps)
+	}
+	if !o.follow || o.previous {
+		return nil
+	}
+	// Follow: keep reading as the container writes, until it stops.
+	rd := crilog.NewReader(f)
+	for {
+		rec, err := rd.Next()
+		if err == nil {
+			c.printRecord(rec, o.timestamps)
+			continue
+		}
+		if !errors.Is(err, io.EOF) {
+			return err
+		}
+		if !c.stillRunning(p.Name, cs.Name, cs.ContainerID) {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+		rd = crilog.NewReader(f)
+	}
+}
+
+func (c *client) printRecord(r crilog.Record, timestamps bool) {
+	if timestamps {
+		fmt.Fprintf(c.out, "%s ", r.Time.Format(time.RFC3339Nano))
+	}
+	c.out.Write(append(r.Content, '\n'))
+}
+
+func (c *client) stillRunning(pod, container, id string) bool {
+	p, err := c.findPod(pod)
+	if err != nil {
+		return false
+	}
+	cs, err := pickContainer(p, container)
+	return err == nil && cs.ContainerID == id && cs.State.Running != nil
+}
+
+func waitingReason(cs corev1.ContainerStatus) string {
+	if w := cs.State.Waiting; w != nil {
+		return w.Reason
+	}
+	return "unknown"
+}
+
+// exec runs a command in a container through the runtime's ExecSync and
+// exits with the command's exit code.
+func (c *client) exec(name, container string, cmd []string, timeout time.Duration) (int, error) {
+	if len(cmd) == 0 {
+		return 0, usageError("exec needs a command after --")
+	}
+	p, err := c.findPod(name)
+	if err != nil {
+		return 0, err
+	}
+	cs, err := pickContainer(p, container)
+	if err != nil {
+		return 0, err
+	}
+	if cs.State.Running == nil {
+		return 0, fmt.Errorf("cannot exec in container %q of pod %q: it is not running", cs.Name, p.Name)
+	}
+	cfg, err := c.config()
+	if err != nil {
+		return 0, err
+	}
+	rt, err := cri.New(cfg.ContainerRuntimeEndpoint, cri.Options{})
+	if err != nil {
+		return 0, err
+	}
+	defer rt.Close()
+	_, id, _ := strings.Cut(cs.ContainerID, "://")
+	resp, err := rt.ExecSync(context.Background(), id, cmd, timeout)
+	if err != nil {
+		return 0, err
+	}
+	os.Stdout.Write(resp.Stdout)
+	os.Stderr.Write(resp.Stderr)
+	return int(resp.ExitCode), nil
+}
