@@ -20,6 +20,7 @@ import (
 
 	"nodeagent/agent/config"
 	"nodeagent/agent/events"
+	"nodeagent/agent/logs"
 	"nodeagent/agent/node"
 	"nodeagent/agent/pleg"
 	"nodeagent/agent/pods"
@@ -162,6 +163,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	run(func() { fileSource.Run(ctx, updates) })
 	run(func() { cache.Run(ctx) })
 	run(func() { manager.Run(ctx, updates) })
+	rotator := logs.NewRotator(rt, cache, cfg.LogMaxSize(), cfg.LogMaxFiles(), a.opts.Clock, log.With("component", "logs"))
+	run(func() { rotator.Run(ctx, cfg.LogMonitorInterval()) })
 	run(func() {
 		t := a.opts.Clock.NewTicker(10 * time.Second)
 		defer t.Stop()

@@ -75,3 +75,12 @@ func (c *Client) ExecSync(ctx context.Context, id string, cmd []string, timeout 
 	resp, err := c.runtime.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: int64(timeout / time.Second)})
 	return resp, c.classify("ExecSync", err)
 }
+
+// ReopenContainerLog makes the runtime reopen a container's log file, after
+// the agent renamed it away for rotation.
+func (c *Client) ReopenContainerLog(ctx context.Context, id string) error {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	_, err := c.runtime.ReopenContainerLog(ctx, &runtimeapi.ReopenContainerLogRequest{ContainerId: id})
+	return c.classify("ReopenContainerLog", err)
+}

@@ -29,7 +29,7 @@ const (
 // Honoured are the KubeletConfiguration fields nodeagent implements.
 var Honoured = []string{
 	"address", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS", "clusterDNS", "clusterDomain",
-	"containerRuntimeEndpoint", "cpuCFSQuota", "cpuCFSQuotaPeriod", "enforceNodeAllocatable",
+	"containerLogMaxFiles", "containerLogMaxSize", "containerLogMonitorInterval", "containerRuntimeEndpoint", "cpuCFSQuota", "cpuCFSQuotaPeriod", "enforceNodeAllocatable",
 	"evictionHard", "fileCheckFrequency", "kubeReserved", "maxPods", "podCIDR", "podLogsDir",
 	"podPidsLimit", "readOnlyPort", "resolvConf", "runtimeRequestTimeout", "staticPodPath",
 	"syncFrequency", "systemReserved",
@@ -54,26 +54,30 @@ func Defaults() Config {
 	yes := true
 	pidsLimit := int64(-1)
 	resolv := "/etc/resolv.conf"
+	logFiles := int32(5)
 	return Config{KubeletConfiguration: kubeletv1beta1.KubeletConfiguration{
-		TypeMeta:                 metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
-		StaticPodPath:            "/etc/nodeagent/manifests",
-		ContainerRuntimeEndpoint: "unix:///run/containerd/containerd.sock",
-		CgroupRoot:               "/",
-		CgroupsPerQOS:            &yes,
-		CgroupDriver:             "cgroupfs",
-		EnforceNodeAllocatable:   []string{"pods"},
-		PodPidsLimit:             &pidsLimit,
-		MaxPods:                  110,
-		PodCIDR:                  network.DefaultPodCIDR,
-		ReadOnlyPort:             10255,
-		Address:                  "127.0.0.1",
-		CPUCFSQuota:              &yes,
-		CPUCFSQuotaPeriod:        &metav1.Duration{Duration: 100 * time.Millisecond},
-		RuntimeRequestTimeout:    metav1.Duration{Duration: 2 * time.Minute},
-		FileCheckFrequency:       metav1.Duration{Duration: 20 * time.Second},
-		SyncFrequency:            metav1.Duration{Duration: time.Minute},
-		ResolverConfig:           &resolv,
-		PodLogsDir:               "/var/log/pods",
+		TypeMeta:                    metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
+		StaticPodPath:               "/etc/nodeagent/manifests",
+		ContainerRuntimeEndpoint:    "unix:///run/containerd/containerd.sock",
+		CgroupRoot:                  "/",
+		CgroupsPerQOS:               &yes,
+		CgroupDriver:                "cgroupfs",
+		EnforceNodeAllocatable:      []string{"pods"},
+		PodPidsLimit:                &pidsLimit,
+		MaxPods:                     110,
+		PodCIDR:                     network.DefaultPodCIDR,
+		ReadOnlyPort:                10255,
+		Address:                     "127.0.0.1",
+		CPUCFSQuota:                 &yes,
+		CPUCFSQuotaPeriod:           &metav1.Duration{Duration: 100 * time.Millisecond},
+		RuntimeRequestTimeout:       metav1.Duration{Duration: 2 * time.Minute},
+		FileCheckFrequency:          metav1.Duration{Duration: 20 * time.Second},
+		SyncFrequency:               metav1.Duration{Duration: time.Minute},
+		ResolverConfig:              &resolv,
+		PodLogsDir:                  "/var/log/pods",
+		ContainerLogMaxSize:         "10Mi",
+		ContainerLogMaxFiles:        &logFiles,
+		ContainerLogMonitorInterval: &metav1.Duration{Duration: 10 * time.Second},
 		EvictionHard: map[string]string{
 			"memory.available":  "100Mi",
 			"nodefs.available":  "10%",
@@ -233,10 +237,21 @@ func (c *Config) Validate() error {
 			bad("cpuCFSQuotaPeriod", p, "must be between 1ms and 1s")
 		}
 	}
+	if q, err := resource.ParseQuantity(c.ContainerLogMaxSize); err != nil || q.Value() < 1024 {
+		bad("containerLogMaxSize", c.ContainerLogMaxSize, "must be a quantity of at least 1Ki, such as 10Mi")
+	}
+	if c.ContainerLogMaxFiles != nil && *c.ContainerLogMaxFiles < 2 {
+		bad("containerLogMaxFiles", *c.ContainerLogMaxFiles, "must be >= 2")
+	}
+	logInterval := time.Duration(0)
+	if c.ContainerLogMonitorInterval != nil {
+		logInterval = c.ContainerLogMonitorInterval.Duration
+	}
 	for field, d := range map[string]time.Duration{
-		"runtimeRequestTimeout": c.RuntimeRequestTimeout.Duration,
-		"fileCheckFrequency":    c.FileCheckFrequency.Duration,
-		"syncFrequency":         c.SyncFrequency.Duration,
+		"containerLogMonitorInterval": logInterval,
+		"runtimeRequestTimeout":       c.RuntimeRequestTimeout.Duration,
+		"fileCheckFrequency":          c.FileCheckFrequency.Duration,
+		"syncFrequency":               c.SyncFrequency.Duration,
 	} {
 		if d <= 0 {
 			bad(field, d, "must be > 0")
@@ -341,6 +356,28 @@ func (c *Config) CPUPeriodMicros() uint64 {
 		return cgroups.QuotaPeriod
 	}
 	return uint64(c.CPUCFSQuotaPeriod.Duration / time.Microsecond)
+}
+
+// LogMaxSize is containerLogMaxSize in bytes.
+func (c *Config) LogMaxSize() int64 {
+	q, _ := resource.ParseQuantity(c.ContainerLogMaxSize)
+	return q.Value()
+}
+
+// LogMaxFiles is containerLogMaxFiles.
+func (c *Config) LogMaxFiles() int {
+	if c.ContainerLogMaxFiles == nil {
+		return 5
+	}
+	return int(*c.ContainerLogMaxFiles)
+}
+
+// LogMonitorInterval is containerLogMonitorInterval.
+func (c *Config) LogMonitorInterval() time.Duration {
+	if c.ContainerLogMonitorInterval == nil {
+		return 10 * time.Second
+	}
+	return c.ContainerLogMonitorInterval.Duration
 }
 
 // PodPids is podPidsLimit (-1: none).

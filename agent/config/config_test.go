@@ -94,6 +94,9 @@ func TestErrorsNameFieldAndValue(t *testing.T) {
 		{"evictionHard:\n  memory.available: 200%\n", `evictionHard.memory.available: invalid value "200%"`},
 		{"evictionHard:\n  memory.free: 1Gi\n", `evictionHard.memory.free: invalid value "1Gi": unknown eviction signal`},
 		{"cpuCFSQuotaPeriod: 5s\n", `cpuCFSQuotaPeriod: invalid value "5s"`},
+		{"containerLogMaxSize: huge\n", `containerLogMaxSize: invalid value "huge"`},
+		{"containerLogMaxFiles: 1\n", `containerLogMaxFiles: invalid value "1": must be >= 2`},
+		{"containerLogMonitorInterval: 0s\n", `containerLogMonitorInterval: invalid value "0s"`},
 		{"maxPods: many\n", `maxPods`},
 	}
 	for _, tc := range cases {

@@ -287,6 +287,17 @@ func (c *Cache) UIDs() []types.UID {
 	return out
 }
 
+// Containers lists every container of the last relist.
+func (c *Cache) Containers() []*runtimeapi.ContainerStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*runtimeapi.ContainerStatus, 0, len(c.containers))
+	for _, st := range c.containers {
+		out = append(out, st)
+	}
+	return out
+}
+
 // LastRelist is the time of the last successful relist (zero if none).
 func (c *Cache) LastRelist() time.Time {
 	c.mu.Lock()

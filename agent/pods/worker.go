@@ -504,7 +504,9 @@ func (w *worker) prune(ctx context.Context, rt *pleg.PodRuntime) {
 			w.actions++
 			if err := w.m.rt.RemoveContainer(ctx, c.Id); err != nil {
 				w.log.Warn("remove old container", "container", name, "err", err)
+				continue
 			}
+			removeLogs(c.LogPath)
 		}
 	}
 }
@@ -742,6 +744,18 @@ func (w *worker) podDirs(rt *pleg.PodRuntime) []string {
 		add(sb.GetMetadata().GetNamespace(), sb.GetMetadata().GetName())
 	}
 	return dirs
+}
+
+// removeLogs deletes a removed container's log and its rotated files, as
+// the kubelet does when it removes a container.
+func removeLogs(path string) {
+	if path == "" {
+		return
+	}
+	rotated, _ := filepath.Glob(path + ".*")
+	for _, f := range append(rotated, path) {
+		os.Remove(f)
+	}
 }
 
 // shortID is the 12-character form of a runtime ID, for logs.

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -245,5 +247,54 @@ spec:
 	}
 	if out, code := nodectl("logs", "talk", "-c", "nope"); code != 1 || !strings.Contains(out, "container nope is not valid for pod talk-"+n.name) {
 		t.Errorf("logs -c nope: %d %q", code, out)
+	}
+}
+
+func TestContainerLogsAreRotated(t *testing.T) {
+	n := newNode(t, "containerLogMaxSize: 16Ki\ncontainerLogMaxFiles: 3\ncontainerLogMonitorInterval: 1s\n")
+	n.writeManifest("chatty.yaml", shPod("chatty", "  terminationGracePeriodSeconds: 2\n",
+		"i=0; while true; do i=$((i+1)); echo line $i $(head -c 300 /dev/zero | tr '\\\\0' x); sleep 0.01; done"))
+	n.start()
+	p := n.waitRunning("chatty")
+	dir := filepath.Join(n.dir, "logs", fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), "main")
+	n.eventually("the log rotated twice (one plain, one gzipped)", 60*time.Second, func() error {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		var plain, gz int
+		for _, e := range entries {
+			switch {
+			case e.Name() == "0.log":
+			case strings.HasSuffix(e.Name(), ".gz"):
+				gz++
+			default:
+				plain++
+			}
+		}
+		if len(entries) > 3 {
+			return fmt.Errorf("%d files, more than containerLogMaxFiles: %v", len(entries), entries)
+		}
+		if plain < 1 || gz < 1 {
+			return fmt.Errorf("plain %d gz %d", plain, gz)
+		}
+		return nil
+	})
+	// The runtime writes to the reopened file, and the container keeps running.
+	st1, err := os.Stat(filepath.Join(dir, "0.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	st2, _ := os.Stat(filepath.Join(dir, "0.log"))
+	if st2.Size() == st1.Size() && st2.ModTime().Equal(st1.ModTime()) {
+		t.Error("nothing written to the reopened log")
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) > 3 {
+		t.Errorf("%d log files, want at most 3", len(entries))
+	}
+	if p, _ := n.pod("chatty"); p.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Error("rotation restarted the container")
 	}
 }
