@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,8 +40,11 @@ type Options struct {
 	RootDir    string   // agent state (emptyDir volumes); default /var/lib/nodeagent
 	CNIConfDir string   // overrides the directory the runtime reports
 	CNIBinDirs []string // overrides the plugin directories the runtime reports
-	Logger     *slog.Logger
-	Clock      clock.WithTicker
+	// ControlSocket is the root-only unix socket for nodectl's changes
+	// (delete with a grace period); empty disables it.
+	ControlSocket string
+	Logger        *slog.Logger
+	Clock         clock.WithTicker
 }
 
 // Agent is one node agent.
@@ -76,6 +80,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	cfg, log := a.cfg, a.log
 	for _, w := range cfg.Warnings {
 		log.Warn("config: " + w)
+	}
+	// The control socket first: a live one means another agent runs here.
+	var controlListener net.Listener
+	if a.opts.ControlSocket != "" {
+		l, err := server.ListenControl(a.opts.ControlSocket)
+		if err != nil {
+			return err
+		}
+		controlListener = l
+		defer l.Close()
 	}
 	rt, err := cri.New(cfg.ContainerRuntimeEndpoint, cri.Options{Timeout: cfg.RuntimeRequestTimeout.Duration})
 	if err != nil {
@@ -186,6 +200,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			Events: recorder.List,
 			Node:   func() *corev1.Node { return nodeStatus.Node(a.opts.Clock.Now()) },
 			Config: cfg.KubeletConfiguration,
+			Agent:  map[string]string{"controlSocket": a.opts.ControlSocket},
 			Healthy: func() error {
 				if since := a.opts.Clock.Since(cache.LastRelist()); since > relistThreshold {
 					return fmt.Errorf("relist is not healthy: last seen active %s ago; threshold is %s", since.Round(time.Second), relistThreshold)
@@ -204,6 +219,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		})
 		log.Info("read-only API listening", "addr", "http://"+addr, "endpoints", "/healthz /pods /node /events /configz")
 	}
+	var ctl *http.Server
+	if controlListener != nil {
+		lis := controlListener
+		ctl = &http.Server{Handler: server.ControlHandler(manager, func(err error) bool { return errors.Is(err, pods.ErrPodNotFound) }), ReadHeaderTimeout: 5 * time.Second}
+		run(func() {
+			if err := ctl.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("control socket stopped", "err", err)
+			}
+		})
+	}
 	log.Info("nodeagent running", "node", a.opts.NodeName, "ip", nodeIP, "manifests", cfg.StaticPodPath, "version", version.Version)
 
 	<-ctx.Done()
@@ -212,6 +237,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		srv.Shutdown(shutdownCtx)
 		cancel()
+	}
+	if ctl != nil {
+		ctl.Close()
+		os.Remove(a.opts.ControlSocket)
 	}
 	wg.Wait()
 	return nil

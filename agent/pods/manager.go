@@ -2,7 +2,10 @@ package pods
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 	"sort"
 	"sync"
 	"time"
@@ -247,6 +250,43 @@ func (m *Manager) workerDone(w *worker) {
 		m.startWorkerLocked(w.uid, p)
 	}
 }
+
+// DeletePod removes a pod's manifest and terminates the pod with grace
+// seconds instead of its own grace period (0: SIGKILL at once), as
+// `kubectl delete --grace-period` does. It is what nodectl asks for over the
+// control socket.
+func (m *Manager) DeletePod(namespace, name string, grace int64) error {
+	m.mu.Lock()
+	var pod *corev1.Pod
+	for _, p := range m.pods {
+		if p.Namespace == namespace && p.Name == name {
+			pod = p
+		}
+	}
+	var w *worker
+	if pod != nil {
+		w = m.workers[pod.UID]
+	}
+	m.mu.Unlock()
+	if pod == nil {
+		return fmt.Errorf("pod %s/%s: %w", namespace, name, ErrPodNotFound)
+	}
+	file := pod.Annotations[source.AnnotationManifest]
+	if file == "" {
+		return fmt.Errorf("pod %s/%s has no manifest file", namespace, name)
+	}
+	if err := os.Remove(file); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove manifest of %s/%s: %w", namespace, name, err)
+	}
+	m.log.Info("pod deleted on request", "pod", fullName(pod), "pod_uid", pod.UID, "grace_period", grace, "manifest", file)
+	if w != nil {
+		w.terminate(&grace)
+	}
+	return nil
+}
+
+// ErrPodNotFound is returned for a pod the manager does not run.
+var ErrPodNotFound = errors.New("not found")
 
 // Wake tells the pod's worker that its runtime state changed; a pod the
 // runtime holds but nobody wants is handed to a terminating worker.

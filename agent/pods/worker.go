@@ -32,6 +32,7 @@ type worker struct {
 	pod    *corev1.Pod // nil for an orphan found in the runtime
 	log    *slog.Logger
 	wakeCh chan struct{}
+	born   time.Time // when this worker started: older runtime objects were made by an earlier agent
 
 	mu          sync.Mutex
 	terminating bool
@@ -56,7 +57,7 @@ func newWorker(m *Manager, uid types.UID, pod *corev1.Pod) *worker {
 		log = log.With("pod", fullName(pod))
 	}
 	return &worker{
-		m: m, uid: uid, pod: pod, log: log,
+		m: m, uid: uid, pod: pod, log: log, born: m.clock.Now(),
 		wakeCh:      make(chan struct{}, 1),
 		terminating: pod == nil,
 		waiting:     map[string]waitingReason{},
@@ -349,6 +350,17 @@ func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.C
 			delete(w.waiting, c.Name)
 			return 0, !init || sidecar
 		case runtimeapi.ContainerState_CONTAINER_EXITED:
+			if current.StartedAt == 0 && current.CreatedAt < w.born.UnixNano() {
+				// An earlier agent's start was cut off and the container never
+				// ran: replace it without counting a restart.
+				w.actions++
+				if err := w.m.rt.RemoveContainer(ctx, current.Id); err != nil {
+					w.log.Warn("remove container whose start was interrupted; will retry", "container", c.Name, "err", err)
+					return time.Second, false
+				}
+				removeLogs(current.LogPath)
+				return w.startContainer(ctx, pod, c, restartCount-1, sb.Id, sandboxCfg, podIP), false
+			}
 			if init && !sidecar && current.ExitCode == 0 {
 				delete(w.waiting, c.Name)
 				return 0, true
@@ -367,10 +379,24 @@ func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.C
 			}
 			w.m.restarts.Next(key, exitedAt)
 			w.log.Info("restarting container", "container", c.Name, "exit_code", current.ExitCode, "restart_count", restartCount)
-		default: // created but never started, or unknown: start over
+		case runtimeapi.ContainerState_CONTAINER_CREATED:
+			// Created but never started (the agent stopped between create
+			// and start): start this one rather than make another, so the
+			// container runs exactly once and keeps its restart count.
+			w.actions++
+			if err := w.m.rt.StartContainer(ctx, current.Id); err != nil {
+				w.fail(c, "RunContainerError", err)
+				return time.Second, false
+			}
+			w.started++
+			delete(w.waiting, c.Name)
+			w.event(c.Name, corev1.EventTypeNormal, "Started", "Started container "+c.Name)
+			return 0, false
+		default: // unknown: start over, but never beside one we could not remove
 			w.actions++
 			if err := w.m.rt.RemoveContainer(ctx, current.Id); err != nil {
-				w.log.Warn("remove unstartable container", "container", c.Name, "err", err)
+				w.log.Warn("remove container in unknown state; will retry", "container", c.Name, "err", err)
+				return time.Second, false
 			}
 		}
 	}
@@ -493,8 +519,10 @@ func (w *worker) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 	return ref, 0, true
 }
 
-// prune keeps the two newest records of every container (current state and
-// lastState) and removes older exited ones.
+// prune is the pod's share of garbage collection: the two newest records
+// of every container (current state and lastState) are kept and older
+// exited ones removed with their logs; old sandboxes that are not ready and
+// hold no containers are removed, as the kubelet's sandbox GC does.
 func (w *worker) prune(ctx context.Context, rt *pleg.PodRuntime) {
 	seen := map[string]int{}
 	for _, c := range rt.GetContainers() {
@@ -509,6 +537,28 @@ func (w *worker) prune(ctx context.Context, rt *pleg.PodRuntime) {
 			removeLogs(c.LogPath)
 		}
 	}
+	sandboxes := rt.GetSandboxes() // newest first
+	for i := 1; i < len(sandboxes); i++ {
+		sb := sandboxes[i]
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY || holdsContainers(rt, sb.CreatedAt, sandboxes[i-1].CreatedAt) {
+			continue
+		}
+		w.actions++
+		if err := w.m.rt.RemovePodSandbox(ctx, sb.Id); err != nil {
+			w.log.Warn("remove dead sandbox", "sandbox", shortID(sb.Id), "err", err)
+		}
+	}
+}
+
+// holdsContainers reports whether some container was created in the
+// lifetime of a sandbox, between its creation and the next sandbox's.
+func holdsContainers(rt *pleg.PodRuntime, from, until int64) bool {
+	for _, c := range rt.GetContainers() {
+		if c.CreatedAt >= from && c.CreatedAt < until {
+			return true
+		}
+	}
+	return false
 }
 
 // publish computes the pod's status and stores it, logging transitions.
@@ -554,14 +604,15 @@ func (w *worker) readTerminationMessages(rt *pleg.PodRuntime) {
 	}
 }
 
-// gracePeriod is the override when set, else the pod's, with the kubelet's
-// two-second minimum between the stop signal and SIGKILL.
+// gracePeriod is the pod's grace period with the kubelet's two-second
+// minimum between the stop signal and SIGKILL; an explicit override (a
+// delete with --grace-period) wins, and 0 there means SIGKILL at once.
 func gracePeriod(pod *corev1.Pod, override *int64) int64 {
+	if override != nil {
+		return max(*override, 0)
+	}
 	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
-	switch {
-	case override != nil:
-		grace = *override
-	case pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil:
+	if pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil {
 		grace = *pod.Spec.TerminationGracePeriodSeconds
 	}
 	return max(grace, 2)
@@ -605,7 +656,10 @@ func (w *worker) stopAll(ctx context.Context, rt *pleg.PodRuntime, grace int64) 
 	wg.Wait()
 	for _, c := range sidecars {
 		left := grace - int64(w.m.clock.Since(start)/time.Second)
-		if err := w.stopContainer(ctx, c, max(left, 2)); err != nil {
+		if grace > 0 {
+			left = max(left, 2)
+		}
+		if err := w.stopContainer(ctx, c, max(left, 0)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -19,6 +19,7 @@ type Sources struct {
 	Events  func() []corev1.Event
 	Node    func() *corev1.Node
 	Config  any
+	Agent   any          // nodeagent's own settings, beside the kubelet config in /configz
 	Healthy func() error // nil error: healthy
 }
 
@@ -42,7 +43,7 @@ func Handler(src Sources) http.Handler {
 		writeJSON(w, src.Node())
 	})
 	mux.HandleFunc("GET /configz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]any{"kubeletconfig": src.Config})
+		writeJSON(w, map[string]any{"kubeletconfig": src.Config, "nodeagent": src.Agent})
 	})
 	return mux
 }

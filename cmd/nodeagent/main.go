@@ -44,6 +44,7 @@ Flags:
 	rootDir := fs.String("root-dir", "/var/lib/nodeagent", "directory for the agent's state (pod volumes)")
 	cniConfDir := fs.String("cni-conf-dir", "", "CNI configuration directory (default: what the runtime reports)")
 	cniBinDir := fs.String("cni-bin-dir", "", "comma-separated CNI plugin directories (default: what the runtime reports)")
+	controlSocket := fs.String("control-socket", "/run/nodeagent/nodeagent.sock", "root-only unix socket for nodectl's changes (delete --grace-period); empty disables it")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -91,7 +92,7 @@ Flags:
 	if *cniBinDir != "" {
 		binDirs = strings.Split(*cniBinDir, ",")
 	}
-	a, err := agent.New(cfg, agent.Options{NodeName: name, RootDir: *rootDir, CNIConfDir: *cniConfDir, CNIBinDirs: binDirs, Logger: log})
+	a, err := agent.New(cfg, agent.Options{NodeName: name, RootDir: *rootDir, CNIConfDir: *cniConfDir, CNIBinDirs: binDirs, ControlSocket: *controlSocket, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodeagent:", err)
 		return 1

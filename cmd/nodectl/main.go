@@ -11,7 +11,7 @@
 //	nodectl logs POD [-c C] [-f] [--previous] [--tail N] [--timestamps]
 //	nodectl exec POD [-c C] [--timeout D] -- CMD [ARGS...]
 //	nodectl apply -f FILE
-//	nodectl delete pod NAME [--wait]
+//	nodectl delete pod NAME [--grace-period N] [--wait]
 package main
 
 import (
@@ -38,7 +38,9 @@ Usage:
   nodectl exec POD [-c C] [--timeout D] -- CMD [ARGS...]
                                           run a command in a container (non-interactive; exits with its code)
   nodectl apply -f FILE                   validate a Pod manifest and put it in the manifest directory
-  nodectl delete pod NAME [--wait]        remove the pod's manifest (the agent stops the pod)
+  nodectl delete pod NAME [--grace-period N] [--wait]
+                                          remove the pod's manifest (the agent stops the pod);
+                                          --grace-period overrides the pod's (0: kill at once)
 
 Global flags:
   --server URL         the agent's read-only API (default http://127.0.0.1:10255, or $NODEAGENT_SERVER)
@@ -77,6 +79,7 @@ type flags struct {
 	wait, follow, previous, timestamps, interactive, tty, help bool
 	tail                                                       int
 	timeout                                                    time.Duration
+	grace                                                      int64
 }
 
 // newFlags registers the global flags and those of verb (so that -f can be
@@ -97,6 +100,7 @@ func newFlags(verb string) (*flag.FlagSet, *flags) {
 		fs.StringVar(&f.file, "f", "", "")
 	case "delete":
 		fs.BoolVar(&f.wait, "wait", false, "")
+		fs.Int64Var(&f.grace, "grace-period", -1, "")
 	case "logs":
 		fs.StringVar(&f.container, "c", "", "")
 		fs.BoolVar(&f.follow, "f", false, "")
@@ -193,7 +197,11 @@ func run(args []string, out io.Writer) error {
 		}
 		return c.apply(f.file)
 	case verb == "delete" && len(rest) == 2 && isPod(rest[0]):
-		return c.deletePod(rest[1], f.wait)
+		var grace *int64
+		if f.grace >= 0 {
+			grace = &f.grace
+		}
+		return c.deletePod(rest[1], f.wait, grace)
 	}
 	return usageError(fmt.Sprintf("unknown command %q", strings.Join(words, " ")))
 }

@@ -125,7 +125,7 @@ func (n *node) start() {
 	n.mu.Lock()
 	n.log = &bytes.Buffer{}
 	n.cmd = exec.Command(agentBin, "--config", n.configFile, "--hostname-override", n.name,
-		"--root-dir", filepath.Join(n.dir, "root"), "--log-level", "debug")
+		"--root-dir", filepath.Join(n.dir, "root"), "--control-socket", filepath.Join(n.dir, "control.sock"), "--log-level", "debug")
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
 	if err := n.cmd.Start(); err != nil {
 		n.mu.Unlock()

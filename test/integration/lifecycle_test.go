@@ -298,3 +298,39 @@ func TestContainerLogsAreRotated(t *testing.T) {
 		t.Error("rotation restarted the container")
 	}
 }
+
+func TestDeleteWithGracePeriodOverride(t *testing.T) {
+	if nodectlBin == "" {
+		t.Fatal("NODECTL_BIN is not set: run with `make integration`")
+	}
+	n := newNode(t, "")
+	// Both ignore SIGTERM and ask for 30 s; the delete overrides that.
+	n.writeManifest("now.yaml", shPod("now", "  terminationGracePeriodSeconds: 30\n", "trap '' TERM; while true; do sleep 1; done"))
+	n.writeManifest("three.yaml", shPod("three", "  terminationGracePeriodSeconds: 30\n", "trap '' TERM; while true; do sleep 1; done"))
+	n.start()
+	n.waitRunning("now")
+	n.waitRunning("three")
+	del := func(name, grace string) time.Duration {
+		start := time.Now()
+		out, err := exec.Command(nodectlBin, "--server", n.url(""), "delete", "pod", name, "--grace-period", grace, "--wait").CombinedOutput()
+		if err != nil {
+			t.Fatalf("delete %s: %v\n%s", name, err, out)
+		}
+		return time.Since(start)
+	}
+	if d := del("now", "0"); d >= 15*time.Second {
+		t.Errorf("--grace-period 0 took %s: the pod's 30 s grace was used", d)
+	}
+	if d := del("three", "3"); d < 3*time.Second || d >= 20*time.Second {
+		t.Errorf("--grace-period 3 took %s", d)
+	}
+	for _, f := range []string{"now.yaml", "three.yaml"} {
+		if _, err := os.Stat(filepath.Join(n.manifests, f)); !os.IsNotExist(err) {
+			t.Errorf("manifest %s still there", f)
+		}
+	}
+	out, err := exec.Command(nodectlBin, "--server", n.url(""), "delete", "pod", "nosuch", "--grace-period", "1").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `pod "nosuch" not found`) {
+		t.Errorf("deleting a missing pod: %v %s", err, out)
+	}
+}

@@ -391,7 +391,7 @@ func TestUnreachableRuntimeIsReportedClearly(t *testing.T) {
 	os.WriteFile(cfg, []byte(fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerRuntimeEndpoint: %s\nstaticPodPath: %s\nreadOnlyPort: 0\n", endpoint, dir)), 0o644)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, agentBin, "--config", cfg, "--hostname-override", "unreachable").CombinedOutput()
+	out, err := exec.CommandContext(ctx, agentBin, "--config", cfg, "--hostname-override", "unreachable", "--control-socket", filepath.Join(dir, "control.sock")).CombinedOutput()
 	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 1 {
 		t.Fatalf("want exit code 1, got %v\n%s", err, out)
 	}

@@ -255,7 +255,7 @@ func startAgent(rt *cri.Client) *agent {
 	check(os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644))
 	logf, err := os.Create(filepath.Join(dir, "agent.log"))
 	check(err)
-	a.cmd = exec.Command(*agentBin, "--config", filepath.Join(dir, "config.yaml"), "--hostname-override", node, "--root-dir", filepath.Join(dir, "root"))
+	a.cmd = exec.Command(*agentBin, "--config", filepath.Join(dir, "config.yaml"), "--hostname-override", node, "--root-dir", filepath.Join(dir, "root"), "--control-socket", filepath.Join(dir, "control.sock"))
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf
 	check(a.cmd.Start())
 	a.exited = make(chan struct{})
