@@ -165,7 +165,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 
 	nodeStatus := node.NewStatus(a.opts.NodeName, nodeIP, "nodeagent/"+version.Version, ver.RuntimeName+"://"+ver.RuntimeVersion, machine, capacity, allocatable)
-	a.updateNodeStatus(ctx, rt, nodeStatus)
+	a.updateNodeStatus(ctx, rt, nodeStatus, recorder)
 
 	var wg sync.WaitGroup
 	run := func(f func()) {
@@ -180,14 +180,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	rotator := logs.NewRotator(rt, cache, cfg.LogMaxSize(), cfg.LogMaxFiles(), a.opts.Clock, log.With("component", "logs"))
 	run(func() { rotator.Run(ctx, cfg.LogMonitorInterval()) })
 	run(func() {
-		t := a.opts.Clock.NewTicker(10 * time.Second)
+		t := a.opts.Clock.NewTicker(runtimeCheckPeriod)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C():
-				a.updateNodeStatus(ctx, rt, nodeStatus)
+				a.updateNodeStatus(ctx, rt, nodeStatus, recorder)
 			}
 		}
 	})
@@ -204,6 +204,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			Healthy: func() error {
 				if since := a.opts.Clock.Since(cache.LastRelist()); since > relistThreshold {
 					return fmt.Errorf("relist is not healthy: last seen active %s ago; threshold is %s", since.Round(time.Second), relistThreshold)
+				}
+				if err := nodeStatus.RuntimeError(); err != "" {
+					return fmt.Errorf("container runtime is down: %s", err)
 				}
 				return nil
 			},
@@ -282,21 +285,38 @@ func (a *Agent) ensureNetwork(ctx context.Context, info map[string]string) {
 	}
 }
 
-// updateNodeStatus reads RuntimeReady and NetworkReady from the runtime.
-func (a *Agent) updateNodeStatus(ctx context.Context, rt *cri.Client, s *node.Status) {
-	st, err := rt.Status(ctx, false)
-	if err != nil {
-		s.SetRuntime(err.Error(), "", a.opts.Clock.Now())
+// runtimeCheckPeriod is how often the runtime's status is read.
+const runtimeCheckPeriod = 2 * time.Second
+
+// updateNodeStatus reads RuntimeReady and NetworkReady from the runtime,
+// and records node events when readiness changes, in the kubelet's words.
+func (a *Agent) updateNodeStatus(ctx context.Context, rt *cri.Client, s *node.Status, rec *events.Recorder) {
+	var runtimeErr, networkErr string
+	if st, err := rt.Status(ctx, false); err != nil {
+		runtimeErr = err.Error()
+	} else {
+		if c := cri.Condition(st.Status, "RuntimeReady"); c == nil || !c.Status {
+			runtimeErr = "RuntimeReady=false " + conditionText(c)
+		}
+		if c := cri.Condition(st.Status, "NetworkReady"); c == nil || !c.Status {
+			networkErr = "NetworkReady=false " + conditionText(c)
+		}
+	}
+	ready, changed := s.SetRuntime(runtimeErr, networkErr, a.opts.Clock.Now())
+	if !changed {
 		return
 	}
-	var runtimeErr, networkErr string
-	if c := cri.Condition(st.Status, "RuntimeReady"); c == nil || !c.Status {
-		runtimeErr = "RuntimeReady=false " + conditionText(c)
+	if ready {
+		a.log.Info("node is ready")
+		rec.Eventf(rec.NodeRef(), corev1.EventTypeNormal, "NodeReady", "Node %s status is now: NodeReady", a.opts.NodeName)
+		return
 	}
-	if c := cri.Condition(st.Status, "NetworkReady"); c == nil || !c.Status {
-		networkErr = "NetworkReady=false " + conditionText(c)
+	why := runtimeErr
+	if why == "" {
+		why = networkErr
 	}
-	s.SetRuntime(runtimeErr, networkErr, a.opts.Clock.Now())
+	a.log.Warn("node is not ready", "reason", why)
+	rec.Eventf(rec.NodeRef(), corev1.EventTypeWarning, "NodeNotReady", "Node %s status is now: NodeNotReady (%s)", a.opts.NodeName, why)
 }
 
 func conditionText(c *runtimeapi.RuntimeCondition) string {

@@ -44,16 +44,26 @@ func NewStatus(name, ip, version, runtimeVersion string, m Machine, capacity, al
 }
 
 // SetRuntime records the runtime's readiness: runtimeErr and networkErr
-// are empty when RuntimeReady and NetworkReady hold.
-func (s *Status) SetRuntime(runtimeErr, networkErr string, now time.Time) {
+// are empty when RuntimeReady and NetworkReady hold. It reports whether
+// the node's readiness changed (the first call counts as a change).
+func (s *Status) SetRuntime(runtimeErr, networkErr string, now time.Time) (ready, changed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.runtimeErr, s.networkErr = runtimeErr, networkErr
-	ready := runtimeErr == "" && networkErr == ""
-	if !s.initialized || ready != s.lastReady {
+	ready = runtimeErr == "" && networkErr == ""
+	changed = !s.initialized || ready != s.lastReady
+	if changed {
 		s.readySince = metav1.NewTime(now)
 	}
 	s.initialized, s.lastReady = true, ready
+	return ready, changed
+}
+
+// RuntimeError is why the runtime is down ("" when it answers).
+func (s *Status) RuntimeError() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runtimeErr
 }
 
 // Node returns the node object with its Ready condition, as the kubelet

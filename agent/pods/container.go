@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -40,6 +39,13 @@ func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, imageRef
 	mounts, err := m.mounts(pod, c)
 	if err != nil {
 		return nil, err
+	}
+	if mountsEtcHosts(c) {
+		hosts, err := m.hostsFile(pod, podIP)
+		if err != nil {
+			return nil, fmt.Errorf("hosts file: %w", err)
+		}
+		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: "/etc/hosts", HostPath: hosts})
 	}
 	var messageFile string
 	if c.TerminationMessagePath != "" {
@@ -312,45 +318,4 @@ func expand(s string, lookup func(string) (string, bool)) string {
 		}
 	}
 	return b.String()
-}
-
-// podVolumeDir is where a pod's emptyDir volumes live, in the kubelet's layout.
-func (m *Manager) podVolumeDir(pod *corev1.Pod) string {
-	return filepath.Join(m.opts.RootDir, "pods", string(pod.UID), "volumes")
-}
-
-// mounts resolves the container's volume mounts to host paths, creating
-// emptyDir directories and DirectoryOrCreate host paths.
-func (m *Manager) mounts(pod *corev1.Pod, c *corev1.Container) ([]*runtimeapi.Mount, error) {
-	var out []*runtimeapi.Mount
-	for _, vm := range c.VolumeMounts {
-		var host string
-		for _, v := range pod.Spec.Volumes {
-			if v.Name != vm.Name {
-				continue
-			}
-			switch {
-			case v.EmptyDir != nil:
-				host = filepath.Join(m.podVolumeDir(pod), "kubernetes.io~empty-dir", v.Name)
-				if err := os.MkdirAll(host, 0o777); err != nil {
-					return nil, fmt.Errorf("volume %s: %w", v.Name, err)
-				}
-			case v.HostPath != nil:
-				host = v.HostPath.Path
-				if t := v.HostPath.Type; t != nil && *t == corev1.HostPathDirectoryOrCreate {
-					if err := os.MkdirAll(host, 0o755); err != nil {
-						return nil, fmt.Errorf("volume %s: %w", v.Name, err)
-					}
-				}
-			}
-		}
-		if host == "" {
-			return nil, fmt.Errorf("volume %s not found", vm.Name)
-		}
-		if vm.SubPath != "" {
-			host = filepath.Join(host, vm.SubPath)
-		}
-		out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly})
-	}
-	return out, nil
 }

@@ -458,3 +458,22 @@ func TestTerminationMessage(t *testing.T) {
 		t.Error("joinMessage")
 	}
 }
+
+func TestHostsFile(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.HostAliases = []corev1.HostAlias{{IP: "192.0.2.10", Hostnames: []string{"db", "db.local"}}}
+	got := string(hostsFileContent(pod, "10.88.0.5", ""))
+	for _, want := range []string{"# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n", "10.88.0.5\tp-node\n", "\n# Entries added by HostAliases.\n192.0.2.10\tdb\tdb.local\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("hosts file lacks %q:\n%s", want, got)
+		}
+	}
+	pod.Spec.HostNetwork = true
+	got = string(hostsFileContent(pod, "", "127.0.0.1 localhost myhost"))
+	if !strings.HasPrefix(got, "# Kubernetes-managed hosts file (host network).\n127.0.0.1 localhost myhost\n") || strings.Contains(got, "ip6-allnodes") {
+		t.Errorf("host network hosts file:\n%s", got)
+	}
+	if mountsEtcHosts(&corev1.Container{VolumeMounts: []corev1.VolumeMount{{MountPath: "/etc/hosts/"}}}) {
+		t.Error("a container mounting its own /etc/hosts must keep it")
+	}
+}

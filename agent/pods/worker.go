@@ -425,6 +425,10 @@ func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.
 	if !ok {
 		return retry
 	}
+	if err := w.verifyNonRoot(ctx, pod, c, imageRef); err != nil {
+		w.fail(c, "CreateContainerConfigError", err)
+		return w.m.opts.ResyncPeriod
+	}
 	cfg, err := w.m.containerConfig(pod, c, imageRef, restartCount, podIP)
 	if err != nil {
 		w.fail(c, "CreateContainerConfigError", err)
@@ -464,6 +468,45 @@ func (w *worker) event(container, eventType, reason, message string) {
 	if w.pod != nil {
 		w.m.events.Event(events.PodRef(w.pod, container), eventType, reason, message)
 	}
+}
+
+// verifyNonRoot refuses to start a container that must not run as root
+// but would (runAsNonRoot), with the kubelet's messages.
+func (w *worker) verifyNonRoot(ctx context.Context, pod *corev1.Pod, c *corev1.Container, imageRef string) error {
+	var nonRoot *bool
+	var uid *int64
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		nonRoot, uid = sc.RunAsNonRoot, sc.RunAsUser
+	}
+	if sc := c.SecurityContext; sc != nil {
+		if sc.RunAsNonRoot != nil {
+			nonRoot = sc.RunAsNonRoot
+		}
+		if sc.RunAsUser != nil {
+			uid = sc.RunAsUser
+		}
+	}
+	if nonRoot == nil || !*nonRoot {
+		return nil
+	}
+	where := fmt.Sprintf("(pod: %q, container: %s)", pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")", c.Name)
+	if uid != nil {
+		if *uid == 0 {
+			return fmt.Errorf("container's runAsUser breaks non-root policy %s", where)
+		}
+		return nil
+	}
+	img, err := w.m.rt.ImageStatus(ctx, imageRef)
+	if err != nil {
+		return err
+	}
+	switch {
+	case img.GetUid() != nil && img.GetUid().Value != 0:
+		return nil
+	case img.GetUid() == nil && img.GetUsername() != "":
+		return fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root %s", img.GetUsername(), where)
+	}
+	return fmt.Errorf("container has runAsNonRoot and image will run as root %s", where)
 }
 
 // ensureImage honours imagePullPolicy, with the kubelet's reasons and the
@@ -768,6 +811,9 @@ func (w *worker) killAndClean(ctx context.Context) error {
 		if err := w.m.tree.RemovePod(name); err != nil {
 			return err
 		}
+	}
+	if err := unmountVolumes(filepath.Join(w.m.opts.RootDir, "pods", string(w.uid), "volumes")); err != nil {
+		return err
 	}
 	for _, dir := range w.podDirs(rt) {
 		if err := os.RemoveAll(dir); err != nil {

@@ -62,8 +62,8 @@ func validate(pod *corev1.Pod) field.ErrorList {
 		volumes.Insert(v.Name)
 		switch {
 		case v.EmptyDir != nil:
-			if v.EmptyDir.Medium != corev1.StorageMediumDefault {
-				errs = append(errs, field.NotSupported(p.Child("emptyDir", "medium"), v.EmptyDir.Medium, []string{""}))
+			if m := v.EmptyDir.Medium; m != corev1.StorageMediumDefault && m != corev1.StorageMediumMemory {
+				errs = append(errs, field.NotSupported(p.Child("emptyDir", "medium"), m, []string{"", "Memory"}))
 			}
 		case v.HostPath != nil:
 			if !path.IsAbs(v.HostPath.Path) {

@@ -5,6 +5,13 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -70,5 +77,68 @@ func TestSIGKILLWhileStartingPodsLeavesNoDuplicates(t *testing.T) {
 		if p.Status.ContainerStatuses[0].RestartCount != 0 {
 			t.Errorf("%s restarted %d times", p.Name, p.Status.ContainerStatuses[0].RestartCount)
 		}
+	}
+}
+
+// TestContainerdRestartIsRiddenOut stops the shared containerd (its shims,
+// and so the pods, keep running), then brings it back with the project's
+// own script.
+func TestContainerdRestartIsRiddenOut(t *testing.T) {
+	n := newNode(t, "")
+	n.writeManifest("steady.yaml", podManifest("steady", ""))
+	n.start()
+	before := n.waitRunning("steady")
+
+	repo, _ := filepath.Abs("../..")
+	runtime := func(verb string) {
+		cmd := exec.Command("bash", "hack/runtime.sh", verb)
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("hack/runtime.sh %s: %v\n%s", verb, err, out)
+		}
+	}
+	t.Cleanup(func() { runtime("up") }) // never leave the node without its runtime
+	pidFile := filepath.Join(envOr("RUNTIME_RUN_DIR", "/run/nodeagent-runtime"), "containerd.pid")
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	health := func() (int, string) {
+		resp, err := http.Get(n.url("/healthz"))
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	n.eventually("/healthz reports the runtime down", 30*time.Second, func() error {
+		if code, body := health(); code != 500 || !strings.Contains(body, "container runtime is down") {
+			return fmt.Errorf("%d %q", code, body)
+		}
+		return nil
+	})
+	runtime("up")
+	n.eventually("/healthz ok again", 60*time.Second, func() error {
+		if code, body := health(); code != 200 {
+			return fmt.Errorf("%d %q", code, body)
+		}
+		return nil
+	})
+	var reasons []string
+	for _, e := range n.events(n.name) {
+		reasons = append(reasons, e.Reason)
+	}
+	if got := strings.Join(reasons, ","); !strings.Contains(got, "NodeReady,NodeNotReady,NodeReady") {
+		t.Errorf("node events %v: want the outage as NodeNotReady between NodeReady events", reasons)
+	}
+	after := n.waitRunning("steady")
+	if after.Status.ContainerStatuses[0].ContainerID != before.Status.ContainerStatuses[0].ContainerID || after.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("the pod was restarted across the runtime restart: %s/%d, was %s",
+			after.Status.ContainerStatuses[0].ContainerID, after.Status.ContainerStatuses[0].RestartCount, before.Status.ContainerStatuses[0].ContainerID)
 	}
 }
