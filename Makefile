@@ -65,7 +65,7 @@ unit: ## unit tests (no root, no daemons)
 
 integration: build runtime-up ## integration tests in test/ against the real containerd, runc, CNI and cgroups
 	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent NODECTL_BIN=$(CURDIR)/$(BIN_DIR)/nodectl \
-		$(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration/ 2>&1 | tee $(BIN_DIR)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; \
+		TEST_IMAGE=$(TEST_IMAGE) PAUSE_IMAGE=$(PAUSE_IMAGE) $(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration/ 2>&1 | tee $(BIN_DIR)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; \
 		exit $${PIPESTATUS[0]}
 
 bench: build runtime-up ## pod start latency vs the direct-CRI floor, agent RSS and CPU (reported, not asserted)

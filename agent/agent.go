@@ -21,6 +21,7 @@ import (
 
 	"nodeagent/agent/config"
 	"nodeagent/agent/events"
+	"nodeagent/agent/images"
 	"nodeagent/agent/logs"
 	"nodeagent/agent/node"
 	"nodeagent/agent/pleg"
@@ -40,6 +41,9 @@ type Options struct {
 	RootDir    string   // agent state (emptyDir volumes); default /var/lib/nodeagent
 	CNIConfDir string   // overrides the directory the runtime reports
 	CNIBinDirs []string // overrides the plugin directories the runtime reports
+	// ImageGCPeriod is how often unused images are collected (the
+	// kubelet's fixed 5 minutes by default).
+	ImageGCPeriod time.Duration
 	// ControlSocket is the root-only unix socket for nodectl's changes
 	// (delete with a grace period); empty disables it.
 	ControlSocket string
@@ -177,6 +181,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	run(func() { fileSource.Run(ctx, updates) })
 	run(func() { cache.Run(ctx) })
 	run(func() { manager.Run(ctx, updates) })
+	high, low := cfg.ImageGCThresholds()
+	imageGC := images.NewGC(rt, images.Policy{HighThresholdPercent: high, LowThresholdPercent: low, MinAge: cfg.ImageMinimumGCAge.Duration},
+		sandboxImage(rtStatus.Info), a.opts.Clock, log.With("component", "images"))
+	gcPeriod := a.opts.ImageGCPeriod
+	if gcPeriod <= 0 {
+		gcPeriod = images.Period
+	}
+	run(func() { imageGC.Run(ctx, gcPeriod) })
 	rotator := logs.NewRotator(rt, cache, cfg.LogMaxSize(), cfg.LogMaxFiles(), a.opts.Clock, log.With("component", "logs"))
 	run(func() { rotator.Run(ctx, cfg.LogMonitorInterval()) })
 	run(func() {
@@ -247,6 +259,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// sandboxImage is the pause image the runtime reports in its verbose
+// status, so image GC never removes it.
+func sandboxImage(info map[string]string) string {
+	var rc struct {
+		SandboxImage string `json:"sandboxImage"`
+	}
+	json.Unmarshal([]byte(info["config"]), &rc)
+	return rc.SandboxImage
 }
 
 // ensureNetwork makes the runtime's CNI directory hold a valid network.

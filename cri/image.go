@@ -46,3 +46,14 @@ func (c *Client) RemoveImage(ctx context.Context, image string) error {
 	_, err := c.images.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: image}})
 	return ignoreNotFound(c.classify("RemoveImage", err))
 }
+
+// ImageFsInfo reports the filesystems holding the runtime's images.
+func (c *Client) ImageFsInfo(ctx context.Context) ([]*runtimeapi.FilesystemUsage, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	resp, err := c.images.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+	if err != nil {
+		return nil, c.classify("ImageFsInfo", err)
+	}
+	return resp.ImageFilesystems, nil
+}

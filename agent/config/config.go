@@ -29,7 +29,8 @@ const (
 // Honoured are the KubeletConfiguration fields nodeagent implements.
 var Honoured = []string{
 	"address", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS", "clusterDNS", "clusterDomain",
-	"containerLogMaxFiles", "containerLogMaxSize", "containerLogMonitorInterval", "containerRuntimeEndpoint", "cpuCFSQuota", "cpuCFSQuotaPeriod", "enforceNodeAllocatable",
+	"containerLogMaxFiles", "containerLogMaxSize", "containerLogMonitorInterval", "containerRuntimeEndpoint", "cpuCFSQuota",
+	"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "cpuCFSQuotaPeriod", "enforceNodeAllocatable",
 	"evictionHard", "fileCheckFrequency", "kubeReserved", "maxPods", "podCIDR", "podLogsDir",
 	"podPidsLimit", "readOnlyPort", "resolvConf", "runtimeRequestTimeout", "staticPodPath",
 	"syncFrequency", "systemReserved",
@@ -55,6 +56,7 @@ func Defaults() Config {
 	pidsLimit := int64(-1)
 	resolv := "/etc/resolv.conf"
 	logFiles := int32(5)
+	gcHigh, gcLow := int32(85), int32(80)
 	return Config{KubeletConfiguration: kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:                    metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
 		StaticPodPath:               "/etc/nodeagent/manifests",
@@ -78,6 +80,9 @@ func Defaults() Config {
 		ContainerLogMaxSize:         "10Mi",
 		ContainerLogMaxFiles:        &logFiles,
 		ContainerLogMonitorInterval: &metav1.Duration{Duration: 10 * time.Second},
+		ImageGCHighThresholdPercent: &gcHigh,
+		ImageGCLowThresholdPercent:  &gcLow,
+		ImageMinimumGCAge:           metav1.Duration{Duration: 2 * time.Minute},
 		EvictionHard: map[string]string{
 			"memory.available":  "100Mi",
 			"nodefs.available":  "10%",
@@ -240,6 +245,16 @@ func (c *Config) Validate() error {
 	if q, err := resource.ParseQuantity(c.ContainerLogMaxSize); err != nil || q.Value() < 1024 {
 		bad("containerLogMaxSize", c.ContainerLogMaxSize, "must be a quantity of at least 1Ki, such as 10Mi")
 	}
+	high, low := c.ImageGCThresholds()
+	if high < 0 || high > 100 {
+		bad("imageGCHighThresholdPercent", high, "must be between 0 and 100")
+	}
+	if low < 0 || low > 100 || low >= high && high < 100 {
+		bad("imageGCLowThresholdPercent", low, fmt.Sprintf("must be between 0 and 100 and below imageGCHighThresholdPercent (%d)", high))
+	}
+	if c.ImageMinimumGCAge.Duration < 0 {
+		bad("imageMinimumGCAge", c.ImageMinimumGCAge.Duration, "must be >= 0")
+	}
 	if c.ContainerLogMaxFiles != nil && *c.ContainerLogMaxFiles < 2 {
 		bad("containerLogMaxFiles", *c.ContainerLogMaxFiles, "must be >= 2")
 	}
@@ -356,6 +371,19 @@ func (c *Config) CPUPeriodMicros() uint64 {
 		return cgroups.QuotaPeriod
 	}
 	return uint64(c.CPUCFSQuotaPeriod.Duration / time.Microsecond)
+}
+
+// ImageGCThresholds are imageGCHighThresholdPercent and
+// imageGCLowThresholdPercent.
+func (c *Config) ImageGCThresholds() (high, low int) {
+	high, low = 85, 80
+	if c.ImageGCHighThresholdPercent != nil {
+		high = int(*c.ImageGCHighThresholdPercent)
+	}
+	if c.ImageGCLowThresholdPercent != nil {
+		low = int(*c.ImageGCLowThresholdPercent)
+	}
+	return high, low
 }
 
 // LogMaxSize is containerLogMaxSize in bytes.

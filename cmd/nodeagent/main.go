@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"nodeagent/agent"
 	"nodeagent/agent/config"
@@ -45,6 +46,7 @@ Flags:
 	cniConfDir := fs.String("cni-conf-dir", "", "CNI configuration directory (default: what the runtime reports)")
 	cniBinDir := fs.String("cni-bin-dir", "", "comma-separated CNI plugin directories (default: what the runtime reports)")
 	controlSocket := fs.String("control-socket", "/run/nodeagent/nodeagent.sock", "root-only unix socket for nodectl's changes (delete --grace-period); empty disables it")
+	imageGCPeriod := fs.Duration("image-gc-period", 5*time.Minute, "how often unused images are garbage-collected")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -92,7 +94,7 @@ Flags:
 	if *cniBinDir != "" {
 		binDirs = strings.Split(*cniBinDir, ",")
 	}
-	a, err := agent.New(cfg, agent.Options{NodeName: name, RootDir: *rootDir, CNIConfDir: *cniConfDir, CNIBinDirs: binDirs, ControlSocket: *controlSocket, Logger: log})
+	a, err := agent.New(cfg, agent.Options{NodeName: name, RootDir: *rootDir, CNIConfDir: *cniConfDir, CNIBinDirs: binDirs, ControlSocket: *controlSocket, ImageGCPeriod: *imageGCPeriod, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodeagent:", err)
 		return 1

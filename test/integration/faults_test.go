@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/crane"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/cri"
@@ -140,5 +142,50 @@ func TestContainerdRestartIsRiddenOut(t *testing.T) {
 	if after.Status.ContainerStatuses[0].ContainerID != before.Status.ContainerStatuses[0].ContainerID || after.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("the pod was restarted across the runtime restart: %s/%d, was %s",
 			after.Status.ContainerStatuses[0].ContainerID, after.Status.ContainerStatuses[0].RestartCount, before.Status.ContainerStatuses[0].ContainerID)
+	}
+}
+
+func TestImageGCRemovesOnlyUnusedImages(t *testing.T) {
+	ctx := context.Background()
+	pause := envOr("PAUSE_IMAGE", "127.0.0.1:5000/nodeagent/pause:1.0")
+	// The victim is the pause image with a label of its own: a plain copy
+	// would share the pause image's ID, and so its protection.
+	victim := "127.0.0.1:5000/nodeagent/gc-victim:" + randomHex(3)
+	base, err := crane.Pull(pause, crane.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := base.ConfigFile()
+	cfg = cfg.DeepCopy()
+	cfg.Config.Labels = map[string]string{"gc-victim": victim}
+	distinct, err := mutate.ConfigFile(base, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crane.Push(distinct, victim, crane.Insecure); err != nil {
+		t.Fatalf("push %s: %v", victim, err)
+	}
+	n := newNode(t, "imageGCHighThresholdPercent: 1\nimageGCLowThresholdPercent: 0\nimageMinimumGCAge: 0s\n")
+	if _, err := n.cri.PullImage(ctx, victim, nil); err != nil {
+		t.Fatal(err)
+	}
+	n.args = []string{"--image-gc-period", "1s"}
+	n.writeManifest("user.yaml", podManifest("user", ""))
+	n.start()
+	n.waitRunning("user")
+	n.eventually("the unused image removed", 30*time.Second, func() error {
+		img, err := n.cri.ImageStatus(ctx, victim)
+		if err != nil || img != nil {
+			return fmt.Errorf("still present (%v)", err)
+		}
+		return nil
+	})
+	for _, keep := range []string{testImage, pause} {
+		if img, err := n.cri.ImageStatus(ctx, keep); err != nil || img == nil {
+			t.Errorf("%s was removed: the image in use and the sandbox image must stay", keep)
+		}
+	}
+	if !strings.Contains(n.logText(), "removed unused image") {
+		t.Error("no log line for the removal")
 	}
 }

@@ -61,6 +61,7 @@ type node struct {
 	cgroupRoot string
 	port       int
 	configFile string
+	args       []string // extra agent flags
 	cri        *cri.Client
 
 	mu   sync.Mutex
@@ -126,6 +127,7 @@ func (n *node) start() {
 	n.log = &bytes.Buffer{}
 	n.cmd = exec.Command(agentBin, "--config", n.configFile, "--hostname-override", n.name,
 		"--root-dir", filepath.Join(n.dir, "root"), "--control-socket", filepath.Join(n.dir, "control.sock"), "--log-level", "debug")
+	n.cmd.Args = append(n.cmd.Args, n.args...)
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
 	if err := n.cmd.Start(); err != nil {
 		n.mu.Unlock()

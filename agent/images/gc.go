@@ -1,0 +1,192 @@
+// Package images garbage-collects the runtime's unused images as the
+// kubelet's image manager does: when the image filesystem is fuller than
+// the high threshold, the least recently used images that no container
+// uses and that are old enough are removed until usage is back at the low
+// threshold. The sandbox (pause) image and pinned images are never removed.
+package images
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"golang.org/x/sys/unix"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+)
+
+// Runtime is what image GC needs from the runtime.
+type Runtime interface {
+	ListImages(ctx context.Context) ([]*runtimeapi.Image, error)
+	RemoveImage(ctx context.Context, image string) error
+	ImageFsInfo(ctx context.Context) ([]*runtimeapi.FilesystemUsage, error)
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+}
+
+// Policy holds the kubelet's image GC settings.
+type Policy struct {
+	HighThresholdPercent int           // imageGCHighThresholdPercent
+	LowThresholdPercent  int           // imageGCLowThresholdPercent
+	MinAge               time.Duration // imageMinimumGCAge
+}
+
+// Period is how often the kubelet checks (ImageGCPeriod).
+const Period = 5 * time.Minute
+
+// GC tracks when images were first seen and last used, and removes them.
+type GC struct {
+	rt      Runtime
+	policy  Policy
+	sandbox string // the runtime's sandbox image reference, never removed
+	clock   clock.WithTicker
+	log     *slog.Logger
+	records map[string]*record // by image ID
+	statfs  func(path string) (capacity, available uint64, err error)
+}
+
+type record struct {
+	firstSeen, lastUsed time.Time
+	size                uint64
+}
+
+// NewGC returns an image collector.
+func NewGC(rt Runtime, policy Policy, sandboxImage string, clk clock.WithTicker, log *slog.Logger) *GC {
+	return &GC{rt: rt, policy: policy, sandbox: sandboxImage, clock: clk, log: log, records: map[string]*record{}, statfs: statfs}
+}
+
+func statfs(path string) (uint64, uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, 0, err
+	}
+	return st.Blocks * uint64(st.Bsize), st.Bavail * uint64(st.Bsize), nil
+}
+
+// Run collects every period until ctx is done.
+func (g *GC) Run(ctx context.Context, period time.Duration) {
+	t := g.clock.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			if _, err := g.Once(ctx); err != nil && ctx.Err() == nil {
+				g.log.Warn("image garbage collection", "err", err)
+			}
+		}
+	}
+}
+
+// Once updates the image records and, above the high threshold, removes
+// images. It returns the references of the removed images.
+func (g *GC) Once(ctx context.Context) ([]string, error) {
+	images, err := g.rt.ListImages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	containers, err := g.rt.ListContainers(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	now := g.clock.Now()
+	inUse := map[string]bool{}
+	for _, c := range containers {
+		inUse[c.ImageRef] = true
+		inUse[c.GetImage().GetImage()] = true
+	}
+	present := map[string]bool{}
+	for _, img := range images {
+		present[img.Id] = true
+		r := g.records[img.Id]
+		if r == nil {
+			r = &record{firstSeen: now}
+			g.records[img.Id] = r
+		}
+		r.size = img.Size
+		if g.used(img, inUse) {
+			r.lastUsed = now
+		}
+	}
+	for id := range g.records {
+		if !present[id] {
+			delete(g.records, id)
+		}
+	}
+
+	fss, err := g.rt.ImageFsInfo(ctx)
+	if err != nil || len(fss) == 0 {
+		return nil, fmt.Errorf("image filesystem info: %v", err)
+	}
+	mountpoint := fss[0].GetFsId().GetMountpoint()
+	capacity, available, err := g.statfs(mountpoint)
+	if err != nil || capacity == 0 {
+		return nil, fmt.Errorf("statfs %s: %v", mountpoint, err)
+	}
+	usage := int(100 - available*100/capacity)
+	if usage < g.policy.HighThresholdPercent {
+		return nil, nil
+	}
+	toFree := int64(capacity*uint64(100-g.policy.LowThresholdPercent)/100) - int64(available)
+	g.log.Info("image filesystem above the high threshold; removing unused images",
+		"usage_percent", usage, "high_threshold", g.policy.HighThresholdPercent, "bytes_to_free", toFree)
+	return g.free(ctx, images, inUse, toFree, now)
+}
+
+// used reports whether a container uses the image, or it must be kept.
+func (g *GC) used(img *runtimeapi.Image, inUse map[string]bool) bool {
+	if img.Pinned || inUse[img.Id] {
+		return true
+	}
+	for _, ref := range append(append([]string{}, img.RepoTags...), img.RepoDigests...) {
+		if inUse[ref] || ref == g.sandbox {
+			return true
+		}
+	}
+	return false
+}
+
+// free removes evictable images, least recently used first (then the
+// oldest), until toFree bytes are gone.
+func (g *GC) free(ctx context.Context, images []*runtimeapi.Image, inUse map[string]bool, toFree int64, now time.Time) ([]string, error) {
+	var candidates []*runtimeapi.Image
+	for _, img := range images {
+		r := g.records[img.Id]
+		if g.used(img, inUse) || now.Sub(r.firstSeen) < g.policy.MinAge {
+			continue
+		}
+		candidates = append(candidates, img)
+	}
+	sort.Slice(candidates, func(i, j int) bool {
+		a, b := g.records[candidates[i].Id], g.records[candidates[j].Id]
+		if !a.lastUsed.Equal(b.lastUsed) {
+			return a.lastUsed.Before(b.lastUsed)
+		}
+		return a.firstSeen.Before(b.firstSeen)
+	})
+	var removed []string
+	var freed int64
+	for _, img := range candidates {
+		if freed >= toFree {
+			break
+		}
+		ref := img.Id
+		if len(img.RepoTags) > 0 {
+			ref = img.RepoTags[0]
+		}
+		if err := g.rt.RemoveImage(ctx, img.Id); err != nil {
+			g.log.Warn("remove image", "image", ref, "err", err)
+			continue
+		}
+		g.log.Info("removed unused image", "image", ref, "bytes", img.Size)
+		freed += int64(img.Size)
+		removed = append(removed, ref)
+		delete(g.records, img.Id)
+	}
+	if freed < toFree {
+		return removed, fmt.Errorf("freed %d of the %d bytes wanted: the rest is in use or too new", freed, toFree)
+	}
+	return removed, nil
+}
