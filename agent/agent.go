@@ -149,20 +149,21 @@ func (a *Agent) Run(ctx context.Context) error {
 	var manager *pods.Manager
 	cache := pleg.New(rt, a.opts.NodeName, a.opts.Clock, log.With("component", "pleg"), func(uid types.UID) { manager.Wake(uid) })
 	manager = pods.NewManager(pods.Options{
-		NodeName:         a.opts.NodeName,
-		NodeIP:           nodeIP,
-		RuntimeName:      ver.RuntimeName,
-		PodLogsDir:       cfg.PodLogsDir,
-		RootDir:          a.opts.RootDir,
-		MaxPods:          int(cfg.MaxPods),
-		Allocatable:      allocatable,
-		MemoryCapacity:   machine.MemoryBytes,
-		OOMRange:         oomRange,
-		EnforceCPULimits: cfg.EnforceCPULimits(),
-		CPUPeriod:        cfg.CPUPeriodMicros(),
-		ClusterDNS:       cfg.ClusterDNS,
-		ClusterDomain:    cfg.ClusterDomain,
-		ResolvConf:       cfg.ResolvConf(),
+		NodeName:          a.opts.NodeName,
+		NodeIP:            nodeIP,
+		RuntimeName:       ver.RuntimeName,
+		PodLogsDir:        cfg.PodLogsDir,
+		RootDir:           a.opts.RootDir,
+		MaxPods:           int(cfg.MaxPods),
+		Allocatable:       allocatable,
+		MemoryCapacity:    machine.MemoryBytes,
+		OOMRange:          oomRange,
+		EnforceCPULimits:  cfg.EnforceCPULimits(),
+		CPUPeriod:         cfg.CPUPeriodMicros(),
+		ClusterDNS:        cfg.ClusterDNS,
+		ClusterDomain:     cfg.ClusterDomain,
+		ResolvConf:        cfg.ResolvConf(),
+		MaxRestartBackOff: cfg.MaxRestartBackOff(),
 	}, pods.Deps{Runtime: rt, Cache: cache, Tree: tree, Store: store, Events: recorder, Clock: a.opts.Clock, Log: log.With("component", "pods")})
 	if err := cache.Relist(ctx); err != nil {
 		return fmt.Errorf("list the runtime's pods: %w", err)

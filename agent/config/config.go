@@ -30,7 +30,7 @@ const (
 var Honoured = []string{
 	"address", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS", "clusterDNS", "clusterDomain",
 	"containerLogMaxFiles", "containerLogMaxSize", "containerLogMonitorInterval", "containerRuntimeEndpoint", "cpuCFSQuota",
-	"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "cpuCFSQuotaPeriod", "enforceNodeAllocatable",
+	"crashLoopBackOff", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "cpuCFSQuotaPeriod", "enforceNodeAllocatable",
 	"evictionHard", "fileCheckFrequency", "kubeReserved", "maxPods", "podCIDR", "podLogsDir",
 	"podPidsLimit", "readOnlyPort", "resolvConf", "runtimeRequestTimeout", "staticPodPath",
 	"syncFrequency", "systemReserved",
@@ -252,6 +252,9 @@ func (c *Config) Validate() error {
 	if low < 0 || low > 100 || low >= high && high < 100 {
 		bad("imageGCLowThresholdPercent", low, fmt.Sprintf("must be between 0 and 100 and below imageGCHighThresholdPercent (%d)", high))
 	}
+	if p := c.CrashLoopBackOff.MaxContainerRestartPeriod; p != nil && (p.Duration < time.Second || p.Duration > 300*time.Second) {
+		bad("crashLoopBackOff.maxContainerRestartPeriod", p.Duration, "must be between 1s and 300s")
+	}
 	if c.ImageMinimumGCAge.Duration < 0 {
 		bad("imageMinimumGCAge", c.ImageMinimumGCAge.Duration, "must be >= 0")
 	}
@@ -384,6 +387,14 @@ func (c *Config) ImageGCThresholds() (high, low int) {
 		low = int(*c.ImageGCLowThresholdPercent)
 	}
 	return high, low
+}
+
+// MaxRestartBackOff is crashLoopBackOff.maxContainerRestartPeriod (0: unset).
+func (c *Config) MaxRestartBackOff() time.Duration {
+	if p := c.CrashLoopBackOff.MaxContainerRestartPeriod; p != nil {
+		return p.Duration
+	}
+	return 0
 }
 
 // LogMaxSize is containerLogMaxSize in bytes.

@@ -94,6 +94,7 @@ func TestErrorsNameFieldAndValue(t *testing.T) {
 		{"evictionHard:\n  memory.available: 200%\n", `evictionHard.memory.available: invalid value "200%"`},
 		{"evictionHard:\n  memory.free: 1Gi\n", `evictionHard.memory.free: invalid value "1Gi": unknown eviction signal`},
 		{"cpuCFSQuotaPeriod: 5s\n", `cpuCFSQuotaPeriod: invalid value "5s"`},
+		{"crashLoopBackOff:\n  maxContainerRestartPeriod: 500ms\n", `crashLoopBackOff.maxContainerRestartPeriod: invalid value "500ms"`},
 		{"imageGCHighThresholdPercent: 101\n", `imageGCHighThresholdPercent: invalid value "101"`},
 		{"imageGCHighThresholdPercent: 50\nimageGCLowThresholdPercent: 60\n", `imageGCLowThresholdPercent: invalid value "60": must be between 0 and 100 and below imageGCHighThresholdPercent (50)`},
 		{"containerLogMaxSize: huge\n", `containerLogMaxSize: invalid value "huge"`},

@@ -18,9 +18,10 @@ const (
 // immediate, then 10 s doubling to 300 s; an entry expires when the
 // container ran for more than 10 minutes before its last exit.
 type backOff struct {
-	clock   clock.PassiveClock
-	mu      sync.Mutex
-	entries map[string]*backOffEntry
+	clock        clock.PassiveClock
+	initial, max time.Duration
+	mu           sync.Mutex
+	entries      map[string]*backOffEntry
 }
 
 type backOffEntry struct {
@@ -28,8 +29,14 @@ type backOffEntry struct {
 	lastUpdate time.Time // when the last restart was allowed
 }
 
-func newBackOff(clk clock.PassiveClock) *backOff {
-	return &backOff{clock: clk, entries: map[string]*backOffEntry{}}
+// newBackOff returns the kubelet's back-off; a max below 10 s (the
+// kubelet's crashLoopBackOff.maxContainerRestartPeriod) caps the first
+// delay too. max <= 0 means 300 s.
+func newBackOff(clk clock.PassiveClock, max time.Duration) *backOff {
+	if max <= 0 {
+		max = maxBackOff
+	}
+	return &backOff{clock: clk, initial: min(initialBackOff, max), max: max, entries: map[string]*backOffEntry{}}
 }
 
 // expired: the container ran longer than the reset time since its restart.
@@ -56,10 +63,10 @@ func (b *backOff) Next(key string, exitedAt time.Time) {
 	defer b.mu.Unlock()
 	e, ok := b.entries[key]
 	if !ok || b.expired(e, exitedAt) {
-		e = &backOffEntry{delay: initialBackOff}
+		e = &backOffEntry{delay: b.initial}
 		b.entries[key] = e
 	} else {
-		e.delay = min(e.delay*2, maxBackOff)
+		e.delay = min(e.delay*2, b.max)
 	}
 	e.lastUpdate = b.clock.Now()
 }

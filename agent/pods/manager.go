@@ -42,6 +42,8 @@ type Options struct {
 	ResyncPeriod time.Duration
 	// ReconcilePeriod is how often the whole cgroup tree is rewritten.
 	ReconcilePeriod time.Duration
+	// MaxRestartBackOff caps the crash-loop back-off (0: the kubelet's 300 s).
+	MaxRestartBackOff time.Duration
 }
 
 // Deps are the manager's collaborators.
@@ -92,8 +94,8 @@ func NewManager(opts Options, deps Deps) *Manager {
 	return &Manager{
 		opts: opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, clock: deps.Clock,
 		log:          deps.Log,
-		restarts:     newBackOff(deps.Clock),
-		imagePulls:   newBackOff(deps.Clock),
+		restarts:     newBackOff(deps.Clock, opts.MaxRestartBackOff),
+		imagePulls:   newBackOff(deps.Clock, 0),
 		housekeeping: 2 * time.Second,
 		pods:         map[types.UID]*corev1.Pod{},
 		rejected:     map[types.UID]bool{},

@@ -155,7 +155,7 @@ func TestConditionTransitionTimeIsKept(t *testing.T) {
 
 func TestBackOff(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(t0)
-	b := newBackOff(clk)
+	b := newBackOff(clk, 0)
 	exit := t0
 	if in, _ := b.InBackOff("k", exit); in {
 		t.Fatal("first crash must restart at once")
@@ -475,5 +475,18 @@ func TestHostsFile(t *testing.T) {
 	}
 	if mountsEtcHosts(&corev1.Container{VolumeMounts: []corev1.VolumeMount{{MountPath: "/etc/hosts/"}}}) {
 		t.Error("a container mounting its own /etc/hosts must keep it")
+	}
+}
+
+func TestBackOffWithAShorterMax(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(t0)
+	b := newBackOff(clk, 4*time.Second)
+	b.Next("k", t0)
+	if d := b.Delay("k"); d != 4*time.Second {
+		t.Errorf("first delay %s, want the 4s max", d)
+	}
+	b.Next("k", t0)
+	if d := b.Delay("k"); d != 4*time.Second {
+		t.Errorf("second delay %s, want the 4s max", d)
 	}
 }

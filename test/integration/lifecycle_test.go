@@ -334,3 +334,58 @@ func TestDeleteWithGracePeriodOverride(t *testing.T) {
 		t.Errorf("deleting a missing pod: %v %s", err, out)
 	}
 }
+
+func TestCrashLoopBackOffIntervals(t *testing.T) {
+	n := newNode(t, "crashLoopBackOff:\n  maxContainerRestartPeriod: 3s\n")
+	n.writeManifest("loop.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: loop
+spec:
+  terminationGracePeriodSeconds: 2
+  volumes: [{name: state, emptyDir: {}}]
+  containers:
+  - name: main
+    image: %s
+    volumeMounts: [{name: state, mountPath: /state}]
+    command: ["sh", "-c", "date +%%s.%%N >> /state/starts; exit 1"]
+`, testImage))
+	n.start()
+	var p *corev1.Pod
+	n.eventually("four starts", 60*time.Second, func() error {
+		var err error
+		if p, err = n.pod("loop"); err != nil || p == nil {
+			return fmt.Errorf("no pod")
+		}
+		b, err := os.ReadFile(filepath.Join(n.dir, "root", "pods", string(p.UID), "volumes", "kubernetes.io~empty-dir", "state", "starts"))
+		if err != nil {
+			return err
+		}
+		if lines := strings.Fields(string(b)); len(lines) < 4 {
+			return fmt.Errorf("%d starts", len(lines))
+		}
+		return nil
+	})
+	b, _ := os.ReadFile(filepath.Join(n.dir, "root", "pods", string(p.UID), "volumes", "kubernetes.io~empty-dir", "state", "starts"))
+	var starts []float64
+	for _, l := range strings.Fields(string(b)) {
+		var f float64
+		fmt.Sscanf(l, "%f", &f)
+		starts = append(starts, f)
+	}
+	gaps := []float64{starts[1] - starts[0], starts[2] - starts[1], starts[3] - starts[2]}
+	// The first restart is immediate; then the back-off, capped at 3 s
+	// instead of the default 10 s, 20 s, ...
+	if gaps[0] >= 3 {
+		t.Errorf("first restart after %.1fs: it must be immediate", gaps[0])
+	}
+	for _, g := range gaps[1:] {
+		if g < 3 || g >= 9 {
+			t.Errorf("restart gaps %v: want 3 s back-offs", gaps)
+			break
+		}
+	}
+	if p, _ = n.pod("loop"); p.Status.ContainerStatuses[0].RestartCount < 3 {
+		t.Errorf("restartCount %d after 4 starts", p.Status.ContainerStatuses[0].RestartCount)
+	}
+}
