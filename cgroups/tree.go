@@ -3,6 +3,9 @@ package cgroups
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -168,4 +171,33 @@ func (t *Tree) RemovePod(name Name) error {
 		delay *= 2
 	}
 	return t.mgr.Remove(name)
+}
+
+// OOMKills is the number of processes the kernel OOM killer ended in the
+// pod's cgroup and below (v1 memory.oom_control, v2 memory.events).
+func (t *Tree) OOMKills(pod *corev1.Pod) (int, error) {
+	name, ok := t.PodCgroup(pod)
+	if !ok {
+		return 0, nil
+	}
+	file := "memory.oom_control"
+	if t.mgr.Version() == 2 {
+		file = "memory.events"
+	}
+	b, err := os.ReadFile(filepath.Join(t.mgr.Path(name), file))
+	if err != nil {
+		return 0, err
+	}
+	return parseOOMKills(string(b)), nil
+}
+
+// parseOOMKills reads the "oom_kill N" line of a memory event file.
+func parseOOMKills(s string) int {
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }

@@ -490,3 +490,17 @@ func TestBackOffWithAShorterMax(t *testing.T) {
 		t.Errorf("second delay %s, want the 4s max", d)
 	}
 }
+
+func TestOOMKilledFromCgroupCounter(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyNever, "a")
+	rec := record("a", runtimeapi.ContainerState_CONTAINER_EXITED, 137, "0", t0)
+	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()}, Containers: []*runtimeapi.ContainerStatus{rec}}
+	st := computeStatus(statusInput{pod: pod, rt: rt, oomKilled: map[string]bool{rec.Id: true}, startTime: metav1.NewTime(t0), now: t0})
+	if term := st.ContainerStatuses[0].State.Terminated; term == nil || term.Reason != "OOMKilled" {
+		t.Errorf("a 137 exit the memory cgroup counted as an OOM kill: %+v", term)
+	}
+	st = computeStatus(statusInput{pod: pod, rt: rt, startTime: metav1.NewTime(t0), now: t0})
+	if term := st.ContainerStatuses[0].State.Terminated; term.Reason != "Error" {
+		t.Errorf("without the counter a 137 exit is an Error: %+v", term)
+	}
+}

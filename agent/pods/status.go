@@ -32,6 +32,7 @@ type statusInput struct {
 	rt          *pleg.PodRuntime
 	waiting     map[string]waitingReason
 	messages    map[string]string // termination messages by container ID
+	oomKilled   map[string]bool   // containers the memory cgroup showed OOM killed
 	terminal    *terminalReason   // set: the pod is Failed with this reason
 	previous    corev1.PodStatus
 	hostIP      string
@@ -183,6 +184,9 @@ func (in statusInput) containerStatus(c *corev1.Container, defaultWaiting string
 
 func (in statusInput) terminated(rec *runtimeapi.ContainerStatus) *corev1.ContainerStateTerminated {
 	reason := rec.Reason
+	if in.oomKilled[rec.Id] {
+		reason = "OOMKilled"
+	}
 	if reason == "" {
 		reason = "Error"
 		if rec.ExitCode == 0 {

@@ -43,6 +43,8 @@ type worker struct {
 	started    int                      // sandboxes and containers started so far
 	waiting    map[string]waitingReason // per container
 	messages   map[string]string        // termination messages by container ID, read once
+	oomKilled  map[string]bool          // containers the pod cgroup's OOM-kill counter shows were OOM killed
+	oomSeen    int                      // OOM kills of the pod cgroup already attributed
 	pullFailed map[string]time.Time     // image -> last failed pull
 	syncDelay  time.Duration            // back-off after a failed pod-level step
 	startTime  metav1.Time
@@ -62,6 +64,7 @@ func newWorker(m *Manager, uid types.UID, pod *corev1.Pod) *worker {
 		terminating: pod == nil,
 		waiting:     map[string]waitingReason{},
 		messages:    map[string]string{},
+		oomKilled:   map[string]bool{},
 		pullFailed:  map[string]time.Time{},
 	}
 }
@@ -613,7 +616,7 @@ func (w *worker) publish(rt *pleg.PodRuntime) {
 	}
 	w.readTerminationMessages(rt)
 	pod.Status = computeStatus(statusInput{
-		pod: w.pod, rt: rt, waiting: w.waiting, messages: w.messages, previous: previous, terminal: w.failed,
+		pod: w.pod, rt: rt, waiting: w.waiting, messages: w.messages, oomKilled: w.oomKilled, previous: previous, terminal: w.failed,
 		hostIP: w.m.opts.NodeIP, runtimeName: w.m.opts.RuntimeName, startTime: w.startTime, now: w.m.clock.Now(),
 	})
 	w.m.store.Set(pod)
@@ -638,12 +641,35 @@ func (w *worker) readTerminationMessages(rt *pleg.PodRuntime) {
 		present[c.Id] = true
 		if _, done := w.messages[c.Id]; !done && c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 			w.messages[c.Id] = terminationMessage(c)
+			w.confirmOOMKill(c)
 		}
 	}
 	for id := range w.messages {
 		if !present[id] {
 			delete(w.messages, id)
+			delete(w.oomKilled, id)
 		}
+	}
+}
+
+// confirmOOMKill marks a container that died of SIGKILL (137) as OOM killed
+// when the runtime did not say so but the pod cgroup's OOM-kill counter
+// went up; each kill is attributed once.
+func (w *worker) confirmOOMKill(c *runtimeapi.ContainerStatus) {
+	if w.pod == nil {
+		return
+	}
+	kills, err := w.m.tree.OOMKills(w.pod)
+	if err != nil {
+		return
+	}
+	if c.Reason == "OOMKilled" {
+		w.oomSeen++ // the runtime said so; the counter already holds this kill
+		return
+	}
+	if c.ExitCode == 137 && kills > w.oomSeen {
+		w.oomSeen++
+		w.oomKilled[c.Id] = true
 	}
 }
 

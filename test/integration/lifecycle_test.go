@@ -389,3 +389,32 @@ spec:
 		t.Errorf("restartCount %d after 4 starts", p.Status.ContainerStatuses[0].RestartCount)
 	}
 }
+
+func TestOOMKilledReason(t *testing.T) {
+	n := newNode(t, "")
+	n.writeManifest("hog.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: hog
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: %s
+    command: ["memhog", "--mb", "128", "--rate", "0"]
+    resources:
+      limits: {memory: 32Mi}
+`, testImage))
+	n.start()
+	n.waitPod("hog", 60*time.Second, "OOM killed", func(p *corev1.Pod) error {
+		if p == nil || p.Status.Phase != corev1.PodFailed {
+			return fmt.Errorf("phase %v", p)
+		}
+		term := p.Status.ContainerStatuses[0].State.Terminated
+		if term == nil || term.Reason != "OOMKilled" || term.ExitCode != 137 {
+			return fmt.Errorf("terminated %+v", term)
+		}
+		return nil
+	})
+}
