@@ -186,9 +186,7 @@ func (m *Manager) apply(u source.Update) {
 		m.pods[p.UID] = p
 		changed = true
 		m.events.Eventf(events.PodRef(p, ""), corev1.EventTypeNormal, "Scheduled", "Successfully assigned %s to %s", fullName(p), m.opts.NodeName)
-		if m.workers[p.UID] == nil {
-			m.startWorkerLocked(p.UID, p)
-		}
+		m.startIfFreeLocked(p)
 	}
 	first := !m.synced
 	m.synced = true
@@ -248,9 +246,32 @@ func (m *Manager) workerDone(w *worker) {
 	if m.workers[w.uid] == w {
 		delete(m.workers, w.uid)
 	}
-	if p, ok := m.pods[w.uid]; ok && (w.pod == nil || w.isTerminating()) {
-		m.startWorkerLocked(w.uid, p)
+	// Pods that waited for this one (same UID re-added, or same full name)
+	// may start now.
+	for _, p := range m.pods {
+		m.startIfFreeLocked(p)
 	}
+}
+
+// startIfFreeLocked starts a worker for a desired pod that has none, unless
+// a pod of the same full name is still terminating: as the kubelet does
+// for static pods, an edited manifest's new pod waits for the old one.
+func (m *Manager) startIfFreeLocked(p *corev1.Pod) {
+	if m.workers[p.UID] != nil {
+		return
+	}
+	for _, w := range m.workers {
+		if w.pod != nil && w.pod.Namespace == p.Namespace && w.pod.Name == p.Name && w.isTerminating() {
+			if _, listed := m.store.Get(p.UID); !listed {
+				m.log.Info("pod waits for its predecessor of the same name to terminate", "pod", fullName(p), "pod_uid", p.UID, "predecessor", w.uid)
+				waiting := p.DeepCopy()
+				waiting.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: qos.Class(p), HostIP: m.opts.NodeIP}
+				m.store.Set(waiting)
+			}
+			return
+		}
+	}
+	m.startWorkerLocked(p.UID, p)
 }
 
 // DeletePod removes a pod's manifest and terminates the pod with grace

@@ -418,3 +418,32 @@ spec:
 		return nil
 	})
 }
+
+func TestEditedManifestReplacesThePodAfterItStops(t *testing.T) {
+	n := newNode(t, "")
+	v1 := shPod("edit", "  terminationGracePeriodSeconds: 30\n", "trap 'sleep 3; exit 0' TERM; echo v1; while true; do sleep 1 & wait $!; done")
+	n.writeManifest("edit.yaml", v1)
+	n.start()
+	old := n.waitRunning("edit")
+	edited := time.Now()
+	n.writeManifest("edit.yaml", strings.Replace(v1, "echo v1", "echo v2", 1))
+	p := n.waitPod("edit", 60*time.Second, "replaced", func(p *corev1.Pod) error {
+		if p == nil || p.UID == old.UID || p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("not yet: %+v", p)
+		}
+		return nil
+	})
+	// StartedAt reaches us in whole seconds; without the wait the new pod
+	// would start within a fraction of a second.
+	started := p.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+	if started.Sub(edited) < 2*time.Second {
+		t.Errorf("the new pod started %s after the edit, before the old one finished its 3 s shutdown", started.Sub(edited))
+	}
+	pods, _ := n.pods()
+	if len(pods) != 1 {
+		t.Errorf("%d pods listed, want only the new one", len(pods))
+	}
+	if sbs, cs := n.runtimeObjects(string(old.UID)); len(sbs)+len(cs) > 0 {
+		t.Error("the old pod is still in the runtime")
+	}
+}
