@@ -181,6 +181,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	fileSource := source.NewFile(cfg.StaticPodPath, a.opts.NodeName, cfg.FileCheckFrequency.Duration, log.With("component", "source"))
 	run(func() { fileSource.Run(ctx, updates) })
 	run(func() { cache.Run(ctx) })
+	run(func() {
+		cache.WatchEvents(ctx, func(ctx context.Context) (pleg.EventStream, error) { return rt.GetContainerEvents(ctx) }, cri.IsUnimplemented)
+	})
 	run(func() { manager.Run(ctx, updates) })
 	high, low := cfg.ImageGCThresholds()
 	imageGC := images.NewGC(rt, images.Policy{HighThresholdPercent: high, LowThresholdPercent: low, MinAge: cfg.ImageMinimumGCAge.Duration},

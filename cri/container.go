@@ -84,3 +84,29 @@ func (c *Client) ReopenContainerLog(ctx context.Context, id string) error {
 	_, err := c.runtime.ReopenContainerLog(ctx, &runtimeapi.ReopenContainerLogRequest{ContainerId: id})
 	return c.classify("ReopenContainerLog", err)
 }
+
+// ContainerEventStream is a runtime's stream of container events.
+type ContainerEventStream interface {
+	Recv() (*runtimeapi.ContainerEventResponse, error)
+}
+
+// GetContainerEvents opens the runtime's container event stream; it lives
+// until ctx ends. Runtimes without it answer with an error that
+// IsUnimplemented recognises.
+func (c *Client) GetContainerEvents(ctx context.Context) (ContainerEventStream, error) {
+	s, err := c.runtime.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
+	if err != nil {
+		return nil, c.classify("GetContainerEvents", err)
+	}
+	return streamClassifier{s, c}, nil
+}
+
+type streamClassifier struct {
+	s runtimeapi.RuntimeService_GetContainerEventsClient
+	c *Client
+}
+
+func (s streamClassifier) Recv() (*runtimeapi.ContainerEventResponse, error) {
+	ev, err := s.s.Recv()
+	return ev, s.c.classify("GetContainerEvents", err)
+}

@@ -53,6 +53,12 @@ func (e *Error) Is(target error) bool {
 	return false
 }
 
+// IsUnimplemented reports whether the runtime lacks the called method.
+func IsUnimplemented(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == codes.Unimplemented
+}
+
 // IsNotFound reports whether err says the object does not exist.
 func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 

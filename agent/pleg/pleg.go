@@ -86,6 +86,9 @@ type Cache struct {
 	log    *slog.Logger
 	notify func(types.UID)
 
+	kick     chan struct{} // a runtime event asks for a relist now
+	relistMu sync.Mutex    // one relist at a time
+
 	mu         sync.Mutex
 	pods       map[types.UID]*PodRuntime
 	sandboxes  map[string]*runtimeapi.PodSandboxStatus
@@ -97,7 +100,7 @@ type Cache struct {
 // outside any lock, with every pod whose runtime state changed.
 func New(rt Runtime, node string, clk clock.WithTicker, log *slog.Logger, notify func(types.UID)) *Cache {
 	return &Cache{
-		rt: rt, node: node, clock: clk, log: log, notify: notify,
+		rt: rt, node: node, clock: clk, log: log, notify: notify, kick: make(chan struct{}, 1),
 		pods:       map[types.UID]*PodRuntime{},
 		sandboxes:  map[string]*runtimeapi.PodSandboxStatus{},
 		containers: map[string]*runtimeapi.ContainerStatus{},
@@ -107,7 +110,8 @@ func New(rt Runtime, node string, clk clock.WithTicker, log *slog.Logger, notify
 // RelistPeriod is how often Run relists, as the kubelet's generic PLEG.
 const RelistPeriod = time.Second
 
-// Run relists every RelistPeriod until ctx is done.
+// Run relists every RelistPeriod, and at once when WatchEvents reports a
+// runtime event, until ctx is done.
 func (c *Cache) Run(ctx context.Context) {
 	t := c.clock.NewTicker(RelistPeriod)
 	defer t.Stop()
@@ -117,23 +121,72 @@ func (c *Cache) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			err := c.Relist(ctx)
-			switch {
-			case ctx.Err() != nil:
-			case err != nil && err.Error() != failing:
-				failing = err.Error()
-				c.log.Warn("relist failed; retrying every second", "err", err)
-			case err == nil && failing != "":
-				failing = ""
-				c.log.Info("relist recovered")
+		case <-c.kick:
+		}
+		err := c.Relist(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil && err.Error() != failing:
+			failing = err.Error()
+			c.log.Warn("relist failed; retrying every second", "err", err)
+		case err == nil && failing != "":
+			failing = ""
+			c.log.Info("relist recovered")
+		}
+	}
+}
+
+// EventStream yields runtime events (cri.ContainerEventStream).
+type EventStream interface {
+	Recv() (*runtimeapi.ContainerEventResponse, error)
+}
+
+// maxStreamRetries is how often the event stream may fail before the cache
+// falls back to relisting alone, as the kubelet's evented PLEG does.
+const maxStreamRetries = 5
+
+// WatchEvents turns the runtime's container events into immediate relists,
+// so changes are seen at once rather than at the next tick. Runtimes
+// without an event stream (containerd 1.6) leave the periodic relist alone
+// in charge.
+func (c *Cache) WatchEvents(ctx context.Context, open func(context.Context) (EventStream, error), unimplemented func(error) bool) {
+	for failures := 0; failures < maxStreamRetries && ctx.Err() == nil; failures++ {
+		s, err := open(ctx)
+		for err == nil {
+			if _, err = s.Recv(); err == nil {
+				failures = 0
+				select {
+				case c.kick <- struct{}{}:
+				default:
+				}
 			}
 		}
+		if ctx.Err() != nil {
+			return
+		}
+		if unimplemented(err) {
+			c.log.Info("the runtime does not stream container events; relisting every second", "period", RelistPeriod)
+			return
+		}
+		c.log.Warn("container event stream failed; relisting meanwhile", "err", err)
+		timer := c.clock.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C():
+		}
+	}
+	if ctx.Err() == nil {
+		c.log.Warn("container event stream keeps failing; relisting only", "period", RelistPeriod)
 	}
 }
 
 // Relist lists the node's sandboxes and containers once, refreshes the
 // statuses of those whose state changed, and announces the changed pods.
 func (c *Cache) Relist(ctx context.Context) error {
+	c.relistMu.Lock()
+	defer c.relistMu.Unlock()
 	at := c.clock.Now()
 	managed := map[string]string{cri.LabelManagedBy: c.node}
 	sbs, err := c.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: managed})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -238,5 +239,48 @@ func TestInspectDoesNotSuppressRelistEvents(t *testing.T) {
 	c.Relist(ctx)
 	if got := rec.take(); len(got) != 1 || got[0] != "u1" {
 		t.Errorf("relist after an Inspect notified %v, want u1", got)
+	}
+}
+
+type stream struct {
+	ctx    context.Context
+	events int
+}
+
+func (s *stream) Recv() (*runtimeapi.ContainerEventResponse, error) {
+	if s.events > 0 {
+		s.events--
+		return &runtimeapi.ContainerEventResponse{ContainerId: "c1"}, nil
+	}
+	<-s.ctx.Done()
+	return nil, s.ctx.Err()
+}
+
+func TestWatchEventsKicksARelist(t *testing.T) {
+	c := New(&fakeRuntime{}, "n", clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		c.WatchEvents(ctx, func(ctx context.Context) (EventStream, error) { return &stream{ctx: ctx, events: 3}, nil }, cri.IsUnimplemented)
+		close(done)
+	}()
+	select {
+	case <-c.kick:
+	case <-time.After(5 * time.Second):
+		t.Fatal("an event did not ask for a relist")
+	}
+	cancel()
+	<-done
+}
+
+func TestWatchEventsGivesUpOnUnimplemented(t *testing.T) {
+	c := New(&fakeRuntime{}, "n", clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	opened := 0
+	c.WatchEvents(context.Background(), func(context.Context) (EventStream, error) {
+		opened++
+		return nil, &cri.Error{Op: "GetContainerEvents", Code: codes.Unimplemented}
+	}, cri.IsUnimplemented)
+	if opened != 1 {
+		t.Errorf("opened %d times: an unimplemented stream must not be retried", opened)
 	}
 }
