@@ -75,9 +75,6 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 	return &Agent{cfg: cfg, opts: opts, log: opts.Logger}, nil
 }
 
-// relistThreshold is how long relisting may stall before /healthz fails.
-const relistThreshold = 3 * time.Minute
-
 // Run connects to the runtime, sets up the node and runs until ctx is done.
 // It returns an error only when the node cannot be set up.
 func (a *Agent) Run(ctx context.Context) error {
@@ -218,8 +215,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			Config: cfg.KubeletConfiguration,
 			Agent:  map[string]string{"controlSocket": a.opts.ControlSocket},
 			Healthy: func() error {
-				if since := a.opts.Clock.Since(cache.LastRelist()); since > relistThreshold {
-					return fmt.Errorf("relist is not healthy: last seen active %s ago; threshold is %s", since.Round(time.Second), relistThreshold)
+				if err := cache.Healthy(); err != nil {
+					return err
 				}
 				if err := nodeStatus.RuntimeError(); err != "" {
 					return fmt.Errorf("container runtime is down: %s", err)

@@ -12,6 +12,7 @@ package pleg
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
@@ -349,6 +350,23 @@ func (c *Cache) Containers() []*runtimeapi.ContainerStatus {
 		out = append(out, st)
 	}
 	return out
+}
+
+// RelistThreshold is how long relisting may stall before the agent reports
+// itself unhealthy, as the kubelet's PLEG health check.
+const RelistThreshold = 3 * time.Minute
+
+// Healthy fails when no relist succeeded within RelistThreshold, with the
+// kubelet's wording.
+func (c *Cache) Healthy() error {
+	last := c.LastRelist()
+	if last.IsZero() {
+		return errors.New("relist is not healthy: no relist has completed yet")
+	}
+	if since := c.clock.Since(last); since > RelistThreshold {
+		return fmt.Errorf("relist is not healthy: relist was last seen active %s ago; threshold is %s", since.Round(time.Second), RelistThreshold)
+	}
+	return nil
 }
 
 // LastRelist is the time of the last successful relist (zero if none).

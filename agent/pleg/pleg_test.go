@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -282,5 +283,23 @@ func TestWatchEventsGivesUpOnUnimplemented(t *testing.T) {
 	}, cri.IsUnimplemented)
 	if opened != 1 {
 		t.Errorf("opened %d times: an unimplemented stream must not be retried", opened)
+	}
+}
+
+func TestHealthFollowsRelist(t *testing.T) {
+	rt := &fakeRuntime{sandboxes: map[string]*runtimeapi.PodSandboxStatus{}, containers: map[string]*runtimeapi.ContainerStatus{}}
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	c := New(rt, "n", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err := c.Healthy(); err == nil {
+		t.Error("healthy before any relist")
+	}
+	c.Relist(context.Background())
+	clk.Step(RelistThreshold)
+	if err := c.Healthy(); err != nil {
+		t.Errorf("at the threshold: %v", err)
+	}
+	clk.Step(time.Second)
+	if err := c.Healthy(); err == nil || !strings.Contains(err.Error(), "relist was last seen active 3m1s ago; threshold is 3m0s") {
+		t.Errorf("past the threshold: %v", err)
 	}
 }

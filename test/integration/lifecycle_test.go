@@ -388,6 +388,10 @@ spec:
 	if p, _ = n.pod("loop"); p.Status.ContainerStatuses[0].RestartCount < 3 {
 		t.Errorf("restartCount %d after 4 starts", p.Status.ContainerStatuses[0].RestartCount)
 	}
+	// Garbage collection keeps the current and the previous record only.
+	if _, cs := n.runtimeObjects(string(p.UID)); len(cs) > 2 {
+		t.Errorf("%d container records after 4 starts, want at most 2", len(cs))
+	}
 }
 
 func TestOOMKilledReason(t *testing.T) {
@@ -446,4 +450,98 @@ func TestEditedManifestReplacesThePodAfterItStops(t *testing.T) {
 	if sbs, cs := n.runtimeObjects(string(old.UID)); len(sbs)+len(cs) > 0 {
 		t.Error("the old pod is still in the runtime")
 	}
+}
+
+func TestInitContainerFailure(t *testing.T) {
+	n := newNode(t, "")
+	pod := func(name, policy string) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  restartPolicy: %s
+  terminationGracePeriodSeconds: 2
+  initContainers:
+  - name: init
+    image: %s
+    command: ["sh", "-c", "exit 2"]
+  containers:
+  - name: app
+    image: %[3]s
+    command: ["sleep", "3600"]
+`, name, policy, testImage)
+	}
+	n.writeManifest("never.yaml", pod("never", "Never"))
+	n.writeManifest("onfailure.yaml", pod("onfailure", "OnFailure"))
+	n.start()
+	n.waitPod("never", 60*time.Second, "failed", func(p *corev1.Pod) error {
+		if p == nil || p.Status.Phase != corev1.PodFailed {
+			return fmt.Errorf("phase %v", p)
+		}
+		if t := p.Status.InitContainerStatuses[0].State.Terminated; t == nil || t.ExitCode != 2 {
+			return fmt.Errorf("init %+v", p.Status.InitContainerStatuses[0].State)
+		}
+		if w := p.Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "PodInitializing" {
+			return fmt.Errorf("app %+v", p.Status.ContainerStatuses[0].State)
+		}
+		return nil
+	})
+	p := n.waitPod("onfailure", 60*time.Second, "restarting its init container", func(p *corev1.Pod) error {
+		if p == nil || p.Status.InitContainerStatuses[0].RestartCount < 1 {
+			return fmt.Errorf("not yet %v", p)
+		}
+		if p.Status.Phase != corev1.PodPending {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		return nil
+	})
+	if p.Status.ContainerStatuses[0].ContainerID != "" {
+		t.Error("the app container started although init never succeeded")
+	}
+	for _, name := range []string{"never", "onfailure"} {
+		pp, _ := n.pod(name)
+		_, cs := n.runtimeObjects(string(pp.UID))
+		for _, c := range cs {
+			if c.Metadata.Name == "app" {
+				t.Errorf("%s: app container created before init succeeded", name)
+			}
+		}
+	}
+}
+
+func TestHostNamespaces(t *testing.T) {
+	n := newNode(t, "")
+	n.writeManifest("host.yaml", strings.Replace(podManifest("host", ""), "spec:\n", "spec:\n  hostNetwork: true\n  hostPID: true\n", 1))
+	n.start()
+	p := n.waitRunning("host")
+	node := n.nodeIP()
+	if p.Status.PodIP != node {
+		t.Errorf("hostNetwork pod IP %s, want the node's %s", p.Status.PodIP, node)
+	}
+	// With hostPID the container sees the host's PID 1, not its own process.
+	if out, _ := n.execIn(p, "main", "sh", "-c", "cat /proc/1/comm"); strings.TrimSpace(out) == "sleep" {
+		t.Errorf("hostPID: /proc/1 is the container's own process")
+	}
+	hosts, _ := n.execIn(p, "main", "head", "-1", "/etc/hosts")
+	if !strings.Contains(hosts, "Kubernetes-managed hosts file (host network)") {
+		t.Errorf("/etc/hosts of a host-network pod: %q", hosts)
+	}
+}
+
+func (n *node) nodeIP() string {
+	n.t.Helper()
+	resp, err := http.Get(n.url("/node"))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var node corev1.Node
+	json.NewDecoder(resp.Body).Decode(&node)
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
 }
