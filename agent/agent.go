@@ -31,6 +31,7 @@ import (
 	"nodeagent/agent/status"
 	"nodeagent/cgroups"
 	"nodeagent/cri"
+	"nodeagent/internal/loop"
 	"nodeagent/internal/version"
 	"nodeagent/network"
 )
@@ -193,16 +194,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	rotator := logs.NewRotator(rt, cache, cfg.LogMaxSize(), cfg.LogMaxFiles(), a.opts.Clock, log.With("component", "logs"))
 	run(func() { rotator.Run(ctx, cfg.LogMonitorInterval()) })
 	run(func() {
-		t := a.opts.Clock.NewTicker(runtimeCheckPeriod)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C():
-				a.updateNodeStatus(ctx, rt, nodeStatus, recorder)
-			}
-		}
+		loop.Every(ctx, a.opts.Clock, runtimeCheckPeriod, func(ctx context.Context) { a.updateNodeStatus(ctx, rt, nodeStatus, recorder) })
 	})
 
 	var srv *http.Server

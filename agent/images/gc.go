@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"nodeagent/internal/loop"
 )
 
 // Runtime is what image GC needs from the runtime.
@@ -66,18 +68,11 @@ func statfs(path string) (uint64, uint64, error) {
 
 // Run collects every period until ctx is done.
 func (g *GC) Run(ctx context.Context, period time.Duration) {
-	t := g.clock.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			if _, err := g.Once(ctx); err != nil && ctx.Err() == nil {
-				g.log.Warn("image garbage collection", "err", err)
-			}
+	loop.Every(ctx, g.clock, period, func(ctx context.Context) {
+		if _, err := g.Once(ctx); err != nil && ctx.Err() == nil {
+			g.log.Warn("image garbage collection", "err", err)
 		}
-	}
+	})
 }
 
 // Once updates the image records and, above the high threshold, removes

@@ -20,6 +20,8 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"nodeagent/internal/loop"
 )
 
 // Runtime is what rotation needs from the runtime.
@@ -49,16 +51,7 @@ func NewRotator(rt Runtime, containers Containers, maxSize int64, maxFiles int, 
 
 // Run rotates every interval until ctx is done.
 func (r *Rotator) Run(ctx context.Context, interval time.Duration) {
-	t := r.clock.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			r.RotateOnce(ctx)
-		}
-	}
+	loop.Every(ctx, r.clock, interval, r.RotateOnce)
 }
 
 // timestampFormat names rotated files, as the kubelet does.

@@ -29,6 +29,24 @@ spec:
 `, name, extraSpec, testImage, script)
 }
 
+// statePod runs script in a container with an emptyDir at /state that
+// outlives its restarts.
+func statePod(name, script string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  terminationGracePeriodSeconds: 2
+  volumes: [{name: state, emptyDir: {}}]
+  containers:
+  - name: main
+    image: %s
+    volumeMounts: [{name: state, mountPath: /state}]
+    command: ["sh", "-c", %q]
+`, name, testImage, script)
+}
+
 func (n *node) events(uid string) []corev1.Event {
 	n.t.Helper()
 	resp, err := http.Get(n.url("/events"))
@@ -189,19 +207,8 @@ func TestNodectlLogsAndExec(t *testing.T) {
 	// a previous log, the second keeps running. The runtime copies stdout
 	// and stderr separately, so the stderr line comes well before the rest
 	// to keep the file's order certain.
-	n.writeManifest("talk.yaml", fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: talk
-spec:
-  terminationGracePeriodSeconds: 2
-  volumes: [{name: state, emptyDir: {}}]
-  containers:
-  - name: main
-    image: %s
-    volumeMounts: [{name: state, mountPath: /state}]
-    command: ["sh", "-c", "echo x >> /state/runs; r=$(wc -l < /state/runs); echo oops >&2; sleep 0.5; for i in 1 2 3; do echo run $r line $i; done; [ $r -ge 2 ] && exec sleep 3600; exit 1"]
-`, testImage))
+	n.writeManifest("talk.yaml", statePod("talk",
+		"echo x >> /state/runs; r=$(wc -l < /state/runs); echo oops >&2; sleep 0.5; for i in 1 2 3; do echo run $r line $i; done; [ $r -ge 2 ] && exec sleep 3600; exit 1"))
 	n.start()
 	n.waitPod("talk", 60*time.Second, "running its second run", func(p *corev1.Pod) error {
 		if p == nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].RestartCount != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
@@ -337,19 +344,7 @@ func TestDeleteWithGracePeriodOverride(t *testing.T) {
 
 func TestCrashLoopBackOffIntervals(t *testing.T) {
 	n := newNode(t, "crashLoopBackOff:\n  maxContainerRestartPeriod: 3s\n")
-	n.writeManifest("loop.yaml", fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: loop
-spec:
-  terminationGracePeriodSeconds: 2
-  volumes: [{name: state, emptyDir: {}}]
-  containers:
-  - name: main
-    image: %s
-    volumeMounts: [{name: state, mountPath: /state}]
-    command: ["sh", "-c", "date +%%s.%%N >> /state/starts; exit 1"]
-`, testImage))
+	n.writeManifest("loop.yaml", statePod("loop", "date +%s.%N >> /state/starts; exit 1"))
 	n.start()
 	var p *corev1.Pod
 	n.eventually("four starts", 60*time.Second, func() error {
