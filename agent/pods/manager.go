@@ -178,7 +178,11 @@ func (m *Manager) apply(u source.Update) {
 		return order[added[i].UID] < order[added[j].UID]
 	})
 	for _, p := range added {
-		if r := admit(p, m.admittedLocked(), m.opts.MaxPods, m.opts.Allocatable); r != nil {
+		r := admit(p, m.admittedLocked(), m.opts.MaxPods, m.opts.Allocatable)
+		if errs := unsupported(p); len(errs) > 0 {
+			r = &Rejection{Reason: "UnsupportedPodSpec", Message: errs.ToAggregate().Error()}
+		}
+		if r != nil {
 			m.rejected[p.UID] = true
 			m.rejectLocked(p, r)
 			continue

@@ -504,3 +504,28 @@ func TestOOMKilledFromCgroupCounter(t *testing.T) {
 		t.Errorf("without the counter a 137 exit is an Error: %+v", term)
 	}
 }
+
+func TestUnsupportedSpecs(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	if errs := unsupported(pod); len(errs) != 0 {
+		t.Fatalf("a plain pod: %v", errs)
+	}
+	pod.Spec.Volumes = []corev1.Volume{
+		{Name: "ok", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+		{Name: "cm", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}},
+		{Name: "nfs", VolumeSource: corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{}}},
+		{Name: "huge", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumHugePages}}},
+	}
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "S", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{}}}}
+	pod.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{}}
+	msg := unsupported(pod).ToAggregate().Error()
+	for _, want := range []string{"spec.volumes[1]: Forbidden: static pods may not reference API objects", "spec.volumes[2]: Forbidden: only emptyDir and hostPath",
+		"spec.volumes[3].emptyDir.medium: Unsupported value", "spec.containers[0].env[0].valueFrom: Forbidden", "spec.containers[0].envFrom: Forbidden"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q lacks %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "volumes[0]") {
+		t.Errorf("a memory emptyDir is supported: %q", msg)
+	}
+}

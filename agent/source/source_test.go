@@ -94,8 +94,6 @@ func TestParseManifestErrors(t *testing.T) {
 		"bad restart":    {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {restartPolicy: Sometimes, containers: [{name: a, image: b}]}\n", "spec.restartPolicy: Unsupported value"},
 		"request > limit": {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, image: b, resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}}]}\n",
 			"spec.containers[0].resources.requests[cpu]: Invalid value"},
-		"secret env": {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, image: b, env: [{name: X, valueFrom: {secretKeyRef: {name: s, key: k}}}]}]}\n",
-			"static pods may not reference API objects"},
 		"bad port":  {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, image: b, ports: [{containerPort: 70000}]}]}\n", "spec.containers[0].ports[0].containerPort"},
 		"bad name":  {"apiVersion: v1\nkind: Pod\nmetadata: {name: Bad_Name}\nspec: {containers: [{name: a, image: b}]}\n", "metadata.name: Invalid value"},
 		"bad type":  {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: 5}\n", "not a valid Pod"},

@@ -14,7 +14,9 @@ import (
 // validate checks a defaulted static pod for what the agent relies on, with
 // the API server's field paths in its messages. It is not the full API
 // validation: it covers names, containers, images, ports, resources,
-// policies, DNS, volumes, and the static-pod ban on API references.
+// policies, DNS and volume mounts. A valid spec that uses what the agent
+// cannot honour (API object references, other volume types) is not an
+// error here: admission rejects it, visibly, in the pod's status.
 func validate(pod *corev1.Pod) field.ErrorList {
 	var errs field.ErrorList
 	meta := field.NewPath("metadata")
@@ -60,19 +62,8 @@ func validate(pod *corev1.Pod) field.ErrorList {
 			errs = append(errs, field.Duplicate(p.Child("name"), v.Name))
 		}
 		volumes.Insert(v.Name)
-		switch {
-		case v.EmptyDir != nil:
-			if m := v.EmptyDir.Medium; m != corev1.StorageMediumDefault && m != corev1.StorageMediumMemory {
-				errs = append(errs, field.NotSupported(p.Child("emptyDir", "medium"), m, []string{"", "Memory"}))
-			}
-		case v.HostPath != nil:
-			if !path.IsAbs(v.HostPath.Path) {
-				errs = append(errs, field.Invalid(p.Child("hostPath", "path"), v.HostPath.Path, "must be an absolute path"))
-			}
-		case v.ConfigMap != nil, v.Secret != nil, v.Projected != nil, v.PersistentVolumeClaim != nil:
-			errs = append(errs, field.Forbidden(p, "static pods may not reference API objects (configMap, secret, projected, persistentVolumeClaim)"))
-		default:
-			errs = append(errs, field.Forbidden(p, "only emptyDir and hostPath volumes are supported"))
+		if v.HostPath != nil && !path.IsAbs(v.HostPath.Path) {
+			errs = append(errs, field.Invalid(p.Child("hostPath", "path"), v.HostPath.Path, "must be an absolute path"))
 		}
 	}
 
@@ -162,12 +153,6 @@ func validateContainer(c *corev1.Container, p *field.Path, names, volumes sets.S
 		if e.Name == "" || strings.Contains(e.Name, "=") {
 			errs = append(errs, field.Invalid(ep.Child("name"), e.Name, "must be non-empty and without '='"))
 		}
-		if e.ValueFrom != nil && (e.ValueFrom.ConfigMapKeyRef != nil || e.ValueFrom.SecretKeyRef != nil) {
-			errs = append(errs, field.Forbidden(ep.Child("valueFrom"), "static pods may not reference API objects (configMapKeyRef, secretKeyRef)"))
-		}
-	}
-	if len(c.EnvFrom) > 0 {
-		errs = append(errs, field.Forbidden(p.Child("envFrom"), "static pods may not reference API objects"))
 	}
 	for i, m := range c.VolumeMounts {
 		mp := p.Child("volumeMounts").Index(i)

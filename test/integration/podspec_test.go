@@ -61,6 +61,7 @@ spec:
     - {name: data, mountPath: /ro, readOnly: true}
     - {name: data, mountPath: /sub, subPath: sub}
 `, testImage))
+	n.writeManifest("secret.yaml", strings.Replace(podManifest("secret", ""), "spec:\n", "spec:\n  volumes: [{name: s, secret: {secretName: creds}}]\n", 1))
 	n.writeManifest("nonroot.yaml", strings.Replace(podManifest("nonroot", ""), "    command:", "    securityContext: {runAsNonRoot: true}\n    command:", 1))
 	n.start()
 	p := n.waitRunning("spec")
@@ -97,6 +98,14 @@ spec:
 		}
 		return nil
 	})
+
+	rejected := n.waitRejected("secret")
+	if rejected.Status.Reason != "UnsupportedPodSpec" || !strings.Contains(rejected.Status.Message, "spec.volumes[0]: Forbidden: static pods may not reference API objects") {
+		t.Errorf("secret volume: reason %q message %q", rejected.Status.Reason, rejected.Status.Message)
+	}
+	if sbs, cs := n.runtimeObjects(string(rejected.UID)); len(sbs)+len(cs) > 0 {
+		t.Error("a pod with an unsupported spec reached the runtime")
+	}
 
 	n.removeManifest("spec.yaml")
 	n.waitGone("spec")
