@@ -110,3 +110,15 @@ func (s streamClassifier) Recv() (*runtimeapi.ContainerEventResponse, error) {
 	ev, err := s.s.Recv()
 	return ev, s.c.classify("GetContainerEvents", err)
 }
+
+// Exec prepares a streaming exec session in a container and returns the
+// runtime's URL to attach to (the runtime's streaming server).
+func (c *Client) Exec(ctx context.Context, id string, cmd []string, stdin, tty bool) (string, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	resp, err := c.runtime.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: id, Cmd: cmd, Tty: tty, Stdin: stdin, Stdout: true, Stderr: !tty})
+	if err != nil {
+		return "", c.classify("Exec", err)
+	}
+	return resp.Url, nil
+}

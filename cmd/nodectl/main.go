@@ -9,7 +9,7 @@
 //	nodectl describe node
 //	nodectl events [--pod NAME] [-o json|yaml]
 //	nodectl logs POD [-c C] [-f] [--previous] [--tail N] [--timestamps]
-//	nodectl exec POD [-c C] [--timeout D] -- CMD [ARGS...]
+//	nodectl exec POD [-c C] [-i] [-t] [--timeout D] -- CMD [ARGS...]
 //	nodectl apply -f FILE
 //	nodectl delete pod NAME [--grace-period N] [--wait]
 package main
@@ -35,8 +35,9 @@ Usage:
   nodectl events [--pod NAME]             the agent's events (pulls, starts, kills, back-offs, rejections)
   nodectl logs POD [-c C] [-f] [--previous] [--tail N] [--timestamps]
                                           a container's log
-  nodectl exec POD [-c C] [--timeout D] -- CMD [ARGS...]
-                                          run a command in a container (non-interactive; exits with its code)
+  nodectl exec POD [-c C] [-i] [-t] [--timeout D] -- CMD [ARGS...]
+                                          run a command in a container and exit with its code;
+                                          -i passes stdin, -t gives it a terminal (-it for both)
   nodectl apply -f FILE                   validate a Pod manifest and put it in the manifest directory
   nodectl delete pod NAME [--grace-period N] [--wait]
                                           remove the pod's manifest (the agent stops the pod);
@@ -75,11 +76,11 @@ func (e usageError) Error() string { return string(e) + " (see nodectl --help)" 
 
 // flags holds every option; which ones a verb accepts is decided in newFlags.
 type flags struct {
-	server, manifestDir, output, file, podFilter, container    string
-	wait, follow, previous, timestamps, interactive, tty, help bool
-	tail                                                       int
-	timeout                                                    time.Duration
-	grace                                                      int64
+	server, manifestDir, output, file, podFilter, container        string
+	wait, follow, previous, timestamps, interactive, tty, it, help bool
+	tail                                                           int
+	timeout                                                        time.Duration
+	grace                                                          int64
 }
 
 // newFlags registers the global flags and those of verb (so that -f can be
@@ -113,7 +114,8 @@ func newFlags(verb string) (*flag.FlagSet, *flags) {
 		fs.StringVar(&f.container, "c", "", "")
 		fs.BoolVar(&f.interactive, "i", false, "")
 		fs.BoolVar(&f.tty, "t", false, "")
-		fs.BoolVar(&f.tty, "it", false, "")
+		fs.BoolVar(&f.it, "it", false, "")
+		fs.BoolVar(&f.it, "ti", false, "")
 		fs.DurationVar(&f.timeout, "timeout", 0, "")
 	}
 	return fs, f
@@ -156,6 +158,9 @@ func run(args []string, out io.Writer) error {
 			args = args[1:]
 		}
 	}
+	if f.it {
+		f.interactive, f.tty = true, true
+	}
 	if f.help || len(words) == 0 {
 		fmt.Fprint(out, usage)
 		return nil
@@ -180,10 +185,11 @@ func run(args []string, out io.Writer) error {
 	case verb == "logs" && len(rest) == 1:
 		return c.logs(rest[0], logOptions{container: f.container, follow: f.follow, previous: f.previous, tail: f.tail, timestamps: f.timestamps})
 	case verb == "exec" && len(rest) == 1:
+		exec := func() (int, error) { return c.exec(rest[0], f.container, command, f.timeout) }
 		if f.interactive || f.tty {
-			return usageError("interactive exec (-i, -t) is not supported yet: run a command without a terminal")
+			exec = func() (int, error) { return c.execInteractive(rest[0], f.container, command, f.interactive, f.tty) }
 		}
-		code, err := c.exec(rest[0], f.container, command, f.timeout)
+		code, err := exec()
 		if err != nil {
 			return err
 		}

@@ -249,8 +249,18 @@ func TestNodectlLogsAndExec(t *testing.T) {
 	if out, code := nodectl("exec", "talk", "--", "sh", "-c", "cat /state/runs | wc -l; echo to-stderr >&2; exit 7"); code != 7 || !strings.Contains(out, "2\n") || !strings.Contains(out, "to-stderr") {
 		t.Errorf("exec: code %d output %q", code, out)
 	}
-	if out, code := nodectl("exec", "-it", "talk", "--", "sh"); code != 2 || !strings.Contains(out, "interactive exec") {
-		t.Errorf("exec -it: code %d output %q", code, out)
+	// -i: stdin reaches the command through the runtime's streaming server.
+	in := exec.Command(nodectlBin, "--server", n.url(""), "exec", "-i", "talk", "--", "sh")
+	in.Stdin = strings.NewReader("echo from-stdin\nexit 4\n")
+	out, err := in.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 4 || !strings.Contains(string(out), "from-stdin") {
+		t.Errorf("exec -i: %v %q", err, out)
+	}
+	// -it: a terminal, here from script(1).
+	tty := exec.Command("script", "-qec", nodectlBin+" --server "+n.url("")+" exec -it talk -- sh -c 'tty; exit 6'", "/dev/null")
+	out, err = tty.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 6 || !strings.Contains(string(out), "/dev/pts/") {
+		t.Errorf("exec -it: %v %q", err, out)
 	}
 	if out, code := nodectl("logs", "talk", "-c", "nope"); code != 1 || !strings.Contains(out, "container nope is not valid for pod talk-"+n.name) {
 		t.Errorf("logs -c nope: %d %q", code, out)
