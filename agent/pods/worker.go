@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distribution/reference"
 	"google.golang.org/grpc/codes"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -515,6 +516,12 @@ func (w *worker) verifyNonRoot(ctx context.Context, pod *corev1.Pod, c *corev1.C
 // ensureImage honours imagePullPolicy, with the kubelet's reasons and the
 // image pull back-off (10 s doubling to 300 s).
 func (w *worker) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Container, sandboxCfg *runtimeapi.PodSandboxConfig) (string, time.Duration, bool) {
+	if _, err := reference.ParseNormalizedNamed(c.Image); err != nil {
+		msg := fmt.Sprintf("Failed to apply default image tag %q: couldn't parse image name %q: %v", c.Image, c.Image, err)
+		w.waiting[c.Name] = waitingReason{Reason: "InvalidImageName", Message: msg}
+		w.event(c.Name, corev1.EventTypeWarning, "InspectFailed", msg)
+		return "", w.m.opts.ResyncPeriod, false
+	}
 	if c.ImagePullPolicy != corev1.PullAlways {
 		img, err := w.m.rt.ImageStatus(ctx, c.Image)
 		if err != nil {

@@ -89,7 +89,6 @@ func TestParseManifestErrors(t *testing.T) {
 		"no name":        {"apiVersion: v1\nkind: Pod\nspec: {containers: [{name: a, image: b}]}\n", "metadata.name: Required"},
 		"no containers":  {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {}\n", "spec.containers: Required"},
 		"no image":       {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a}]}\n", "spec.containers[0].image: Required"},
-		"bad image":      {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, image: 'UPPER/Case::x'}]}\n", "spec.containers[0].image: Invalid value"},
 		"dup containers": {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, image: b}, {name: a, image: b}]}\n", "spec.containers[1].name: Duplicate value"},
 		"bad restart":    {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {restartPolicy: Sometimes, containers: [{name: a, image: b}]}\n", "spec.restartPolicy: Unsupported value"},
 		"request > limit": {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, image: b, resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}}]}\n",

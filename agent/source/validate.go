@@ -4,7 +4,6 @@ import (
 	"path"
 	"strings"
 
-	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -90,10 +89,10 @@ func validateContainer(c *corev1.Container, p *field.Path, names, volumes sets.S
 		}
 		names.Insert(c.Name)
 	}
+	// An unparseable image name is not a manifest error: as with the
+	// kubelet, the container then waits with reason InvalidImageName.
 	if strings.TrimSpace(c.Image) == "" {
 		errs = append(errs, field.Required(p.Child("image"), ""))
-	} else if _, err := reference.ParseNormalizedNamed(c.Image); err != nil {
-		errs = append(errs, field.Invalid(p.Child("image"), c.Image, err.Error()))
 	}
 	switch c.ImagePullPolicy {
 	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:

@@ -494,6 +494,7 @@ spec:
 func TestMissingImageBacksOffAndIsReportedInEvents(t *testing.T) {
 	n := newNode(t, "")
 	n.writeManifest("ok.yaml", podManifest("ok", ""))
+	n.writeManifest("badname.yaml", strings.Replace(podManifest("badname", ""), "image: "+testImage, "image: UPPER/Case::x", 1))
 	n.writeManifest("noimage.yaml", `apiVersion: v1
 kind: Pod
 metadata:
@@ -542,6 +543,16 @@ spec:
 			t.Errorf("no event %q among %v", want, seen)
 		}
 	}
+	n.waitPod("badname", 30*time.Second, "InvalidImageName", func(p *corev1.Pod) error {
+		if p == nil || len(p.Status.ContainerStatuses) == 0 {
+			return fmt.Errorf("no status")
+		}
+		w := p.Status.ContainerStatuses[0].State.Waiting
+		if w == nil || w.Reason != "InvalidImageName" || !strings.Contains(w.Message, `couldn't parse image name "UPPER/Case::x"`) {
+			return fmt.Errorf("state %+v", p.Status.ContainerStatuses[0].State)
+		}
+		return nil
+	})
 	ok, _ := n.pod("ok")
 	if ok.Status.Phase != corev1.PodRunning || ok.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("the other pod was affected: %s", ok.Status.Phase)
