@@ -18,10 +18,10 @@ LDFLAGS  := -X nodeagent/internal/version.Version=$(VERSION)
 export RUNTIME_DIR RUNTIME_RUN_DIR REGISTRY PAUSE_IMAGE TEST_IMAGE BIN_DIR
 
 .DEFAULT_GOAL := help
-.PHONY: help build images deps runtime-up runtime-down runtime-status run test unit integration bench lint clean
+.PHONY: help build images deps runtime-up runtime-down runtime-status run test unit integration test-v2 vm-image bench lint clean
 
 help: ## show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/nodeagent and bin/nodectl
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/nodeagent ./cmd/nodeagent
@@ -67,6 +67,19 @@ integration: build runtime-up ## integration tests in test/ against the real con
 	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent NODECTL_BIN=$(CURDIR)/$(BIN_DIR)/nodectl \
 		TEST_IMAGE=$(TEST_IMAGE) PAUSE_IMAGE=$(PAUSE_IMAGE) $(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration/ 2>&1 | tee $(BIN_DIR)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; \
 		exit $${PIPESTATUS[0]}
+
+V2_WORK := $(BIN_DIR)/v2
+
+vm-image: ## build (or reuse the cached) cgroup v2 test VM: Debian + systemd under qemu TCG
+	@hack/vm.sh image >/dev/null
+
+test-v2: build runtime-up vm-image ## boot the cgroup v2 VM and run the v2 smoke lane inside it
+	@rm -rf $(V2_WORK) && mkdir -p $(V2_WORK)/bin $(V2_WORK)/deploy
+	@cp $(BIN_DIR)/nodeagent $(BIN_DIR)/nodectl $(V2_WORK)/bin/
+	@cp -r examples $(V2_WORK)/ && cp -r deploy/containerd $(V2_WORK)/deploy/
+	@cp test/v2/smoke.sh $(V2_WORK)/smoke.sh
+	@printf '#!/bin/sh\nexport PAUSE_IMAGE=$(PAUSE_IMAGE)\nexec /work/smoke.sh\n' > $(V2_WORK)/run.sh && chmod +x $(V2_WORK)/run.sh
+	@hack/vm.sh run $(CURDIR)/$(V2_WORK); code=$$?; grep -E '^(PASS|FAIL|==)' $(V2_WORK)/run.log; exit $$code
 
 bench: build runtime-up ## pod start latency vs the direct-CRI floor, agent RSS and CPU (reported, not asserted)
 	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent \

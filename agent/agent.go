@@ -145,6 +145,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	store := status.NewStore()
 	recorder := events.NewRecorder(a.opts.Clock, a.opts.NodeName, events.DefaultCapacity)
 	var manager *pods.Manager
+	var nodeStatus *node.Status
 	cache := pleg.New(rt, a.opts.NodeName, a.opts.Clock, log.With("component", "pleg"), func(uid types.UID) { manager.Wake(uid) })
 	manager = pods.NewManager(pods.Options{
 		NodeName:          a.opts.NodeName,
@@ -162,12 +163,18 @@ func (a *Agent) Run(ctx context.Context) error {
 		ClusterDomain:     cfg.ClusterDomain,
 		ResolvConf:        cfg.ResolvConf(),
 		MaxRestartBackOff: cfg.MaxRestartBackOff(),
-	}, pods.Deps{Runtime: rt, Cache: cache, Tree: tree, Store: store, Events: recorder, Clock: a.opts.Clock, Log: log.With("component", "pods")})
+	}, pods.Deps{Runtime: rt, Cache: cache, Tree: tree, Store: store, Events: recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
+		NetworkReady: func() error {
+			if nodeStatus == nil {
+				return nil
+			}
+			return nodeStatus.NetworkError()
+		}})
 	if err := cache.Relist(ctx); err != nil {
 		return fmt.Errorf("list the runtime's pods: %w", err)
 	}
 
-	nodeStatus := node.NewStatus(a.opts.NodeName, nodeIP, "nodeagent/"+version.Version, ver.RuntimeName+"://"+ver.RuntimeVersion, machine, capacity, allocatable)
+	nodeStatus = node.NewStatus(a.opts.NodeName, nodeIP, "nodeagent/"+version.Version, ver.RuntimeName+"://"+ver.RuntimeVersion, machine, capacity, allocatable)
 	a.updateNodeStatus(ctx, rt, nodeStatus, recorder)
 
 	var wg sync.WaitGroup

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -57,6 +58,17 @@ func (s *Status) SetRuntime(runtimeErr, networkErr string, now time.Time) (ready
 	}
 	s.initialized, s.lastReady = true, ready
 	return ready, changed
+}
+
+// NetworkError is why the runtime's pod network is not ready (nil when it
+// is, and before the first check, when the runtime has not said otherwise).
+func (s *Status) NetworkError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.networkErr == "" {
+		return nil
+	}
+	return errors.New("container runtime network not ready: " + s.networkErr)
 }
 
 // RuntimeError is why the runtime is down ("" when it answers).

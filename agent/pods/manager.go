@@ -55,6 +55,9 @@ type Deps struct {
 	Events  *events.Recorder
 	Clock   clock.WithTicker
 	Log     *slog.Logger
+	// NetworkReady says why the runtime's pod network is not ready (nil:
+	// ready); nil means always ready.
+	NetworkReady func() error
 }
 
 // Manager owns the desired pods, admits them and runs one worker per pod.
@@ -65,6 +68,7 @@ type Manager struct {
 	tree         *cgroups.Tree
 	store        *status.Store
 	events       *events.Recorder
+	networkReady func() error
 	clock        clock.WithTicker
 	log          *slog.Logger
 	restarts     *backOff // crash-loop back-off per container
@@ -88,11 +92,14 @@ func NewManager(opts Options, deps Deps) *Manager {
 	if opts.ReconcilePeriod <= 0 {
 		opts.ReconcilePeriod = time.Minute
 	}
+	if deps.NetworkReady == nil {
+		deps.NetworkReady = func() error { return nil }
+	}
 	if deps.Events == nil {
 		deps.Events = events.NewRecorder(deps.Clock, opts.NodeName, 0)
 	}
 	return &Manager{
-		opts: opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, clock: deps.Clock,
+		opts: opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, clock: deps.Clock,
 		log:          deps.Log,
 		restarts:     newBackOff(deps.Clock, opts.MaxRestartBackOff),
 		imagePulls:   newBackOff(deps.Clock, 0),

@@ -2,9 +2,11 @@ package pods
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,10 +25,12 @@ import (
 
 // fakeRuntime runs everything instantly and records stop/remove calls.
 type fakeRuntime struct {
-	mu      sync.Mutex
-	n       int
-	stopped []string
-	sandbox map[string]*runtimeapi.PodSandboxStatus
+	mu       sync.Mutex
+	n        int
+	stopped  []string
+	sandbox  map[string]*runtimeapi.PodSandboxStatus
+	attempts []uint32 // of every RunPodSandbox
+	failRuns int      // RunPodSandbox calls to fail
 }
 
 func (f *fakeRuntime) next(prefix string) string {
@@ -36,6 +40,14 @@ func (f *fakeRuntime) next(prefix string) string {
 	return fmt.Sprintf("%s%d", prefix, f.n)
 }
 func (f *fakeRuntime) RunPodSandbox(_ context.Context, cfg *runtimeapi.PodSandboxConfig, _ string) (string, error) {
+	f.mu.Lock()
+	f.attempts = append(f.attempts, cfg.Metadata.Attempt)
+	if f.failRuns > 0 {
+		f.failRuns--
+		f.mu.Unlock()
+		return "", fmt.Errorf("failed to setup network for sandbox")
+	}
+	f.mu.Unlock()
 	id := f.next("sb")
 	f.mu.Lock()
 	f.sandbox[id] = &runtimeapi.PodSandboxStatus{Id: id, Metadata: cfg.Metadata, State: runtimeapi.PodSandboxState_SANDBOX_READY,
@@ -132,5 +144,52 @@ func TestManagerShutdownLeavesPodsAndNoGoroutines(t *testing.T) {
 	<-done
 	if len(rt.stopped) != 0 {
 		t.Errorf("shutting the agent down touched the pod: %v", rt.stopped)
+	}
+}
+
+func newTestManager(t *testing.T, rt *fakeRuntime, networkReady func() error) (*Manager, *status.Store) {
+	store := status.NewStore()
+	m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir()}, Deps{
+		Runtime: rt, Cache: emptyCache{}, Store: store, Clock: clock.RealClock{}, NetworkReady: networkReady,
+		Tree: cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true}),
+		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	return m, store
+}
+
+func TestNoSandboxUntilTheNetworkIsReady(t *testing.T) {
+	rt := &fakeRuntime{sandbox: map[string]*runtimeapi.PodSandboxStatus{}}
+	var mu sync.Mutex
+	netErr := errors.New("NetworkReady=false reason:NetworkPluginNotReady")
+	m, store := newTestManager(t, rt, func() error { mu.Lock(); defer mu.Unlock(); return netErr })
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	w := newWorker(m, pod.UID, pod)
+	w.sync(context.Background())
+	if len(rt.attempts) != 0 {
+		t.Fatalf("RunPodSandbox called while the network is down")
+	}
+	p, _ := store.Get(pod.UID)
+	if ws := p.Status.ContainerStatuses[0].State.Waiting; ws == nil || !strings.Contains(ws.Message, "network is not ready: NetworkReady=false") {
+		t.Errorf("waiting %+v", p.Status.ContainerStatuses[0].State)
+	}
+	mu.Lock()
+	netErr = nil
+	mu.Unlock()
+	w.sync(context.Background())
+	if len(rt.attempts) != 1 {
+		t.Errorf("no sandbox once the network is ready: %v", rt.attempts)
+	}
+}
+
+func TestAFailedSandboxAttemptIsNeverReused(t *testing.T) {
+	rt := &fakeRuntime{sandbox: map[string]*runtimeapi.PodSandboxStatus{}, failRuns: 2}
+	m, _ := newTestManager(t, rt, nil)
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	w := newWorker(m, pod.UID, pod)
+	for i := 0; i < 3; i++ {
+		w.sync(context.Background())
+	}
+	if fmt.Sprint(rt.attempts) != "[0 1 2]" {
+		t.Errorf("attempts %v: a failed attempt may still hold its name, so each retry needs the next number", rt.attempts)
 	}
 }

@@ -49,6 +49,7 @@ type worker struct {
 	pullFailed map[string]time.Time     // image -> last failed pull
 	syncDelay  time.Duration            // back-off after a failed pod-level step
 	startTime  metav1.Time
+	attempted  *uint32         // the last sandbox attempt asked for: a failed one may still hold its name
 	failed     *terminalReason // the agent ended the pod (activeDeadlineSeconds)
 	lastPhase  corev1.PodPhase
 	lastIP     string
@@ -212,6 +213,17 @@ func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodR
 		if sb != nil && pod.Spec.RestartPolicy == corev1.RestartPolicyNever && len(rt.GetContainers()) > 0 {
 			return 0, nil // the kubelet does not re-create the sandbox of a pod that must not restart
 		}
+		if !pod.Spec.HostNetwork {
+			if err := w.m.networkReady(); err != nil {
+				// As the kubelet: no sandbox until the runtime's network is up.
+				msg := "network is not ready: " + err.Error()
+				for _, c := range pod.Spec.Containers {
+					w.waiting[c.Name] = waitingReason{Reason: "ContainerCreating", Message: msg}
+				}
+				w.event("", corev1.EventTypeWarning, "NetworkNotReady", msg)
+				return time.Second, nil
+			}
+		}
 		if err := w.m.tree.EnsurePod(pod); err != nil {
 			return 0, fmt.Errorf("pod cgroup: %w", err)
 		}
@@ -296,8 +308,11 @@ func (w *worker) cgroupParent(pod *corev1.Pod) string {
 // with the next attempt number. It returns the sandbox and its config.
 func (w *worker) createSandbox(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRuntime) (*runtimeapi.PodSandboxStatus, *runtimeapi.PodSandboxConfig, error) {
 	var attempt uint32
+	if w.attempted != nil {
+		attempt = *w.attempted + 1
+	}
 	if old := rt.LatestSandbox(); old != nil {
-		attempt = old.GetMetadata().GetAttempt() + 1
+		attempt = max(attempt, old.GetMetadata().GetAttempt()+1)
 		w.log.Info("pod sandbox changed; it will be killed and re-created", "sandbox", old.Id)
 		w.event("", corev1.EventTypeNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
 		if err := w.stopAll(ctx, rt, gracePeriod(pod, nil)); err != nil {
@@ -315,6 +330,7 @@ func (w *worker) createSandbox(ctx context.Context, pod *corev1.Pod, rt *pleg.Po
 		delete(w.waiting, name)
 	}
 	w.actions++
+	w.attempted = &attempt
 	id, err := w.m.rt.RunPodSandbox(ctx, cfg, "")
 	if err != nil {
 		for _, c := range pod.Spec.Containers {

@@ -1,0 +1,84 @@
+#!/bin/sh
+# The cgroup v2 smoke lane, run inside the VM (systemd as PID 1, unified
+# hierarchy) from /work, where `make test-v2` put the binaries and
+# templates. It starts containerd and the agent, runs the example pods and
+# checks the QoS tree's v2 values on the real kernel. Prints PASS/FAIL
+# lines; exits non-zero on any failure.
+set -u
+W=/work
+failures=0
+pass() { echo "PASS $*"; }
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+check() { # check NAME GOT WANT
+	if [ "$2" = "$3" ]; then pass "$1 = $3"; else fail "$1 = '$2', want '$3'"; fi
+}
+wget() { busybox wget -q -T 5 -O- "$@"; }
+
+echo "== the host"
+check "PID 1" "$(cat /proc/1/comm)" systemd
+check "cgroup filesystem" "$(stat -f -c %T /sys/fs/cgroup)" cgroup2fs
+for c in cpu memory pids; do
+	grep -qw "$c" /sys/fs/cgroup/cgroup.controllers && pass "controller $c" || fail "controller $c missing"
+done
+[ -r /proc/pressure/memory ] && pass "PSI available" || fail "no /proc/pressure/memory"
+
+echo "== containerd (registry through the host's loopback at 10.0.2.2)"
+# The guest's root is 9p, where inotify sees nothing: the runtime's state
+# (and the CNI directory containerd watches) live in memory.
+mkdir -p /run/nodeagent-runtime /var/lib/nodeagent-runtime
+mount -t tmpfs tmpfs /var/lib/nodeagent-runtime
+mkdir -p /var/lib/nodeagent-runtime/certs.d/127.0.0.1:5000 /var/lib/nodeagent-runtime/cni/net.d
+sed -e "s|@ROOT@|/var/lib/nodeagent-runtime|g" -e "s|@RUN@|/run/nodeagent-runtime|g" \
+	-e "s|@PAUSE_IMAGE@|$PAUSE_IMAGE|g" -e "s|@RESTRICT_OOM@|false|g" \
+	$W/deploy/containerd/config.toml.in >/var/lib/nodeagent-runtime/containerd.toml
+# The guest's root directory is 9p; containerd's must be the tmpfs.
+sed -i 's|^root = .*|root = "/var/lib/containerd"|' /var/lib/nodeagent-runtime/containerd.toml
+printf 'server = "http://10.0.2.2:5000"\n[host."http://10.0.2.2:5000"]\n  capabilities = ["pull", "resolve"]\n' \
+	>/var/lib/nodeagent-runtime/certs.d/127.0.0.1:5000/hosts.toml
+containerd --config /var/lib/nodeagent-runtime/containerd.toml >/var/log/containerd.log 2>&1 &
+for i in $(seq 100); do [ -S /run/nodeagent-runtime/containerd.sock ] && break; sleep 0.2; done
+[ -S /run/nodeagent-runtime/containerd.sock ] && pass "containerd up" || { fail "containerd did not start"; tail -20 /var/log/containerd.log; }
+
+echo "== the agent (cgroupfs driver on the unified hierarchy)"
+mkdir -p /etc/nodeagent/manifests
+cp $W/examples/pods/*.yaml /etc/nodeagent/manifests/
+sed -e "s|@CRI_ENDPOINT@|unix:///run/nodeagent-runtime/containerd.sock|" -e "s|@MANIFESTS@|/etc/nodeagent/manifests|" \
+	$W/examples/nodeagent.yaml >/etc/nodeagent/config.yaml
+$W/bin/nodeagent --config /etc/nodeagent/config.yaml --hostname-override v2 >$W/agent.log 2>&1 &
+for i in $(seq 300); do wget http://127.0.0.1:10255/healthz >/dev/null 2>&1 && break; sleep 0.2; done
+running=0
+for i in $(seq 300); do
+	running=$($W/bin/nodectl get pods | grep -c Running)
+	[ "$running" -ge 3 ] && break
+	sleep 1
+done
+check "example pods running" "$running" 3
+$W/bin/nodectl get pods
+
+echo "== QoS tree values (cgroup v2)"
+cg=/sys/fs/cgroup/kubepods
+mem=$(awk '/MemTotal/ {print $2 * 1024}' /proc/meminfo)
+cpus=$(nproc)
+# kubepods: shares = cpus*1024, as v2 weight 1 + (s-2)*9999/262142; memory = capacity - 384Mi reserved
+check "kubepods cpu.weight" "$(cat $cg/cpu.weight)" "$((1 + (cpus * 1024 - 2) * 9999 / 262142))"
+check "kubepods memory.max" "$(cat $cg/memory.max)" "$((mem - 384 * 1024 * 1024))"
+check "burstable cpu.weight (100m)" "$(cat $cg/burstable/cpu.weight)" 4
+check "besteffort cpu.weight" "$(cat $cg/besteffort/cpu.weight)" 1
+uid() { $W/bin/nodectl get pod "$1" -o json | sed -n 's/.*"uid": "\([0-9a-f]*\)".*/\1/p' | head -n 1; }
+g=$cg/pod$(uid health)
+check "guaranteed pod cpu.max" "$(cat $g/cpu.max)" "25000 100000"
+check "guaranteed pod memory.max" "$(cat $g/memory.max)" 67108864
+check "guaranteed pod pids.max" "$(cat $g/pids.max)" 4096
+check "guaranteed pod cpu.weight (250m)" "$(cat $g/cpu.weight)" 10
+b=$cg/burstable/pod$(uid web)
+check "burstable pod memory.max" "$(cat $b/memory.max)" 67108864
+check "burstable pod cpu.max" "$(cat $b/cpu.max)" "max 100000"
+e=$cg/besteffort/pod$(uid ticker)
+check "besteffort pod cpu.weight" "$(cat $e/cpu.weight)" 1
+
+echo "== delete"
+$W/bin/nodectl delete pod ticker --wait --grace-period 0 >/dev/null
+[ ! -d "$e" ] && pass "besteffort pod cgroup removed" || fail "besteffort pod cgroup left at $e"
+
+echo "== summary: $failures failure(s)"
+exit $failures
