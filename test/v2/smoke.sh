@@ -57,7 +57,7 @@ $W/bin/nodectl get pods
 
 echo "== QoS tree values (cgroup v2)"
 cg=/sys/fs/cgroup/kubepods
-mem=$(awk '/MemTotal/ {print $2 * 1024}' /proc/meminfo)
+mem=$(awk '/MemTotal/ {printf "%d", $2 * 1024}' /proc/meminfo)
 cpus=$(nproc)
 # kubepods: shares = cpus*1024, as v2 weight 1 + (s-2)*9999/262142; memory = capacity - 384Mi reserved
 check "kubepods cpu.weight" "$(cat $cg/cpu.weight)" "$((1 + (cpus * 1024 - 2) * 9999 / 262142))"
