@@ -57,7 +57,8 @@ $W/bin/nodectl get pods
 
 echo "== QoS tree values (cgroup v2)"
 cg=/sys/fs/cgroup/kubepods
-mem=$(awk '/MemTotal/ {printf "%d", $2 * 1024}' /proc/meminfo)
+# In the shell: mawk's printf %d stops at 2^31-1.
+mem=$(($(sed -n 's/^MemTotal: *\([0-9]*\) kB$/\1/p' /proc/meminfo) * 1024))
 cpus=$(nproc)
 # kubepods: shares = cpus*1024, as v2 weight 1 + (s-2)*9999/262142; memory = capacity - 384Mi reserved
 check "kubepods cpu.weight" "$(cat $cg/cpu.weight)" "$((1 + (cpus * 1024 - 2) * 9999 / 262142))"
