@@ -82,6 +82,8 @@ image() {
 	touch "$dir.tmp/ready"
 	rm -rf "$dir"
 	mv "$dir.tmp" "$dir"
+	# Older images (other inputs) only take space: about 1 GB each.
+	find "$VM_CACHE" -mindepth 1 -maxdepth 1 -type d ! -path "$dir" -exec rm -rf {} +
 	log "VM image built in $((SECONDS - t0)) s"
 	echo "$dir"
 }
