@@ -7,49 +7,27 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"strings"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
-
-	"nodeagent/cri"
 )
 
 // execInteractive runs cmd attached to this terminal through the runtime's
 // streaming server (CRI Exec + SPDY, as kubectl exec does), and returns the
 // command's exit code.
 func (c *client) execInteractive(name, container string, cmd []string, stdin, tty bool) (int, error) {
-	if len(cmd) == 0 {
-		return 0, usageError("exec needs a command after --")
-	}
-	p, err := c.findPod(name)
-	if err != nil {
-		return 0, err
-	}
-	cs, err := pickContainer(p, container)
-	if err != nil {
-		return 0, err
-	}
-	if cs.State.Running == nil {
-		return 0, fmt.Errorf("cannot exec in container %q of pod %q: it is not running", cs.Name, p.Name)
-	}
 	if tty && !term.IsTerminal(int(os.Stdin.Fd())) {
 		fmt.Fprintln(os.Stderr, "nodectl: unable to use a TTY: input is not a terminal")
 		tty = false
 	}
-	cfg, err := c.config()
-	if err != nil {
-		return 0, err
-	}
-	rt, err := cri.New(cfg.ContainerRuntimeEndpoint, cri.Options{})
+	rt, id, err := c.execTarget(name, container, cmd)
 	if err != nil {
 		return 0, err
 	}
 	defer rt.Close()
-	_, id, _ := strings.Cut(cs.ContainerID, "://")
 	ctx := context.Background()
 	raw, err := rt.Exec(ctx, id, cmd, stdin, tty)
 	if err != nil {

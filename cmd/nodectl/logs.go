@@ -130,33 +130,43 @@ func waitingReason(cs corev1.ContainerStatus) string {
 	return "unknown"
 }
 
-// exec runs a command in a container through the runtime's ExecSync and
-// exits with the command's exit code.
-func (c *client) exec(name, container string, cmd []string, timeout time.Duration) (int, error) {
+// execTarget resolves the running container a command should run in and
+// connects to the agent's runtime. The caller closes the client.
+func (c *client) execTarget(name, container string, cmd []string) (*cri.Client, string, error) {
 	if len(cmd) == 0 {
-		return 0, usageError("exec needs a command after --")
+		return nil, "", usageError("exec needs a command after --")
 	}
 	p, err := c.findPod(name)
 	if err != nil {
-		return 0, err
+		return nil, "", err
 	}
 	cs, err := pickContainer(p, container)
 	if err != nil {
-		return 0, err
+		return nil, "", err
 	}
 	if cs.State.Running == nil {
-		return 0, fmt.Errorf("cannot exec in container %q of pod %q: it is not running", cs.Name, p.Name)
+		return nil, "", fmt.Errorf("cannot exec in container %q of pod %q: it is not running", cs.Name, p.Name)
 	}
 	cfg, err := c.config()
 	if err != nil {
-		return 0, err
+		return nil, "", err
 	}
 	rt, err := cri.New(cfg.ContainerRuntimeEndpoint, cri.Options{})
+	if err != nil {
+		return nil, "", err
+	}
+	_, id, _ := strings.Cut(cs.ContainerID, "://")
+	return rt, id, nil
+}
+
+// exec runs a command in a container through the runtime's ExecSync and
+// returns the command's exit code.
+func (c *client) exec(name, container string, cmd []string, timeout time.Duration) (int, error) {
+	rt, id, err := c.execTarget(name, container, cmd)
 	if err != nil {
 		return 0, err
 	}
 	defer rt.Close()
-	_, id, _ := strings.Cut(cs.ContainerID, "://")
 	resp, err := rt.ExecSync(context.Background(), id, cmd, timeout)
 	if err != nil {
 		return 0, err
