@@ -93,6 +93,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		controlListener = l
 		defer l.Close()
 	}
+	var apiListener net.Listener
+	apiAddr := net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.ReadOnlyPort)))
+	if cfg.ReadOnlyPort > 0 {
+		l, err := net.Listen("tcp", apiAddr)
+		if err != nil {
+			return fmt.Errorf("read-only API on %s: %w (set readOnlyPort: 0 to disable it)", apiAddr, err)
+		}
+		apiListener = l
+		defer l.Close()
+	}
 	rt, err := cri.New(cfg.ContainerRuntimeEndpoint, cri.Options{Timeout: cfg.RuntimeRequestTimeout.Duration})
 	if err != nil {
 		return err
@@ -205,9 +215,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	})
 
 	var srv *http.Server
-	if cfg.ReadOnlyPort > 0 {
-		addr := net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.ReadOnlyPort)))
-		srv = server.NewServer(addr, server.Handler(server.Sources{
+	if apiListener != nil {
+		srv = server.NewServer(apiAddr, server.Handler(server.Sources{
 			Pods:   store.List,
 			Events: recorder.List,
 			Node:   func() *corev1.Node { return nodeStatus.Node(a.opts.Clock.Now()) },
@@ -223,23 +232,18 @@ func (a *Agent) Run(ctx context.Context) error {
 				return nil
 			},
 		}))
-		lis, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("read-only API on %s: %w (set readOnlyPort: 0 to disable it)", addr, err)
-		}
 		run(func() {
-			if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(apiListener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("read-only API stopped", "err", err)
 			}
 		})
-		log.Info("read-only API listening", "addr", "http://"+addr, "endpoints", "/healthz /pods /node /events /configz")
+		log.Info("read-only API listening", "addr", "http://"+apiAddr, "endpoints", "/healthz /pods /node /events /configz")
 	}
 	var ctl *http.Server
 	if controlListener != nil {
-		lis := controlListener
 		ctl = &http.Server{Handler: server.ControlHandler(manager, func(err error) bool { return errors.Is(err, pods.ErrPodNotFound) }), ReadHeaderTimeout: 5 * time.Second}
 		run(func() {
-			if err := ctl.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := ctl.Serve(controlListener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("control socket stopped", "err", err)
 			}
 		})
