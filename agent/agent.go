@@ -135,6 +135,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		log.Info("agent keeps its own oom_score_adj: the host refuses -999", "err", err)
 	}
 
+	if err := checkDriverAgreement(cfg.CgroupDriver, rtStatus.Info); err != nil {
+		return err
+	}
 	mgr, err := cgroups.NewManager(cfg.CgroupDriver)
 	if err != nil {
 		return err
@@ -262,6 +265,41 @@ func (a *Agent) Run(ctx context.Context) error {
 		os.Remove(a.opts.ControlSocket)
 	}
 	wg.Wait()
+	return nil
+}
+
+// checkDriverAgreement refuses to run when the runtime places containers
+// with another cgroup driver than the agent's: pods would end up outside
+// the tree the agent keeps. containerd says which in its verbose status.
+func checkDriverAgreement(driver string, info map[string]string) error {
+	var rc struct {
+		Containerd struct {
+			DefaultRuntimeName string `json:"defaultRuntimeName"`
+			Runtimes           map[string]struct {
+				Options map[string]any `json:"options"`
+			} `json:"runtimes"`
+		} `json:"containerd"`
+		SystemdCgroup bool `json:"systemdCgroup"`
+	}
+	if err := json.Unmarshal([]byte(info["config"]), &rc); err != nil {
+		return nil // a runtime that does not say: nothing to compare
+	}
+	systemdCgroup := rc.SystemdCgroup
+	if rt, ok := rc.Containerd.Runtimes[rc.Containerd.DefaultRuntimeName]; ok {
+		if v, ok := rt.Options["SystemdCgroup"].(bool); ok {
+			systemdCgroup = systemdCgroup || v
+		}
+	}
+	runtimeDriver := "cgroupfs"
+	if systemdCgroup {
+		runtimeDriver = "systemd"
+	}
+	if driver == "" {
+		driver = "cgroupfs"
+	}
+	if driver != runtimeDriver {
+		return fmt.Errorf("cgroup driver mismatch: nodeagent uses %q (cgroupDriver) but the container runtime uses %q (SystemdCgroup = %v): make them agree", driver, runtimeDriver, systemdCgroup)
+	}
 	return nil
 }
 

@@ -29,6 +29,9 @@ type Manager interface {
 	Remove(name Name) error
 	// Path is the cgroup's directory in the memory hierarchy, for display.
 	Path(name Name) string
+	// CgroupParent is how the runtime is told to place containers under
+	// the cgroup: a cgroupfs path, or a systemd slice name.
+	CgroupParent(name Name) string
 	// Version is 1 or 2.
 	Version() int
 }
@@ -48,11 +51,18 @@ func Mode() string {
 	return "v1"
 }
 
-// NewManager returns the manager for the host's hierarchy and driver. Only
-// the cgroupfs driver exists so far.
+// NewManager returns the manager for the host's hierarchy and driver
+// (cgroupfs, or systemd on the unified hierarchy).
 func NewManager(driver string) (Manager, error) {
-	if driver != "" && driver != "cgroupfs" {
-		return nil, fmt.Errorf("cgroup driver %q is not supported yet: use cgroupfs", driver)
+	switch driver {
+	case "", "cgroupfs":
+	case "systemd":
+		if Mode() != "v2" {
+			return nil, errors.New("the systemd cgroup driver is supported on cgroup v2 (unified) hosts only: use cgroupDriver: cgroupfs")
+		}
+		return NewSystemd(DefaultMountpoint)
+	default:
+		return nil, fmt.Errorf("unknown cgroup driver %q: want cgroupfs or systemd", driver)
 	}
 	switch Mode() {
 	case "v2":

@@ -137,3 +137,6 @@ func (m *V1) Remove(name Name) error {
 	}
 	return nil
 }
+
+// CgroupParent implements Manager: the cgroupfs path.
+func (m *V1) CgroupParent(name Name) string { return name.Cgroupfs() }

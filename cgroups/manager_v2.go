@@ -82,3 +82,6 @@ func (m *V2) Children(name Name) ([]string, error) { return childDirs(m.Path(nam
 
 // Remove implements Manager.
 func (m *V2) Remove(name Name) error { return removeTree(m.Path(name)) }
+
+// CgroupParent implements Manager: the cgroupfs path.
+func (m *V2) CgroupParent(name Name) string { return name.Cgroupfs() }

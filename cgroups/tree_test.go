@@ -38,9 +38,10 @@ func (m *memManager) Children(n Name) ([]string, error) {
 	sort.Strings(out)
 	return out, nil
 }
-func (m *memManager) Remove(n Name) error { delete(m.sets, n.Cgroupfs()); return nil }
-func (m *memManager) Path(n Name) string  { return n.Cgroupfs() }
-func (m *memManager) Version() int        { return 1 }
+func (m *memManager) Remove(n Name) error        { delete(m.sets, n.Cgroupfs()); return nil }
+func (m *memManager) Path(n Name) string         { return n.Cgroupfs() }
+func (m *memManager) CgroupParent(n Name) string { return n.Cgroupfs() }
+func (m *memManager) Version() int               { return 1 }
 
 func TestTreeLayout(t *testing.T) {
 	mgr := &memManager{sets: map[string]*ResourceConfig{}}

@@ -211,9 +211,7 @@ func (c *Config) Validate() error {
 		bad("cgroupRoot", c.CgroupRoot, err.Error())
 	}
 	switch c.CgroupDriver {
-	case "cgroupfs":
-	case "systemd":
-		bad("cgroupDriver", c.CgroupDriver, "the systemd driver is not supported yet; use cgroupfs (and SystemdCgroup = false in the runtime)")
+	case "cgroupfs", "systemd":
 	default:
 		bad("cgroupDriver", c.CgroupDriver, "want cgroupfs or systemd")
 	}

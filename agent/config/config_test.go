@@ -79,7 +79,6 @@ func TestErrorsNameFieldAndValue(t *testing.T) {
 	cases := []struct{ body, want string }{
 		{"maxPods: 0\n", `maxPods: invalid value "0"`},
 		{"cgroupDriver: weird\n", `cgroupDriver: invalid value "weird"`},
-		{"cgroupDriver: systemd\n", `cgroupDriver: invalid value "systemd": the systemd driver is not supported yet`},
 		{"cgroupRoot: rel/path\n", `cgroupRoot: invalid value "rel/path"`},
 		{"cgroupRoot: /has_underscore\n", `cgroupRoot: invalid value "/has_underscore"`},
 		{"podCIDR: 10.0.0.0/40\n", `podCIDR: invalid value "10.0.0.0/40"`},

@@ -107,6 +107,7 @@ func (nopCgroups) Pids(cgroups.Name) ([]int, error)                { return nil,
 func (nopCgroups) Children(cgroups.Name) ([]string, error)         { return nil, nil }
 func (nopCgroups) Remove(cgroups.Name) error                       { return nil }
 func (nopCgroups) Path(n cgroups.Name) string                      { return n.Cgroupfs() }
+func (nopCgroups) CgroupParent(n cgroups.Name) string              { return n.Cgroupfs() }
 func (nopCgroups) Version() int                                    { return 1 }
 
 func TestManagerShutdownLeavesPodsAndNoGoroutines(t *testing.T) {

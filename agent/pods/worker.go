@@ -299,7 +299,7 @@ func isAppContainer(pod *corev1.Pod, name string) bool {
 
 func (w *worker) cgroupParent(pod *corev1.Pod) string {
 	if name, ok := w.m.tree.PodCgroup(pod); ok {
-		return name.Cgroupfs()
+		return w.m.tree.Manager().CgroupParent(name)
 	}
 	return ""
 }

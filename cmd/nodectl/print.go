@@ -190,6 +190,9 @@ func (c *client) describePod(name string) error {
 		tree := cgroups.NewTree(nil, cgroups.TreeConfig{Root: cgroups.ParseCgroupfs(cfg.CgroupRoot), PerQOS: perQOS})
 		if n, ok := tree.PodCgroup(p); ok {
 			cgroupPath = n.Cgroupfs()
+			if cfg.CgroupDriver == "systemd" {
+				cgroupPath = n.Systemd()
+			}
 		} else {
 			cgroupPath = "<runtime default: cgroupsPerQOS is off>"
 		}

@@ -45,6 +45,7 @@ cp $W/examples/pods/*.yaml /etc/nodeagent/manifests/
 sed -e "s|@CRI_ENDPOINT@|unix:///run/nodeagent-runtime/containerd.sock|" -e "s|@MANIFESTS@|/etc/nodeagent/manifests|" \
 	$W/examples/nodeagent.yaml >/etc/nodeagent/config.yaml
 $W/bin/nodeagent --config /etc/nodeagent/config.yaml --hostname-override v2 >$W/agent.log 2>&1 &
+agent=$!
 for i in $(seq 300); do wget http://127.0.0.1:10255/healthz >/dev/null 2>&1 && break; sleep 0.2; done
 running=0
 for i in $(seq 300); do
@@ -80,6 +81,42 @@ check "besteffort pod cpu.weight" "$(cat $e/cpu.weight)" 1
 echo "== delete"
 $W/bin/nodectl delete pod ticker --wait --grace-period 0 >/dev/null
 [ ! -d "$e" ] && pass "besteffort pod cgroup removed" || fail "besteffort pod cgroup left at $e"
+
+echo "== the systemd cgroup driver"
+for p in health web; do $W/bin/nodectl delete pod $p --wait --grace-period 0 >/dev/null; done
+kill $agent; wait $agent 2>/dev/null
+pkill containerd; while pgrep -x containerd >/dev/null; do sleep 0.2; done
+sed -i 's/SystemdCgroup = false/SystemdCgroup = true/' /var/lib/nodeagent-runtime/containerd.toml
+containerd --config /var/lib/nodeagent-runtime/containerd.toml >>/var/log/containerd.log 2>&1 &
+for i in $(seq 100); do [ -S /run/nodeagent-runtime/containerd.sock ] && ctr --address /run/nodeagent-runtime/containerd.sock version >/dev/null 2>&1 && break; sleep 0.2; done
+# A cgroupfs agent must refuse a systemd runtime.
+out=$($W/bin/nodeagent --config /etc/nodeagent/config.yaml --hostname-override v2 --control-socket "" 2>&1)
+case "$out" in *"cgroup driver mismatch"*) pass "driver mismatch refused" ;; *) fail "driver mismatch not detected: $out" ;; esac
+sed -i 's/^cgroupDriver: cgroupfs/cgroupDriver: systemd/' /etc/nodeagent/config.yaml
+cp $W/examples/pods/*.yaml /etc/nodeagent/manifests/
+$W/bin/nodeagent --config /etc/nodeagent/config.yaml --hostname-override v2 >$W/agent-systemd.log 2>&1 &
+agent=$!
+for i in $(seq 300); do
+	running=$($W/bin/nodectl get pods 2>/dev/null | grep -c Running)
+	[ "$running" -ge 3 ] && break
+	sleep 1
+done
+check "example pods running (systemd driver)" "$running" 3
+s=/sys/fs/cgroup/kubepods.slice
+check "kubepods.slice cpu.weight" "$(cat $s/cpu.weight)" "$((1 + (cpus * 1024 - 2) * 9999 / 262142))"
+check "kubepods.slice memory.max" "$(cat $s/memory.max)" "$((mem - 384 * 1024 * 1024))"
+check "kubepods-burstable.slice cpu.weight" "$(cat $s/kubepods-burstable.slice/cpu.weight)" 4
+check "kubepods-besteffort.slice cpu.weight" "$(cat $s/kubepods-besteffort.slice/cpu.weight)" 1
+gu=kubepods-pod$(uid health).slice
+check "guaranteed pod slice cpu.max" "$(cat $s/$gu/cpu.max)" "25000 100000"
+check "guaranteed pod slice memory.max" "$(cat $s/$gu/memory.max)" 67108864
+check "guaranteed pod slice pids.max" "$(cat $s/$gu/pids.max)" 4096
+check "systemd MemoryMax of $gu" "$(systemctl show -P MemoryMax $gu)" 67108864
+ls $s/$gu | grep -q '^cri-containerd-.*\.scope$' && pass "containers are scopes in the pod slice" || fail "no container scope in $s/$gu: $(ls $s/$gu)"
+be=kubepods-besteffort-pod$(uid ticker).slice
+$W/bin/nodectl delete pod ticker --wait --grace-period 0 >/dev/null
+check "besteffort pod slice after delete" "$(systemctl is-active $be)" inactive
+[ ! -d "$s/kubepods-besteffort.slice/$be" ] && pass "besteffort pod slice removed" || fail "besteffort pod slice left"
 
 echo "== summary: $failures failure(s)"
 exit $failures
