@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -252,8 +253,23 @@ func (a *Agent) Run(ctx context.Context) error {
 		})
 	}
 	log.Info("nodeagent running", "node", a.opts.NodeName, "ip", nodeIP, "manifests", cfg.StaticPodPath, "version", version.Version)
+	// Under systemd (Type=notify): ready now, and the watchdog is petted
+	// only while relisting, and so the pod loops, stay healthy.
+	daemon.SdNotify(false, daemon.SdNotifyReady)
+	if interval, err := daemon.SdWatchdogEnabled(false); err == nil && interval > 0 {
+		run(func() {
+			loop.Every(ctx, a.opts.Clock, interval/3, func(context.Context) {
+				if err := cache.Healthy(); err != nil {
+					log.Warn("not petting the systemd watchdog", "err", err)
+					return
+				}
+				daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+			})
+		})
+	}
 
 	<-ctx.Done()
+	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	log.Info("shutting down; pods keep running")
 	if srv != nil {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The cgroup v2 smoke lane, run inside the VM (systemd as PID 1, unified
-# hierarchy) from /work, where `make test-v2` put the binaries and
-# templates. It starts containerd and the agent, runs the example pods and
+# hierarchy) from /work, where `make test-v2` put the binaries, templates
+# and the systemd unit. It starts containerd and the agent, runs the example pods and
 # checks the QoS tree's v2 values on the real kernel. Prints PASS/FAIL
 # lines; exits non-zero on any failure.
 set -u
@@ -117,6 +117,37 @@ be=kubepods-besteffort-pod$(uid ticker).slice
 $W/bin/nodectl delete pod ticker --wait --grace-period 0 >/dev/null
 check "besteffort pod slice after delete" "$(systemctl is-active $be)" inactive
 [ ! -d "$s/kubepods-besteffort.slice/$be" ] && pass "besteffort pod slice removed" || fail "besteffort pod slice left"
+
+echo "== the agent as a systemd service"
+kill $agent; wait $agent 2>/dev/null
+install -m 755 $W/bin/nodeagent /usr/local/bin/nodeagent
+# The project's unit, with a short watchdog for the test and this node's name.
+sed -e 's|^ExecStart=.*|ExecStart=/usr/local/bin/nodeagent --config /etc/nodeagent/config.yaml --hostname-override v2|' \
+	-e 's|^WatchdogSec=.*|WatchdogSec=6s|' -e 's|^TimeoutStopSec=.*|TimeoutStopSec=10s|' \
+	$W/deploy/systemd/nodeagent.service >/etc/systemd/system/nodeagent.service
+systemctl daemon-reload
+containers() { $W/bin/nodectl get pods -o json | grep -o '"containerID": "[^"]*"' | sort | tr '\n' ' '; }
+tasks() { ctr --address /run/nodeagent-runtime/containerd.sock -n k8s.io tasks ls | grep -c RUNNING; }
+systemctl start nodeagent # returns once the agent sent READY=1
+check "nodeagent.service after start" "$(systemctl is-active nodeagent)" active
+wget http://127.0.0.1:10255/healthz >/dev/null && pass "API up when READY=1 arrived" || fail "API not up although the unit is active"
+for i in $(seq 60); do [ "$($W/bin/nodectl get pods | grep -c Running)" -ge 2 ] && break; sleep 1; done
+before=$(containers)
+[ -n "$before" ] && pass "pods re-adopted by the service" || fail "no pods listed under the service"
+systemctl restart nodeagent
+check "nodeagent.service after restart" "$(systemctl is-active nodeagent)" active
+for i in $(seq 60); do [ "$(containers)" = "$before" ] && break; sleep 1; done
+check "containers across systemctl restart" "$(containers)" "$before"
+restarts=$(systemctl show -P NRestarts nodeagent)
+kill -STOP "$(systemctl show -P MainPID nodeagent)"
+for i in $(seq 90); do [ "$(systemctl show -P NRestarts nodeagent)" -gt "$restarts" ] && break; sleep 1; done
+[ "$(systemctl show -P NRestarts nodeagent)" -gt "$restarts" ] && pass "watchdog restarted the hung agent" || fail "hung agent not restarted (NRestarts $(systemctl show -P NRestarts nodeagent))"
+for i in $(seq 60); do [ "$(systemctl is-active nodeagent)" = active ] && [ "$(containers)" = "$before" ] && break; sleep 1; done
+check "containers across the watchdog restart" "$(containers)" "$before"
+running=$(tasks)
+systemctl stop nodeagent
+check "nodeagent.service after stop" "$(systemctl is-active nodeagent)" inactive
+check "pod tasks still running after systemctl stop" "$(tasks)" "$running"
 
 echo "== summary: $failures failure(s)"
 exit $failures
