@@ -177,6 +177,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		ClusterDomain:     cfg.ClusterDomain,
 		ResolvConf:        cfg.ResolvConf(),
 		MaxRestartBackOff: cfg.MaxRestartBackOff(),
+		OOMGroupKill:      mgr.Version() == 2 && (cfg.SingleProcessOOMKill == nil || !*cfg.SingleProcessOOMKill),
 	}, pods.Deps{Runtime: rt, Cache: cache, Tree: tree, Store: store, Events: recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		NetworkReady: func() error {
 			if nodeStatus == nil {

@@ -113,6 +113,9 @@ func (m *Manager) containerResources(c *corev1.Container, oomScoreAdj int) *runt
 		MemoryLimitInBytes: c.Resources.Limits.Memory().Value(),
 		OomScoreAdj:        int64(oomScoreAdj),
 	}
+	if m.opts.OOMGroupKill {
+		r.Unified = map[string]string{"memory.oom.group": "1"}
+	}
 	if m.opts.EnforceCPULimits {
 		period := int64(m.opts.CPUPeriod)
 		if period == 0 {

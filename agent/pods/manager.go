@@ -44,6 +44,10 @@ type Options struct {
 	ReconcilePeriod time.Duration
 	// MaxRestartBackOff caps the crash-loop back-off (0: the kubelet's 300 s).
 	MaxRestartBackOff time.Duration
+	// OOMGroupKill sets memory.oom.group on containers (cgroup v2, unless
+	// singleProcessOOMKill): the kernel OOM killer then ends the whole
+	// container, as the kubelet arranges.
+	OOMGroupKill bool
 }
 
 // Deps are the manager's collaborators.

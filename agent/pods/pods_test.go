@@ -371,6 +371,15 @@ func TestContainerConfig(t *testing.T) {
 		t.Errorf("labels %v annotations %v", cfg.Labels, cfg.Annotations)
 	}
 
+	if r.Unified != nil {
+		t.Errorf("memory.oom.group set without OOMGroupKill: %v", r.Unified)
+	}
+	m.opts.OOMGroupKill = true
+	if cfg, _ := m.containerConfig(pod, c, "sha256:img", 0, ""); cfg.Linux.Resources.Unified["memory.oom.group"] != "1" {
+		t.Errorf("unified %v: want memory.oom.group=1 on cgroup v2", cfg.Linux.Resources.Unified)
+	}
+	m.opts.OOMGroupKill = false
+
 	// Guaranteed on a host that refuses negative scores gets the floor.
 	c.Resources.Requests = c.Resources.Limits.DeepCopy()
 	cfg, _ = m.containerConfig(pod, c, "sha256:img", 0, "")

@@ -114,6 +114,8 @@ check "guaranteed pod slice memory.max" "$(cat $s/$gu/memory.max)" 67108864
 check "guaranteed pod slice pids.max" "$(cat $s/$gu/pids.max)" 4096
 check "systemd MemoryMax of $gu" "$(systemctl show -P MemoryMax $gu)" 67108864
 ls $s/$gu | grep -q '^cri-containerd-.*\.scope$' && pass "containers are scopes in the pod slice" || fail "no container scope in $s/$gu: $(ls $s/$gu)"
+groups=$(cat $s/$gu/cri-containerd-*.scope/memory.oom.group | sort -u | tr '\n' ' ')
+case "$groups" in *1*) pass "memory.oom.group=1 on the pod's containers" ;; *) fail "memory.oom.group of the pod's scopes: $groups" ;; esac
 be=kubepods-besteffort-pod$(uid ticker).slice
 $W/bin/nodectl delete pod ticker --wait --grace-period 0 >/dev/null
 check "besteffort pod slice after delete" "$(systemctl is-active $be)" inactive
