@@ -76,9 +76,10 @@ vm-image: ## build (or reuse the cached) cgroup v2 test VM: Debian + systemd und
 test-v2: build runtime-up vm-image ## boot the cgroup v2 VM and run the v2 smoke lane inside it
 	@rm -rf $(V2_WORK) && mkdir -p $(V2_WORK)/bin $(V2_WORK)/deploy
 	@cp $(BIN_DIR)/nodeagent $(BIN_DIR)/nodectl $(V2_WORK)/bin/
+	@$(GO) test -c -o $(V2_WORK)/bin/cgroups.test ./cgroups
 	@cp -r examples $(V2_WORK)/ && cp -r deploy/containerd deploy/systemd $(V2_WORK)/deploy/
 	@cp test/v2/smoke.sh $(V2_WORK)/smoke.sh
-	@printf '#!/bin/sh\nexport PAUSE_IMAGE=$(PAUSE_IMAGE)\nexec /work/smoke.sh\n' > $(V2_WORK)/run.sh && chmod +x $(V2_WORK)/run.sh
+	@printf '#!/bin/sh\nexport PAUSE_IMAGE=$(PAUSE_IMAGE) TEST_IMAGE=$(TEST_IMAGE)\nexec /work/smoke.sh\n' > $(V2_WORK)/run.sh && chmod +x $(V2_WORK)/run.sh
 	@hack/vm.sh run $(CURDIR)/$(V2_WORK); code=$$?; grep -E '^(PASS|FAIL|==)' $(V2_WORK)/run.log; exit $$code
 
 bench: build runtime-up ## pod start latency vs the direct-CRI floor, agent RSS and CPU (reported, not asserted)

@@ -15,6 +15,7 @@ import (
 
 	"nodeagent/cgroups"
 	"nodeagent/cri"
+	"nodeagent/internal/expand"
 	"nodeagent/internal/qos"
 )
 
@@ -28,11 +29,11 @@ func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, imageRef
 	if err != nil {
 		return nil, err
 	}
-	mapping := envMapping(env)
+	mapping := expand.Mapping(env)
 	expandAll := func(in []string) []string {
 		out := make([]string, len(in))
 		for i, s := range in {
-			out[i] = expand(s, mapping)
+			out[i] = expand.Vars(s, mapping)
 		}
 		return out
 	}
@@ -192,7 +193,7 @@ func (m *Manager) containerEnv(pod *corev1.Pod, c *corev1.Container, podIP strin
 		value := e.Value
 		switch {
 		case e.ValueFrom == nil:
-			value = expand(e.Value, func(name string) (string, bool) { v, ok := defined[name]; return v, ok })
+			value = expand.Vars(e.Value, func(name string) (string, bool) { v, ok := defined[name]; return v, ok })
 		case e.ValueFrom.FieldRef != nil:
 			v, err := m.fieldRef(pod, e.ValueFrom.FieldRef.FieldPath, podIP)
 			if err != nil {
@@ -276,49 +277,4 @@ func (m *Manager) resourceFieldRef(pod *corev1.Pod, c *corev1.Container, ref *co
 		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
 	}
 	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
-}
-
-func envMapping(env []corev1.EnvVar) func(string) (string, bool) {
-	m := map[string]string{}
-	for _, e := range env {
-		m[e.Name] = e.Value
-	}
-	return func(name string) (string, bool) { v, ok := m[name]; return v, ok }
-}
-
-// expand replaces $(VAR) with its value when defined, keeps unknown
-// references as written, and turns $$ into $, as the kubelet expands
-// commands, args and env values.
-func expand(s string, lookup func(string) (string, bool)) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 >= len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch next := s[i+1]; {
-		case next == '$':
-			b.WriteByte('$')
-			i++
-		case next == '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteString(s[i:])
-				return b.String()
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := lookup(name); ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString("$(" + name + ")")
-			}
-			i += 2 + end
-		default:
-			b.WriteByte('$')
-		}
-	}
-	return b.String()
 }

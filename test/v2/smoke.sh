@@ -23,6 +23,16 @@ for c in cpu memory pids; do
 done
 [ -r /proc/pressure/memory ] && pass "PSI available" || fail "no /proc/pressure/memory"
 
+echo "== memory stats on the real kernel (cgroups package, live test)"
+# memory.current, memory.stat inactive_file, memory.events and
+# memory.pressure of a cgroup whose process is OOM-killed, and the root's.
+if out=$($W/bin/cgroups.test -test.run 'Live' -test.v 2>&1); then
+	pass "cgroups live stats test"
+else
+	fail "cgroups live stats test"
+fi
+echo "$out" | grep -E 'stats_live_test|---' | sed 's/^/  /'
+
 echo "== containerd (registry through the host's loopback at 10.0.2.2)"
 # The guest's root is 9p, where inotify sees nothing: the runtime's state
 # (and the CNI directory containerd watches) live in memory.
@@ -116,6 +126,27 @@ check "systemd MemoryMax of $gu" "$(systemctl show -P MemoryMax $gu)" 67108864
 ls $s/$gu | grep -q '^cri-containerd-.*\.scope$' && pass "containers are scopes in the pod slice" || fail "no container scope in $s/$gu: $(ls $s/$gu)"
 groups=$(cat $s/$gu/cri-containerd-*.scope/memory.oom.group | sort -u | tr '\n' ' ')
 case "$groups" in *1*) pass "memory.oom.group=1 on the pod's containers" ;; *) fail "memory.oom.group of the pod's scopes: $groups" ;; esac
+cat >/etc/nodeagent/manifests/hog.yaml <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: hog}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: $TEST_IMAGE
+    command: ["memhog", "--mb", "128", "--rate", "0"]
+    resources:
+      limits: {memory: 32Mi}
+EOF
+reason=
+for i in $(seq 120); do
+	reason=$($W/bin/nodectl get pod hog -o json 2>/dev/null | sed -n 's/.*"reason": "\(OOMKilled\)".*/\1/p' | head -n 1)
+	[ -n "$reason" ] && break
+	sleep 1
+done
+check "container over its memory limit (systemd driver)" "$reason" OOMKilled
+rm /etc/nodeagent/manifests/hog.yaml
 be=kubepods-besteffort-pod$(uid ticker).slice
 $W/bin/nodectl delete pod ticker --wait --grace-period 0 >/dev/null
 check "besteffort pod slice after delete" "$(systemctl is-active $be)" inactive

@@ -1,0 +1,123 @@
+package cgroups
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// The live test re-executes the test binary as a memory hog placed in a
+// real cgroup; TestMain turns it into the hog.
+const hogEnv = "NODEAGENT_CGROUPS_TEST_HOG"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(hogEnv) != "" {
+		hog()
+	}
+	os.Exit(m.Run())
+}
+
+// hog waits for a line on stdin (it has been moved into its cgroup by
+// then), then touches memory until the OOM killer ends it.
+func hog() {
+	var b [1]byte
+	os.Stdin.Read(b[:])
+	var chunks [][]byte
+	for {
+		c := make([]byte, 1<<20)
+		for i := range c {
+			c[i] = 1
+		}
+		chunks = append(chunks, c)
+		if len(chunks)%8 == 0 {
+			fmt.Println(len(chunks))
+		}
+	}
+}
+
+// TestMemoryStatsLive runs against the host's real cgroup hierarchy (v1
+// here, v2 in the VM lane): a 32 MiB cgroup, a process that allocates past
+// it, and the readings the kubelet's signals are built from.
+func TestMemoryStatsLive(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root to create cgroups (make test runs as root)")
+	}
+	m, err := NewManager("cgroupfs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := Name{"nodeagent-stats-test-" + strconv.Itoa(os.Getpid())}
+	limit := int64(32 << 20)
+	if err := m.Set(name, &ResourceConfig{Memory: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Remove(name); err != nil {
+			t.Error(err)
+		}
+	})
+
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), hogEnv+"=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// On v1 the memory hierarchy is enough: the limit lives there.
+	procs := filepath.Join(m.Path(name), "cgroup.procs")
+	if err := os.WriteFile(procs, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := ReadMemoryStats(m, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Limit != uint64(limit) || s.OOMKills != 0 {
+		t.Errorf("before allocating: limit %d oom kills %d, want %d and 0", s.Limit, s.OOMKills, limit)
+	}
+	stdin.Write([]byte("\n"))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the hog was not OOM-killed within 60s")
+	}
+	if err == nil {
+		t.Fatal("the hog exited cleanly, want a SIGKILL from the OOM killer")
+	}
+	s, err = ReadMemoryStats(m, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.OOMKills < 1 {
+		t.Errorf("oom kills = %d after the hog died (%v), want >= 1", s.OOMKills, err)
+	}
+	if m.Version() == 2 {
+		if s.OOMEvents < 1 {
+			t.Errorf("memory.events oom = %d, want >= 1", s.OOMEvents)
+		}
+		if s.Pressure == nil {
+			t.Error("no memory.pressure on cgroup v2 (PSI)")
+		}
+	}
+	t.Logf("cgroup v%d: %+v", m.Version(), s)
+
+	root, err := ReadMemoryStats(m, Name{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root.Usage == 0 || root.WorkingSet() == 0 || root.WorkingSet() > root.Usage {
+		t.Errorf("root cgroup: usage %d working set %d", root.Usage, root.WorkingSet())
+	}
+	t.Logf("root: usage %d MiB, working set %d MiB, inactive_file %d MiB", root.Usage>>20, root.WorkingSet()>>20, root.InactiveFile>>20)
+}
