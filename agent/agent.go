@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ import (
 	"nodeagent/internal/loop"
 	"nodeagent/internal/version"
 	"nodeagent/network"
+	"nodeagent/probes"
 )
 
 // Options are the settings that are not part of the KubeletConfiguration.
@@ -160,6 +162,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	recorder := events.NewRecorder(a.opts.Clock, a.opts.NodeName, events.DefaultCapacity)
 	var manager *pods.Manager
 	var nodeStatus *node.Status
+	hooks := probes.NewHandlers(rt)
+	prober := probes.NewManager(probes.Options{
+		Clock: a.opts.Clock, Handlers: hooks, StateDir: filepath.Join(a.opts.RootDir, "probes"),
+		Changed: func(uid types.UID, kind probes.Kind) { manager.ProbeResultChanged(uid, kind) },
+		Event: func(pod *corev1.Pod, container, eventType, reason, message string) {
+			recorder.Event(events.PodRef(pod, container), eventType, reason, message)
+		},
+		Log: log.With("component", "probes"),
+	})
 	cache := pleg.New(rt, a.opts.NodeName, a.opts.Clock, log.With("component", "pleg"), func(uid types.UID) { manager.Wake(uid) })
 	manager = pods.NewManager(pods.Options{
 		NodeName:          a.opts.NodeName,
@@ -179,6 +190,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		MaxRestartBackOff: cfg.MaxRestartBackOff(),
 		OOMGroupKill:      mgr.Version() == 2 && (cfg.SingleProcessOOMKill == nil || !*cfg.SingleProcessOOMKill),
 	}, pods.Deps{Runtime: rt, Cache: cache, Tree: tree, Store: store, Events: recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
+		Probes: prober, Hooks: hooks,
 		NetworkReady: func() error {
 			if nodeStatus == nil {
 				return nil
@@ -205,6 +217,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		cache.WatchEvents(ctx, func(ctx context.Context) (pleg.EventStream, error) { return rt.GetContainerEvents(ctx) }, cri.IsUnimplemented)
 	})
 	run(func() { manager.Run(ctx, updates) })
+	run(func() { prober.Run(ctx) })
 	high, low := cfg.ImageGCThresholds()
 	imageGC := images.NewGC(rt, images.Policy{HighThresholdPercent: high, LowThresholdPercent: low, MinAge: cfg.ImageMinimumGCAge.Duration},
 		sandboxImage(rtStatus.Info), a.opts.Clock, log.With("component", "images"))
@@ -222,11 +235,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	var srv *http.Server
 	if apiListener != nil {
 		srv = server.NewServer(apiAddr, server.Handler(server.Sources{
-			Pods:   store.List,
-			Events: recorder.List,
-			Node:   func() *corev1.Node { return nodeStatus.Node(a.opts.Clock.Now()) },
-			Config: cfg.KubeletConfiguration,
-			Agent:  map[string]string{"controlSocket": a.opts.ControlSocket},
+			Pods:    store.List,
+			Events:  recorder.List,
+			Node:    func() *corev1.Node { return nodeStatus.Node(a.opts.Clock.Now()) },
+			Config:  cfg.KubeletConfiguration,
+			Agent:   map[string]string{"controlSocket": a.opts.ControlSocket},
+			Probes:  func(uid types.UID) any { return prober.Reports(uid) },
+			Metrics: prober.Metrics.WriteText,
 			Healthy: func() error {
 				if err := cache.Healthy(); err != nil {
 					return err
@@ -242,7 +257,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				log.Error("read-only API stopped", "err", err)
 			}
 		})
-		log.Info("read-only API listening", "addr", "http://"+apiAddr, "endpoints", "/healthz /pods /node /events /configz")
+		log.Info("read-only API listening", "addr", "http://"+apiAddr, "endpoints", "/healthz /pods /pods/{ns}/{name}/probes /node /events /configz /metrics")
 	}
 	var ctl *http.Server
 	if controlListener != nil {

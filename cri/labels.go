@@ -25,4 +25,6 @@ const (
 	AnnotationContainerOOMScoreAdj     = "nodeagent.io/oom-score-adj"
 	AnnotationPodCgroup                = "nodeagent.io/pod-cgroup"
 	AnnotationContainerImageRequest    = "nodeagent.io/image"
+	AnnotationPreStopHandler           = "io.kubernetes.container.preStopHandler"
+	AnnotationContainerPorts           = "io.kubernetes.container.ports"
 )

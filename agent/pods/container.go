@@ -65,7 +65,7 @@ func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, imageRef
 	}
 	oomScoreAdj := m.opts.OOMRange.Map(qos.ContainerOOMScoreAdj(pod, c, m.opts.MemoryCapacity, isCritical(pod)))
 
-	return &runtimeapi.ContainerConfig{
+	cfg := &runtimeapi.ContainerConfig{
 		Metadata:   &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image:      &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
 		Command:    expandAll(c.Command),
@@ -98,7 +98,36 @@ func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, imageRef
 			Resources:       m.containerResources(c, oomScoreAdj),
 			SecurityContext: containerSecurityContext(pod, c),
 		},
-	}, nil
+	}
+	// What stopping the container needs if the pod's spec is gone by then
+	// (deleted while the agent was down), as the kubelet keeps it.
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+		b, _ := json.Marshal(c.Lifecycle.PreStop)
+		cfg.Annotations[cri.AnnotationPreStopHandler] = string(b)
+		if len(c.Ports) > 0 {
+			b, _ := json.Marshal(c.Ports)
+			cfg.Annotations[cri.AnnotationContainerPorts] = string(b)
+		}
+	}
+	return cfg, nil
+}
+
+// specFromAnnotations rebuilds what stopping an orphaned container needs:
+// its preStop handler and the ports it may name.
+func specFromAnnotations(name string, annotations map[string]string) *corev1.Container {
+	raw, ok := annotations[cri.AnnotationPreStopHandler]
+	if !ok {
+		return nil
+	}
+	var preStop corev1.LifecycleHandler
+	if err := json.Unmarshal([]byte(raw), &preStop); err != nil {
+		return nil
+	}
+	c := &corev1.Container{Name: name, Lifecycle: &corev1.Lifecycle{PreStop: &preStop}}
+	if ports, ok := annotations[cri.AnnotationContainerPorts]; ok {
+		json.Unmarshal([]byte(ports), &c.Ports)
+	}
+	return c
 }
 
 // containerResources are the kubelet's CRI resources: shares from the cpu

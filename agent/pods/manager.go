@@ -20,6 +20,7 @@ import (
 	"nodeagent/agent/status"
 	"nodeagent/cgroups"
 	"nodeagent/internal/qos"
+	"nodeagent/probes"
 )
 
 // Options are the node settings that shape pods.
@@ -62,6 +63,11 @@ type Deps struct {
 	// NetworkReady says why the runtime's pod network is not ready (nil:
 	// ready); nil means always ready.
 	NetworkReady func() error
+	// Probes runs the pods' probes; nil: containers are ready once running.
+	Probes Probes
+	// Hooks runs postStart and preStop handlers; nil: pods with hooks fail
+	// them.
+	Hooks Hooks
 }
 
 // Manager owns the desired pods, admits them and runs one worker per pod.
@@ -73,6 +79,8 @@ type Manager struct {
 	store        *status.Store
 	events       *events.Recorder
 	networkReady func() error
+	probes       Probes
+	hooks        Hooks
 	clock        clock.WithTicker
 	log          *slog.Logger
 	restarts     *backOff // crash-loop back-off per container
@@ -99,11 +107,17 @@ func NewManager(opts Options, deps Deps) *Manager {
 	if deps.NetworkReady == nil {
 		deps.NetworkReady = func() error { return nil }
 	}
+	if deps.Probes == nil {
+		deps.Probes = noProbes{}
+	}
+	if deps.Hooks == nil {
+		deps.Hooks = noHooks{}
+	}
 	if deps.Events == nil {
 		deps.Events = events.NewRecorder(deps.Clock, opts.NodeName, 0)
 	}
 	return &Manager{
-		opts: opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, clock: deps.Clock,
+		opts: opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, clock: deps.Clock,
 		log:          deps.Log,
 		restarts:     newBackOff(deps.Clock, opts.MaxRestartBackOff),
 		imagePulls:   newBackOff(deps.Clock, 0),
@@ -193,6 +207,9 @@ func (m *Manager) apply(u source.Update) {
 		if errs := unsupported(p); len(errs) > 0 {
 			r = &Rejection{Reason: "UnsupportedPodSpec", Message: errs.ToAggregate().Error()}
 		}
+		if errs := probes.Validate(p); len(errs) > 0 {
+			r = &Rejection{Reason: "InvalidPodSpec", Message: errs.ToAggregate().Error()}
+		}
 		if r != nil {
 			m.rejected[p.UID] = true
 			m.rejectLocked(p, r)
@@ -248,6 +265,9 @@ func (m *Manager) startWorkerLocked(uid types.UID, pod *corev1.Pod) {
 	}
 	w := newWorker(m, uid, pod)
 	m.workers[uid] = w
+	if pod != nil {
+		m.probes.AddPod(pod)
+	}
 	m.wg.Add(1)
 	go w.run(m.ctx)
 }
@@ -260,6 +280,7 @@ func (m *Manager) workerDone(w *worker) {
 	defer m.wg.Done()
 	if m.workers[w.uid] == w {
 		delete(m.workers, w.uid)
+		m.probes.RemovePod(w.uid, false)
 	}
 	// Pods that waited for this one (same UID re-added, or same full name)
 	// may start now.
@@ -394,6 +415,17 @@ func (m *Manager) Reconcile() {
 			m.log.Info("removed orphaned pod cgroup", "cgroup", name.Cgroupfs())
 		}
 	}
+}
+
+// ProbeResultChanged is the probe manager's callback: readiness and
+// startup changes show in the published status at once (also while the
+// worker is busy terminating the pod), and the worker wakes to act on
+// liveness and startup failures.
+func (m *Manager) ProbeResultChanged(uid types.UID, kind probes.Kind) {
+	if kind != probes.Liveness {
+		m.store.Update(uid, func(pod *corev1.Pod) { refreshReadiness(pod, m.probes, m.clock.Now()) })
+	}
+	m.Wake(uid)
 }
 
 func fullName(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }

@@ -2,11 +2,14 @@ package pods
 
 import (
 	"context"
+	"errors"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/agent/pleg"
+	"nodeagent/probes"
 )
 
 // Runtime is the part of the CRI client pod workers drive (*cri.Client).
@@ -28,4 +31,37 @@ type PodCache interface {
 	Get(uid types.UID) *pleg.PodRuntime
 	Inspect(ctx context.Context, uid types.UID) (*pleg.PodRuntime, error)
 	UIDs() []types.UID
+}
+
+// Probes is the probe manager workers report containers to and read
+// results from (*probes.Manager).
+type Probes interface {
+	AddPod(pod *corev1.Pod)
+	RemovePod(uid types.UID, forget bool)
+	UpdatePod(uid types.UID, podIP string, terminating bool, containers []probes.ContainerState)
+	Ready(uid types.UID, container, id string) bool
+	Started(uid types.UID, container, id string) bool
+	Kill(uid types.UID, container, id string) (kind probes.Kind, grace *int64, kill bool)
+}
+
+// Hooks runs postStart and preStop handlers (*probes.Handlers).
+type Hooks interface {
+	RunHook(ctx context.Context, h *corev1.LifecycleHandler, t probes.Target) error
+}
+
+// noProbes is the Probes of a manager built without one: every running
+// container is started and ready, and nothing is killed.
+type noProbes struct{}
+
+func (noProbes) AddPod(*corev1.Pod)                                         {}
+func (noProbes) RemovePod(types.UID, bool)                                  {}
+func (noProbes) UpdatePod(types.UID, string, bool, []probes.ContainerState) {}
+func (noProbes) Ready(types.UID, string, string) bool                       { return true }
+func (noProbes) Started(types.UID, string, string) bool                     { return true }
+func (noProbes) Kill(types.UID, string, string) (probes.Kind, *int64, bool) { return "", nil, false }
+
+type noHooks struct{}
+
+func (noHooks) RunHook(context.Context, *corev1.LifecycleHandler, probes.Target) error {
+	return errors.New("no lifecycle hook runner configured")
 }

@@ -39,6 +39,9 @@ type statusInput struct {
 	runtimeName string // containerID scheme, e.g. "containerd"
 	startTime   metav1.Time
 	now         time.Time
+	// probes answers readiness and startup results; nil: every running
+	// container is started and ready.
+	probes Probes
 }
 
 // computeStatus derives the pod's corev1.PodStatus from its spec and what
@@ -84,13 +87,8 @@ func computeStatus(in statusInput) corev1.PodStatus {
 	if !initDone {
 		defaultWaiting = "PodInitializing"
 	}
-	var unready []string
 	for i := range pod.Spec.Containers {
-		cs := in.containerStatus(&pod.Spec.Containers[i], defaultWaiting)
-		st.ContainerStatuses = append(st.ContainerStatuses, cs)
-		if !cs.Ready {
-			unready = append(unready, cs.Name)
-		}
+		st.ContainerStatuses = append(st.ContainerStatuses, in.containerStatus(&pod.Spec.Containers[i], defaultWaiting))
 	}
 	st.Phase = podPhase(pod, st.InitContainerStatuses, st.ContainerStatuses)
 	if in.terminal != nil {
@@ -98,30 +96,87 @@ func computeStatus(in statusInput) corev1.PodStatus {
 	}
 
 	cond := func(t corev1.PodConditionType, ok bool, reason, message string) {
-		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: message}
-		if ok {
-			c.Status, c.Reason, c.Message = corev1.ConditionTrue, "", ""
-		}
-		c.LastTransitionTime = metav1.NewTime(in.now)
-		for _, old := range in.previous.Conditions {
-			if old.Type == t && old.Status == c.Status {
-				c.LastTransitionTime = old.LastTransitionTime
-			}
-		}
-		c.LastProbeTime = metav1.Time{}
-		st.Conditions = append(st.Conditions, c)
+		setCondition(&st, in.previous.Conditions, in.now, t, ok, reason, message)
 	}
 	cond(corev1.PodReadyToStartContainers, sandboxReady && (st.PodIP != "" || pod.Spec.HostNetwork), "", "")
 	cond(corev1.PodInitialized, initDone, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incompleteInit, " ")))
-	readyReason, readyMessage := "ContainersNotReady", fmt.Sprintf("containers with unready status: [%s]", strings.Join(unready, " "))
-	if st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed {
-		readyReason, readyMessage = "PodCompleted", ""
-	}
-	ready := len(unready) == 0 && st.Phase == corev1.PodRunning
-	cond(corev1.ContainersReady, ready, readyReason, readyMessage)
-	cond(corev1.PodReady, ready, readyReason, readyMessage)
+	setReadyConditions(pod, &st, in.previous.Conditions, in.now)
 	cond(corev1.PodScheduled, true, "", "")
 	return st
+}
+
+// setCondition sets (or adds) a condition, keeping its transition time
+// while its status stays the same.
+func setCondition(st *corev1.PodStatus, previous []corev1.PodCondition, now time.Time, t corev1.PodConditionType, ok bool, reason, message string) {
+	c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: message}
+	if ok {
+		c.Status, c.Reason, c.Message = corev1.ConditionTrue, "", ""
+	}
+	c.LastTransitionTime = metav1.NewTime(now)
+	for _, old := range previous {
+		if old.Type == t && old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+	}
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == t {
+			st.Conditions[i] = c
+			return
+		}
+	}
+	st.Conditions = append(st.Conditions, c)
+}
+
+// setReadyConditions derives ContainersReady and Ready from the
+// containers' readiness, sidecars included, as the kubelet does.
+func setReadyConditions(pod *corev1.Pod, st *corev1.PodStatus, previous []corev1.PodCondition, now time.Time) {
+	var unready []string
+	for i, cs := range st.InitContainerStatuses {
+		if i < len(pod.Spec.InitContainers) && qos.IsSidecar(&pod.Spec.InitContainers[i]) && !cs.Ready {
+			unready = append(unready, cs.Name)
+		}
+	}
+	for _, cs := range st.ContainerStatuses {
+		if !cs.Ready {
+			unready = append(unready, cs.Name)
+		}
+	}
+	reason, message := "ContainersNotReady", fmt.Sprintf("containers with unready status: [%s]", strings.Join(unready, " "))
+	if st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed {
+		reason, message = "PodCompleted", ""
+	}
+	ready := len(unready) == 0 && st.Phase == corev1.PodRunning
+	setCondition(st, previous, now, corev1.ContainersReady, ready, reason, message)
+	setCondition(st, previous, now, corev1.PodReady, ready, reason, message)
+}
+
+// refreshReadiness re-reads readiness and startup results for the running
+// containers of a published status and updates its ready conditions.
+func refreshReadiness(pod *corev1.Pod, probes Probes, now time.Time) {
+	update := func(statuses []corev1.ContainerStatus) {
+		for i := range statuses {
+			cs := &statuses[i]
+			if cs.State.Running == nil {
+				continue
+			}
+			id := containerIDOf(cs.ContainerID)
+			started := probes.Started(pod.UID, cs.Name, id)
+			cs.Started = &started
+			cs.Ready = started && probes.Ready(pod.UID, cs.Name, id)
+		}
+	}
+	update(pod.Status.InitContainerStatuses)
+	update(pod.Status.ContainerStatuses)
+	previous := append([]corev1.PodCondition(nil), pod.Status.Conditions...)
+	setReadyConditions(pod, &pod.Status, previous, now)
+}
+
+// containerIDOf strips the runtime scheme from a status containerID.
+func containerIDOf(s string) string {
+	if _, id, ok := strings.Cut(s, "://"); ok {
+		return id
+	}
+	return s
 }
 
 // containerStatus is the status of one container from its newest runtime
@@ -154,9 +209,13 @@ func (in statusInput) containerStatus(c *corev1.Container, defaultWaiting string
 	switch latest.State {
 	case runtimeapi.ContainerState_CONTAINER_RUNNING:
 		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: nanoTime(latest.StartedAt)}
-		started := true
+		started, ready := true, true
+		if in.probes != nil {
+			started = in.probes.Started(in.pod.UID, c.Name, latest.Id)
+			ready = started && in.probes.Ready(in.pod.UID, c.Name, latest.Id)
+		}
 		cs.Started = &started
-		cs.Ready = true
+		cs.Ready = ready
 		if previous != nil {
 			cs.LastTerminationState.Terminated = previous
 		}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"nodeagent/agent/pleg"
 	"nodeagent/cri"
 	"nodeagent/internal/qos"
+	"nodeagent/probes"
 )
 
 // worker drives one pod. Only its own goroutine touches the fields below
@@ -368,6 +370,10 @@ func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.C
 		switch current.State {
 		case runtimeapi.ContainerState_CONTAINER_RUNNING:
 			delete(w.waiting, c.Name)
+			if kind, probeGrace, kill := w.m.probes.Kill(pod.UID, c.Name, current.Id); kill {
+				w.killUnhealthy(ctx, pod, c, current, kind, probeGrace, podIP)
+				return 0, false
+			}
 			return 0, !init || sidecar
 		case runtimeapi.ContainerState_CONTAINER_EXITED:
 			if current.StartedAt == 0 && current.CreatedAt < w.born.UnixNano() {
@@ -411,6 +417,7 @@ func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.C
 			w.started++
 			delete(w.waiting, c.Name)
 			w.event(c.Name, corev1.EventTypeNormal, "Started", "Started container "+c.Name)
+			w.postStart(ctx, pod, c, current.Id, podIP)
 			return 0, false
 		default: // unknown: start over, but never beside one we could not remove
 			w.actions++
@@ -469,7 +476,44 @@ func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.
 	w.event(c.Name, corev1.EventTypeNormal, "Started", "Started container "+c.Name)
 	delete(w.waiting, c.Name)
 	w.log.Debug("container started", "container", c.Name, "container_id", shortID(id), "restart_count", restartCount)
+	w.postStart(ctx, pod, c, id, podIP)
 	return 0
+}
+
+// postStart runs the container's postStart hook before anything else of
+// the pod starts; on failure the container is killed and its restart
+// policy decides what follows.
+func (w *worker) postStart(ctx context.Context, pod *corev1.Pod, c *corev1.Container, id, podIP string) {
+	if c.Lifecycle == nil || c.Lifecycle.PostStart == nil {
+		return
+	}
+	err := w.m.hooks.RunHook(ctx, c.Lifecycle.PostStart, probes.Target{PodIP: podIP, ContainerID: id, Container: c})
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	// The event leaves the error out (it may hold secrets); the log has it.
+	w.log.Warn("postStart hook failed; killing the container", "container", c.Name, "err", err)
+	w.event(c.Name, corev1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed")
+	w.actions++
+	rec := &runtimeapi.ContainerStatus{Id: id, Metadata: &runtimeapi.ContainerMetadata{Name: c.Name}, State: runtimeapi.ContainerState_CONTAINER_RUNNING}
+	if err := w.stopContainer(ctx, rec, gracePeriod(pod, nil), podIP, "FailedPostStartHook"); err != nil {
+		w.log.Warn("kill container after its postStart hook failed", "container", c.Name, "err", err)
+	}
+}
+
+// killUnhealthy stops a container whose liveness or startup probe failed,
+// with the probe's grace period when it sets one.
+func (w *worker) killUnhealthy(ctx context.Context, pod *corev1.Pod, c *corev1.Container, rec *runtimeapi.ContainerStatus, kind probes.Kind, probeGrace *int64, podIP string) {
+	grace := gracePeriod(pod, nil)
+	if probeGrace != nil {
+		grace = max(*probeGrace, 2)
+	}
+	w.log.Info("container failed its probe; killing it", "container", c.Name, "probe", strings.ToLower(string(kind)), "grace_seconds", grace)
+	w.actions++
+	msg := fmt.Sprintf("Container %s failed %s probe, will be restarted", c.Name, strings.ToLower(string(kind)))
+	if err := w.stopContainer(ctx, rec, grace, podIP, msg); err != nil {
+		w.log.Warn("kill unhealthy container", "container", c.Name, "err", err)
+	}
 }
 
 func (w *worker) fail(c *corev1.Container, reason string, err error) {
@@ -640,9 +684,10 @@ func (w *worker) publish(rt *pleg.PodRuntime) {
 	w.readTerminationMessages(rt)
 	pod.Status = computeStatus(statusInput{
 		pod: w.pod, rt: rt, waiting: w.waiting, messages: w.messages, oomKilled: w.oomKilled, previous: previous, terminal: w.failed,
-		hostIP: w.m.opts.NodeIP, runtimeName: w.m.opts.RuntimeName, startTime: w.startTime, now: w.m.clock.Now(),
+		hostIP: w.m.opts.NodeIP, runtimeName: w.m.opts.RuntimeName, startTime: w.startTime, now: w.m.clock.Now(), probes: w.m.probes,
 	})
 	w.m.store.Set(pod)
+	w.reportContainers(rt, w.isTerminating())
 	if pod.Status.Phase != w.lastPhase || pod.Status.PodIP != w.lastIP {
 		ready := 0
 		for _, cs := range pod.Status.ContainerStatuses {
@@ -654,6 +699,31 @@ func (w *worker) publish(rt *pleg.PodRuntime) {
 			"ready", fmt.Sprintf("%d/%d", ready, len(pod.Spec.Containers)))
 		w.lastPhase, w.lastIP = pod.Status.Phase, pod.Status.PodIP
 	}
+}
+
+// reportContainers tells the probe manager the newest container of each
+// name, so probes follow restarts.
+func (w *worker) reportContainers(rt *pleg.PodRuntime, terminating bool) {
+	if w.pod == nil {
+		return
+	}
+	var states []probes.ContainerState
+	for _, list := range [][]corev1.Container{w.pod.Spec.InitContainers, w.pod.Spec.Containers} {
+		for _, c := range list {
+			recs := rt.ContainersNamed(c.Name)
+			if len(recs) == 0 {
+				continue
+			}
+			states = append(states, probes.ContainerState{Name: c.Name, ID: recs[0].Id,
+				Running:   recs[0].State == runtimeapi.ContainerState_CONTAINER_RUNNING,
+				StartedAt: time.Unix(0, recs[0].StartedAt)})
+		}
+	}
+	podIP := ""
+	if sb := rt.LatestSandbox(); sb != nil && sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+		podIP = sb.GetNetwork().GetIp()
+	}
+	w.m.probes.UpdatePod(w.uid, podIP, terminating, states)
 }
 
 // readTerminationMessages reads each exited container's message once and
@@ -716,6 +786,7 @@ func gracePeriod(pod *corev1.Pod, override *int64) int64 {
 // then the sandboxes.
 func (w *worker) stopAll(ctx context.Context, rt *pleg.PodRuntime, grace int64) error {
 	start := w.m.clock.Now()
+	podIP := rt.LatestSandbox().GetNetwork().GetIp()
 	var regular, sidecars []*runtimeapi.ContainerStatus
 	for _, c := range rt.GetContainers() {
 		if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
@@ -738,7 +809,7 @@ func (w *worker) stopAll(ctx context.Context, rt *pleg.PodRuntime, grace int64) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := w.stopContainer(ctx, c, grace); err != nil {
+			if err := w.stopContainer(ctx, c, grace, podIP, ""); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -751,7 +822,7 @@ func (w *worker) stopAll(ctx context.Context, rt *pleg.PodRuntime, grace int64) 
 		if grace > 0 {
 			left = max(left, 2)
 		}
-		if err := w.stopContainer(ctx, c, max(left, 0)); err != nil {
+		if err := w.stopContainer(ctx, c, max(left, 0), podIP, ""); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -779,20 +850,57 @@ func (w *worker) sidecarIndex(name string) int {
 	return -1
 }
 
-// stopContainer sends the stop signal, then SIGKILL after grace seconds.
-// An orphan's grace period travels with the container.
-func (w *worker) stopContainer(ctx context.Context, c *runtimeapi.ContainerStatus, grace int64) error {
+// stopContainer runs the container's preStop hook (when grace > 0) within
+// the grace period, then sends the stop signal and SIGKILL after what is
+// left of it (at least 2 s). message is the Killing event's text ("":
+// "Stopping container <name>"). An orphan's hook and grace period travel
+// with the container.
+func (w *worker) stopContainer(ctx context.Context, c *runtimeapi.ContainerStatus, grace int64, podIP, message string) error {
 	name := c.GetMetadata().GetName()
 	ref := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: c.Labels[cri.LabelPodNamespace], Name: c.Labels[cri.LabelPodName],
 		UID: types.UID(c.Labels[cri.LabelPodUID]), FieldPath: fmt.Sprintf("spec.containers{%s}", name)}
+	spec := w.containerSpec(name)
 	if w.pod != nil {
 		ref = events.PodRef(w.pod, name)
-	} else if v, err := strconv.ParseInt(c.Annotations[cri.AnnotationTerminationGrace], 10, 64); err == nil {
-		grace = max(v, 2)
+	} else {
+		if v, err := strconv.ParseInt(c.Annotations[cri.AnnotationTerminationGrace], 10, 64); err == nil {
+			grace = max(v, 2)
+		}
+		spec = specFromAnnotations(name, c.Annotations)
 	}
-	w.m.events.Event(ref, corev1.EventTypeNormal, "Killing", "Stopping container "+name)
+	if message == "" {
+		message = "Stopping container " + name
+	}
+	w.m.events.Event(ref, corev1.EventTypeNormal, "Killing", message)
+	if grace > 0 && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		start := w.m.clock.Now()
+		hookCtx, cancel := context.WithTimeout(ctx, time.Duration(grace)*time.Second)
+		err := w.m.hooks.RunHook(hookCtx, spec.Lifecycle.PreStop, probes.Target{PodIP: podIP, ContainerID: c.Id, Container: spec})
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			w.log.Warn("preStop hook failed; stopping the container anyway", "container", name, "err", err)
+			w.m.events.Event(ref, corev1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed")
+		}
+		// The hook's whole seconds come out of the grace period.
+		grace = max(grace-int64(w.m.clock.Since(start)/time.Second), 2)
+	}
 	if err := w.m.rt.StopContainer(ctx, c.Id, grace); err != nil {
 		return fmt.Errorf("stop container %s: %w", name, err)
+	}
+	return nil
+}
+
+// containerSpec finds a container (init or app) of the worker's pod.
+func (w *worker) containerSpec(name string) *corev1.Container {
+	if w.pod == nil {
+		return nil
+	}
+	for _, list := range [][]corev1.Container{w.pod.Spec.InitContainers, w.pod.Spec.Containers} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
 	}
 	return nil
 }
@@ -802,6 +910,8 @@ func (w *worker) stopContainer(ctx context.Context, c *runtimeapi.ContainerStatu
 // cgroup (killing leftovers), its log directory and volumes. It retries
 // until it succeeds or the agent stops.
 func (w *worker) terminatePod(ctx context.Context) {
+	// Liveness and startup stop now; readiness keeps running.
+	w.reportContainers(w.m.cache.Get(w.uid), true)
 	delay := time.Second
 	for {
 		err := w.killAndClean(ctx)
@@ -809,6 +919,7 @@ func (w *worker) terminatePod(ctx context.Context) {
 			// Refresh the cache so the pod stops counting as present.
 			w.m.cache.Inspect(ctx, w.uid)
 			w.m.store.Delete(w.uid)
+			w.m.probes.RemovePod(w.uid, true)
 			w.log.Info("pod terminated and cleaned up")
 			return
 		}

@@ -6,11 +6,14 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Sources are what the API serves.
@@ -21,6 +24,10 @@ type Sources struct {
 	Config  any
 	Agent   any          // nodeagent's own settings, beside the kubelet config in /configz
 	Healthy func() error // nil error: healthy
+	// Probes reports a pod's probes (results, last run); nil: none.
+	Probes func(uid types.UID) any
+	// Metrics writes the Prometheus text exposition; nil: no /metrics.
+	Metrics func(w io.Writer)
 }
 
 // Handler returns the API's HTTP handler.
@@ -42,6 +49,27 @@ func Handler(src Sources) http.Handler {
 	mux.HandleFunc("GET /node", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, src.Node())
 	})
+	mux.HandleFunc("GET /pods/{namespace}/{name}/probes", func(w http.ResponseWriter, r *http.Request) {
+		for _, p := range src.Pods() {
+			if p.Namespace == r.PathValue("namespace") && p.Name == r.PathValue("name") {
+				var reports any = []any{}
+				if src.Probes != nil {
+					if got := src.Probes(p.UID); got != nil {
+						reports = got
+					}
+				}
+				writeJSON(w, reports)
+				return
+			}
+		}
+		http.Error(w, fmt.Sprintf("pod %s/%s not found", r.PathValue("namespace"), r.PathValue("name")), http.StatusNotFound)
+	})
+	if src.Metrics != nil {
+		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			src.Metrics(w)
+		})
+	}
 	mux.HandleFunc("GET /configz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"kubeletconfig": src.Config, "nodeagent": src.Agent})
 	})

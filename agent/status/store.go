@@ -32,6 +32,16 @@ func (s *Store) Set(pod *corev1.Pod) bool {
 	return !ok || !equality.Semantic.DeepEqual(old.Status, cp.Status)
 }
 
+// Update changes a stored pod in place under the store's lock; a pod not
+// stored (deleted meanwhile) stays absent.
+func (s *Store) Update(uid types.UID, change func(*corev1.Pod)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.pods[uid]; ok {
+		change(p)
+	}
+}
+
 // Get returns a copy of the pod.
 func (s *Store) Get(uid types.UID) (*corev1.Pod, bool) {
 	s.mu.RLock()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -15,6 +16,7 @@ import (
 
 	"nodeagent/agent/source"
 	"nodeagent/cgroups"
+	"nodeagent/probes"
 )
 
 func (c *client) getPods(output string) error {
@@ -223,8 +225,12 @@ func (c *client) describePod(name string) error {
 		kv("Termination Grace", fmt.Sprintf("%ds", *g))
 	}
 	w.Flush()
-	describeContainers(c.out, "Init Containers", p.Spec.InitContainers, p.Status.InitContainerStatuses)
-	describeContainers(c.out, "Containers", p.Spec.Containers, p.Status.ContainerStatuses)
+	var reports []probes.Report
+	if err := c.fetch("/pods/"+p.Namespace+"/"+p.Name+"/probes", &reports); err != nil {
+		fmt.Fprintf(os.Stderr, "warning: probe results unavailable: %v\n", err)
+	}
+	describeContainers(c.out, "Init Containers", p.Spec.InitContainers, p.Status.InitContainerStatuses, reports)
+	describeContainers(c.out, "Containers", p.Spec.Containers, p.Status.ContainerStatuses, reports)
 	if len(p.Status.Conditions) > 0 {
 		fmt.Fprintln(c.out, "Conditions:")
 		tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
@@ -309,7 +315,7 @@ func (c *client) listEvents(podName, output string) error {
 	return tw.Flush()
 }
 
-func describeContainers(out io.Writer, title string, specs []corev1.Container, statuses []corev1.ContainerStatus) {
+func describeContainers(out io.Writer, title string, specs []corev1.Container, statuses []corev1.ContainerStatus, reports []probes.Report) {
 	if len(specs) == 0 {
 		return
 	}
@@ -341,7 +347,32 @@ func describeContainers(out io.Writer, title string, specs []corev1.Container, s
 			kv("Last State", stateText(cs.LastTerminationState))
 		}
 		kv("Ready", fmt.Sprint(cs.Ready))
+		if cs.Started != nil {
+			kv("Started", fmt.Sprint(*cs.Started))
+		}
 		kv("Restart Count", fmt.Sprint(cs.RestartCount))
+		for _, pr := range []struct {
+			kind probes.Kind
+			spec *corev1.Probe
+		}{{probes.Liveness, s.LivenessProbe}, {probes.Readiness, s.ReadinessProbe}, {probes.Startup, s.StartupProbe}} {
+			if pr.spec == nil {
+				continue
+			}
+			kv(string(pr.kind), probeText(pr.spec))
+			for _, r := range reports {
+				if r.Container == s.Name && r.Type == pr.kind {
+					kv("  Result", reportText(r))
+				}
+			}
+		}
+		if lc := s.Lifecycle; lc != nil {
+			if lc.PostStart != nil {
+				kv("PostStart", handlerText(lc.PostStart))
+			}
+			if lc.PreStop != nil {
+				kv("PreStop", handlerText(lc.PreStop))
+			}
+		}
 		if len(s.Resources.Requests) > 0 {
 			kv("Requests", resourceText(s.Resources.Requests))
 		}
@@ -357,6 +388,62 @@ func describeContainers(out io.Writer, title string, specs []corev1.Container, s
 		}
 		w.Flush()
 	}
+}
+
+// probeText is kubectl's one-line probe description.
+func probeText(p *corev1.Probe) string {
+	action := "<unknown>"
+	switch {
+	case p.Exec != nil:
+		action = fmt.Sprintf("exec %v", p.Exec.Command)
+	case p.HTTPGet != nil:
+		scheme := strings.ToLower(string(p.HTTPGet.Scheme))
+		if scheme == "" {
+			scheme = "http"
+		}
+		action = fmt.Sprintf("http-get %s://%s:%s%s", scheme, p.HTTPGet.Host, p.HTTPGet.Port.String(), p.HTTPGet.Path)
+	case p.TCPSocket != nil:
+		action = fmt.Sprintf("tcp-socket %s:%s", p.TCPSocket.Host, p.TCPSocket.Port.String())
+	case p.GRPC != nil:
+		service := ""
+		if p.GRPC.Service != nil {
+			service = *p.GRPC.Service
+		}
+		action = fmt.Sprintf("grpc <pod>:%d %s", p.GRPC.Port, service)
+	}
+	return fmt.Sprintf("%s delay=%ds timeout=%ds period=%ds #success=%d #failure=%d",
+		action, p.InitialDelaySeconds, p.TimeoutSeconds, p.PeriodSeconds, p.SuccessThreshold, p.FailureThreshold)
+}
+
+// reportText is a probe's published result and its last run.
+func reportText(r probes.Report) string {
+	out := r.Result
+	if r.OnHold {
+		out += ", on hold until the container restarts"
+	}
+	if r.Last == nil {
+		return out + " (not run yet)"
+	}
+	out += fmt.Sprintf("; last run %s ago: %s (x%d in a row, %.0fms)", time.Since(r.Last.Time).Round(time.Second), r.Last.Result, r.Consecutive, r.Last.Duration*1000)
+	if r.Last.Message != "" && r.Last.Result != "successful" {
+		out += ": " + strings.TrimSpace(r.Last.Message)
+	}
+	if r.Missed > 0 {
+		out += fmt.Sprintf("; %d missed periods", r.Missed)
+	}
+	return out
+}
+
+func handlerText(h *corev1.LifecycleHandler) string {
+	switch {
+	case h.Exec != nil:
+		return fmt.Sprintf("exec %v", h.Exec.Command)
+	case h.HTTPGet != nil:
+		return fmt.Sprintf("http-get %s://%s:%s%s", strings.ToLower(string(h.HTTPGet.Scheme)), h.HTTPGet.Host, h.HTTPGet.Port.String(), h.HTTPGet.Path)
+	case h.Sleep != nil:
+		return fmt.Sprintf("sleep %ds", h.Sleep.Seconds)
+	}
+	return "<unknown>"
 }
 
 func stateText(s corev1.ContainerState) string {
