@@ -1,3 +1,5 @@
+//go:build integration
+
 package cgroups
 
 import (
@@ -40,7 +42,7 @@ func hog() {
 }
 
 // TestMemoryStatsLive runs against the host's real cgroup hierarchy (v1
-// here, v2 in the VM lane): a 32 MiB cgroup, a process that allocates past
+// on the build hosts, v2 in the VM lane; `make integration` runs it): a 32 MiB cgroup, a process that allocates past
 // it, and the readings the kubelet's signals are built from.
 func TestMemoryStatsLive(t *testing.T) {
 	if os.Geteuid() != 0 {

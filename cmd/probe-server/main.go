@@ -10,6 +10,8 @@
 //	GET  /redirect?to=URL      302 to URL
 //	GET  /delay?d=2s           answer after the given duration
 //	GET  /headers              echo the request headers
+//	GET  /record/NAME          remember NAME (lifecycle hooks call it)
+//	GET  /records              the remembered names, one per line, in order
 //
 // TCP (on --tcp): accepts connections only while healthy.
 // gRPC (on --grpc): grpc.health.v1.Health, SERVING or NOT_SERVING for every
@@ -28,6 +30,8 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -74,6 +78,9 @@ func main() {
 type server struct {
 	healthy       atomic.Bool
 	unhealthyFile string
+
+	mu      sync.Mutex
+	records []string
 }
 
 func (s *server) isHealthy() bool {
@@ -116,6 +123,21 @@ func (s *server) httpHandler() http.Handler {
 		}
 		time.Sleep(d)
 		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/record/", func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(r.URL.Path, "/record/")
+		s.mu.Lock()
+		s.records = append(s.records, name)
+		s.mu.Unlock()
+		log.Printf("recorded %q from %s (%s)", name, r.RemoteAddr, r.UserAgent())
+		fmt.Fprintln(w, "recorded", name)
+	})
+	mux.HandleFunc("/records", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, name := range s.records {
+			fmt.Fprintln(w, name)
+		}
 	})
 	mux.HandleFunc("/headers", func(w http.ResponseWriter, r *http.Request) {
 		names := make([]string, 0, len(r.Header))
