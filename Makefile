@@ -65,8 +65,9 @@ unit: ## unit tests (no root, no daemons)
 
 integration: build runtime-up ## integration tests in test/ against the real containerd, runc, CNI and cgroups
 	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent NODECTL_BIN=$(CURDIR)/$(BIN_DIR)/nodectl \
-		TEST_IMAGE=$(TEST_IMAGE) PAUSE_IMAGE=$(PAUSE_IMAGE) $(GO) test -count=1 -tags integration -timeout 20m -v ./cgroups/ ./test/integration/ 2>&1 | tee $(BIN_DIR)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; \
+		TEST_IMAGE=$(TEST_IMAGE) PAUSE_IMAGE=$(PAUSE_IMAGE) $(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration/ 2>&1 | tee $(BIN_DIR)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; \
 		exit $${PIPESTATUS[0]}
+	$(GO) test -count=1 -tags integration -run Live -v ./cgroups/
 
 V2_WORK := $(BIN_DIR)/v2
 
@@ -82,9 +83,11 @@ test-v2: build runtime-up vm-image ## boot the cgroup v2 VM and run the v2 smoke
 	@printf '#!/bin/sh\nexport PAUSE_IMAGE=$(PAUSE_IMAGE) TEST_IMAGE=$(TEST_IMAGE)\nexec /work/smoke.sh\n' > $(V2_WORK)/run.sh && chmod +x $(V2_WORK)/run.sh
 	@hack/vm.sh run $(CURDIR)/$(V2_WORK); code=$$?; grep -E '^(PASS|FAIL|==)' $(V2_WORK)/run.log; exit $$code
 
-bench: build runtime-up ## pod start latency vs the direct-CRI floor, agent RSS and CPU (reported, not asserted)
+bench: build runtime-up ## pod start latency, footprint, and 100 pods' probes vs bare floors (reported, not asserted)
 	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent \
 		$(GO) run ./test/bench/podstart
+	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent TEST_IMAGE=$(TEST_IMAGE) \
+		$(GO) run ./test/bench/probes
 
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

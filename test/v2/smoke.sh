@@ -66,6 +66,13 @@ for i in $(seq 300); do
 done
 check "example pods running" "$running" 3
 $W/bin/nodectl get pods
+ready=
+for i in $(seq 60); do
+	ready=$($W/bin/nodectl get pods | awk '$1 ~ /^health-/ {print $2}')
+	[ "$ready" = 1/1 ] && break
+	sleep 1
+done
+check "health pod ready (HTTP readiness probe)" "$ready" 1/1
 
 echo "== QoS tree values (cgroup v2)"
 cg=/sys/fs/cgroup/kubepods
@@ -147,6 +154,27 @@ for i in $(seq 120); do
 done
 check "container over its memory limit (systemd driver)" "$reason" OOMKilled
 rm /etc/nodeagent/manifests/hog.yaml
+cat >/etc/nodeagent/manifests/probed.yaml <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: probed}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: $TEST_IMAGE
+    command: [probe-server, --start-unhealthy]
+    livenessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1, failureThreshold: 1}
+EOF
+restarts=0
+for i in $(seq 120); do
+	restarts=$($W/bin/nodectl get pod probed -o json 2>/dev/null | sed -n 's/.*"restartCount": \([0-9]*\).*/\1/p' | head -n 1)
+	[ "${restarts:-0}" -ge 1 ] && break
+	sleep 1
+done
+[ "${restarts:-0}" -ge 1 ] && pass "failing liveness probe restarted the container (systemd driver)" || fail "liveness restarts: '${restarts}'"
+$W/bin/nodectl describe pod probed | grep -q "failed liveness probe, will be restarted" && pass "Killing event for the liveness failure" || fail "no liveness Killing event"
+rm /etc/nodeagent/manifests/probed.yaml
 be=kubepods-besteffort-pod$(uid ticker).slice
 $W/bin/nodectl delete pod ticker --wait --grace-period 0 >/dev/null
 check "besteffort pod slice after delete" "$(systemctl is-active $be)" inactive

@@ -11,21 +11,27 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/cri"
+	"nodeagent/test/bench/benchkit"
+)
+
+var (
+	progress = benchkit.Progress
+	fail     = benchkit.Fail
+	check    = benchkit.Check
+	mib      = benchkit.MiB
+	pctD     = benchkit.Percentile
+	pct      = benchkit.Pct
 )
 
 var (
@@ -77,8 +83,8 @@ func main() {
 	floorBatch := f.startBatch(ctx, *batch)
 	f.cleanup(ctx)
 
-	a := startAgent(rt)
-	defer a.stop()
+	a := &agent{benchkit.StartAgent(rt, *agentBin, *endpoint, node)}
+	defer a.Stop()
 	progress(fmt.Sprintf("nodeagent: %d pods one at a time", *singles))
 	agentSingle := make([]time.Duration, 0, *singles)
 	for i := 0; i < *singles; i++ {
@@ -87,7 +93,7 @@ func main() {
 		agentSingle = append(agentSingle, a.waitStarted(ctx, []string{fmt.Sprintf("single-%d", i)}, t0)...)
 	}
 	progress("nodeagent: removing the single pods")
-	a.removeAll(false)
+	a.RemoveAll(false)
 	progress(fmt.Sprintf("nodeagent: a batch of %d pods", *batch))
 	var names []string
 	t0 := time.Now()
@@ -99,7 +105,7 @@ func main() {
 	agentBatch := a.waitStarted(ctx, names, t0)
 
 	progress(fmt.Sprintf("nodeagent: %d pods idle for %s", *batch, *idle))
-	rss, cpu := a.watch(*idle)
+	rss, cpu := a.Watch(*idle)
 
 	fmt.Println()
 	fmt.Println("Pod start latency: manifest written (or first CRI call) -> container started; image present")
@@ -125,33 +131,7 @@ func main() {
 		mib(rss[len(rss)/2]), mib(rss[len(rss)-1]), cpu.Seconds(), cpu.Seconds()/idle.Seconds())
 
 	progress("cleaning up")
-	a.removeAll(true)
-}
-
-func progress(s string) { fmt.Printf("bench: %s ...\n", s) }
-
-func fail(msg string) {
-	fmt.Fprintln(os.Stderr, "bench:", msg)
-	os.Exit(1)
-}
-
-func check(err error) {
-	if err != nil {
-		fail(err.Error())
-	}
-}
-
-func mib(b int64) float64 { return float64(b) / (1 << 20) }
-
-func pctD(d []time.Duration, p float64) time.Duration {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := int(float64(len(s)-1) * p / 100)
-	return s[i]
-}
-
-func pct(d []time.Duration, p float64) string {
-	return pctD(d, p).Round(time.Millisecond).String()
+	a.RemoveAll(true)
 }
 
 // floor starts pods with bare CRI calls, as the agent would.
@@ -233,48 +213,11 @@ func (f *floor) cleanup(ctx context.Context) {
 	os.RemoveAll(filepath.Join(os.TempDir(), "nodeagent-bench-floor"))
 }
 
-// agent is a nodeagent under measurement.
-type agent struct {
-	rt        *cri.Client
-	dir, port string
-	cmd       *exec.Cmd
-	exited    chan struct{}
-	written   []string
-}
-
-func startAgent(rt *cri.Client) *agent {
-	dir, err := os.MkdirTemp("", "nodeagent-bench-")
-	check(err)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	check(err)
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
-	a := &agent{rt: rt, dir: dir, port: port}
-	cfg := fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerRuntimeEndpoint: %s\nstaticPodPath: %s\ncgroupRoot: /nodeagent-bench\nreadOnlyPort: %s\npodLogsDir: %s\n",
-		*endpoint, filepath.Join(dir, "manifests"), port, filepath.Join(dir, "logs"))
-	check(os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644))
-	logf, err := os.Create(filepath.Join(dir, "agent.log"))
-	check(err)
-	a.cmd = exec.Command(*agentBin, "--config", filepath.Join(dir, "config.yaml"), "--hostname-override", node, "--root-dir", filepath.Join(dir, "root"), "--control-socket", filepath.Join(dir, "control.sock"))
-	a.cmd.Stdout, a.cmd.Stderr = logf, logf
-	check(a.cmd.Start())
-	a.exited = make(chan struct{})
-	go func() { a.cmd.Wait(); close(a.exited) }()
-	for i := 0; ; i++ {
-		if resp, err := http.Get("http://127.0.0.1:" + port + "/healthz"); err == nil {
-			resp.Body.Close()
-			break
-		}
-		if i > 300 {
-			fail("agent did not come up; log: " + filepath.Join(dir, "agent.log"))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return a
-}
+// agent is a nodeagent under measurement, with the pods it was given.
+type agent struct{ *benchkit.Agent }
 
 func (a *agent) write(name string) {
-	body := fmt.Sprintf(`apiVersion: v1
+	a.Write(name, fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: %s}
 spec:
@@ -287,31 +230,25 @@ spec:
     resources:
       requests: {cpu: 10m, memory: 16Mi}
       limits: {memory: 64Mi}
-`, name, *image)
-	dir := filepath.Join(a.dir, "manifests")
-	check(os.MkdirAll(dir, 0o755))
-	tmp := filepath.Join(dir, "."+name)
-	check(os.WriteFile(tmp, []byte(body), 0o644))
-	check(os.Rename(tmp, filepath.Join(dir, name+".yaml")))
-	a.written = append(a.written, name)
+`, name, *image))
 }
 
 // waitStarted returns, per pod, the container's start time minus t0.
 func (a *agent) waitStarted(ctx context.Context, names []string, t0 time.Time) []time.Duration {
 	want := map[string]bool{}
 	for _, n := range names {
-		want[n+"-"+node] = true
+		want[n+"-"+a.Node] = true
 	}
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
 		select {
-		case <-a.exited:
-			fail("the agent exited; log: " + filepath.Join(a.dir, "agent.log"))
+		case <-a.Exited():
+			fail("the agent exited; log: " + a.LogPath())
 		default:
 		}
-		cs, err := a.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{
+		cs, err := a.RT.ListContainers(ctx, &runtimeapi.ContainerFilter{
 			State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
-			LabelSelector: map[string]string{cri.LabelManagedBy: node},
+			LabelSelector: map[string]string{cri.LabelManagedBy: a.Node},
 		})
 		check(err)
 		var out []time.Duration
@@ -319,7 +256,7 @@ func (a *agent) waitStarted(ctx context.Context, names []string, t0 time.Time) [
 			if !want[c.Labels[cri.LabelPodName]] {
 				continue
 			}
-			st, err := a.rt.ContainerStatus(ctx, c.Id)
+			st, err := a.RT.ContainerStatus(ctx, c.Id)
 			check(err)
 			out = append(out, time.Unix(0, st.StartedAt).Sub(t0))
 		}
@@ -328,65 +265,6 @@ func (a *agent) waitStarted(ctx context.Context, names []string, t0 time.Time) [
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	fail("pods did not start within 5 minutes; log: " + filepath.Join(a.dir, "agent.log"))
+	fail("pods did not start within 5 minutes; log: " + a.LogPath())
 	return nil
-}
-
-// watch samples the agent's RSS every second and its CPU time over d.
-func (a *agent) watch(d time.Duration) (rss []int64, cpu time.Duration) {
-	pid := a.cmd.Process.Pid
-	start := cpuTime(pid)
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Second) {
-		rss = append(rss, rssBytes(pid))
-	}
-	return rss, cpuTime(pid) - start
-}
-
-func rssBytes(pid int) int64 {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
-func cpuTime(pid int) time.Duration {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
-}
-
-// removeAll deletes every manifest written so far and waits for the pods
-// to go; with stop, it then stops the agent and removes its directory.
-func (a *agent) removeAll(stop bool) {
-	for _, n := range a.written {
-		os.Remove(filepath.Join(a.dir, "manifests", n+".yaml"))
-	}
-	a.written = nil
-	for i := 0; i < 600; i++ {
-		sbs, err := a.rt.ListPodSandbox(context.Background(), &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{cri.LabelManagedBy: node}})
-		if err == nil && len(sbs) == 0 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if stop {
-		a.stop()
-		os.RemoveAll(a.dir)
-	}
-}
-
-func (a *agent) stop() {
-	select {
-	case <-a.exited:
-	default:
-		a.cmd.Process.Signal(syscall.SIGTERM)
-		<-a.exited
-	}
 }

@@ -1,0 +1,200 @@
+// Package benchkit is what the `make bench` programs share: a nodeagent
+// under measurement with its own config, manifests and node name, its RSS
+// and CPU time from /proc, and percentiles.
+package benchkit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/cri"
+)
+
+// Progress prints a step of a long run.
+func Progress(s string) { fmt.Printf("bench: %s ...\n", s) }
+
+// Fail ends the run with a message.
+func Fail(msg string) {
+	fmt.Fprintln(os.Stderr, "bench:", msg)
+	os.Exit(1)
+}
+
+// Check fails the run on err.
+func Check(err error) {
+	if err != nil {
+		Fail(err.Error())
+	}
+}
+
+// MiB converts bytes.
+func MiB(b int64) float64 { return float64(b) / (1 << 20) }
+
+// Percentile of d (nearest rank below).
+func Percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[int(float64(len(s)-1)*p/100)]
+}
+
+// Pct formats a percentile in milliseconds.
+func Pct(d []time.Duration, p float64) string {
+	return Percentile(d, p).Round(time.Millisecond).String()
+}
+
+// Agent is a nodeagent under measurement.
+type Agent struct {
+	RT   *cri.Client
+	Dir  string
+	Port string
+	Node string
+
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	written []string
+}
+
+// StartAgent runs bin against endpoint with a fresh directory and waits for
+// its API.
+func StartAgent(rt *cri.Client, bin, endpoint, node string) *Agent {
+	dir, err := os.MkdirTemp("", "nodeagent-bench-")
+	Check(err)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Check(err)
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	a := &Agent{RT: rt, Dir: dir, Port: port, Node: node}
+	cfg := fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerRuntimeEndpoint: %s\nstaticPodPath: %s\ncgroupRoot: /nodeagent-bench\nreadOnlyPort: %s\npodLogsDir: %s\nmaxPods: 250\n",
+		endpoint, filepath.Join(dir, "manifests"), port, filepath.Join(dir, "logs"))
+	Check(os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644))
+	logf, err := os.Create(a.LogPath())
+	Check(err)
+	a.cmd = exec.Command(bin, "--config", filepath.Join(dir, "config.yaml"), "--hostname-override", node, "--root-dir", filepath.Join(dir, "root"), "--control-socket", filepath.Join(dir, "control.sock"))
+	a.cmd.Stdout, a.cmd.Stderr = logf, logf
+	Check(a.cmd.Start())
+	a.exited = make(chan struct{})
+	go func() { a.cmd.Wait(); close(a.exited) }()
+	for i := 0; ; i++ {
+		if resp, err := http.Get(a.URL("/healthz")); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if i > 300 {
+			Fail("agent did not come up; log: " + a.LogPath())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return a
+}
+
+// LogPath is the agent's log file.
+func (a *Agent) LogPath() string { return filepath.Join(a.Dir, "agent.log") }
+
+// URL is a path on the agent's API.
+func (a *Agent) URL(path string) string { return "http://127.0.0.1:" + a.Port + path }
+
+// Exited is closed when the agent process ends.
+func (a *Agent) Exited() <-chan struct{} { return a.exited }
+
+// Pid is the agent's process ID.
+func (a *Agent) Pid() int { return a.cmd.Process.Pid }
+
+// Get decodes a JSON answer of the agent's API.
+func (a *Agent) Get(path string, into any) error {
+	resp, err := http.Get(a.URL(path))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(into)
+}
+
+// Write puts a manifest into the agent's static pod directory, atomically.
+func (a *Agent) Write(name, body string) {
+	dir := filepath.Join(a.Dir, "manifests")
+	Check(os.MkdirAll(dir, 0o755))
+	tmp := filepath.Join(dir, "."+name)
+	Check(os.WriteFile(tmp, []byte(body), 0o644))
+	Check(os.Rename(tmp, filepath.Join(dir, name+".yaml")))
+	a.written = append(a.written, name)
+}
+
+// Watch samples the agent's RSS every second and its CPU time over d.
+func (a *Agent) Watch(d time.Duration) (rss []int64, cpu time.Duration) {
+	pid := a.Pid()
+	start := CPUTime(pid)
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Second) {
+		rss = append(rss, RSS(pid))
+	}
+	return rss, CPUTime(pid) - start
+}
+
+// RSS is a process's resident set size in bytes.
+func RSS(pid int) int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// CPUTime is a process's user plus system time.
+func CPUTime(pid int) time.Duration {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+}
+
+// RemoveAll deletes every manifest written so far and waits for the pods
+// to go; with stop, it then stops the agent and removes its directory.
+func (a *Agent) RemoveAll(stop bool) {
+	for _, n := range a.written {
+		os.Remove(filepath.Join(a.Dir, "manifests", n+".yaml"))
+	}
+	a.written = nil
+	for i := 0; i < 1200; i++ {
+		sbs, err := a.RT.ListPodSandbox(context.Background(), &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{cri.LabelManagedBy: a.Node}})
+		if err == nil && len(sbs) == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if stop {
+		a.Stop()
+		os.RemoveAll(a.Dir)
+	}
+}
+
+// Stop sends SIGTERM and waits for the agent to exit.
+func (a *Agent) Stop() {
+	select {
+	case <-a.exited:
+	default:
+		a.cmd.Process.Signal(syscall.SIGTERM)
+		<-a.exited
+	}
+}

@@ -1,0 +1,306 @@
+// Command probes is the probe part of `make bench`: N pods run probe-server,
+// each with an HTTP readiness probe and a TCP liveness probe at
+// periodSeconds 1. With every pod ready, the agent is watched for a while:
+// its CPU and RSS, the latency of its probe runs (from its own
+// prober_probe_duration_seconds histogram) and how many periods were
+// missed. The floor is the same probing done by a bare loop in this process
+// against the same pods once the agent is stopped (a fresh connection per
+// probe, as the agent makes). It reports; it asserts nothing.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"nodeagent/cri"
+	"nodeagent/test/bench/benchkit"
+)
+
+var (
+	endpoint = flag.String("cri", os.Getenv("CRI_ENDPOINT"), "CRI endpoint")
+	agentBin = flag.String("agent", os.Getenv("NODEAGENT_BIN"), "nodeagent binary")
+	image    = flag.String("image", os.Getenv("TEST_IMAGE"), "image with probe-server")
+	pods     = flag.Int("pods", 100, "pods, each with an HTTP readiness and a TCP liveness probe")
+	watch    = flag.Duration("duration", 60*time.Second, "how long to watch the agent probing")
+	floorFor = flag.Duration("floor", 20*time.Second, "how long to run the floor")
+	node     = "bench-probes-" + strconv.Itoa(os.Getpid())
+)
+
+func main() {
+	flag.Parse()
+	if *endpoint == "" || *agentBin == "" || *image == "" {
+		benchkit.Fail("need CRI_ENDPOINT, NODEAGENT_BIN and TEST_IMAGE (run `make bench`)")
+	}
+	rt, err := cri.New(*endpoint, cri.Options{Timeout: time.Minute})
+	benchkit.Check(err)
+	defer rt.Close()
+
+	a := benchkit.StartAgent(rt, *agentBin, *endpoint, node)
+	benchkit.Progress(fmt.Sprintf("starting %d probe-server pods (HTTP readiness + TCP liveness, periodSeconds 1)", *pods))
+	for i := 0; i < *pods; i++ {
+		a.Write(fmt.Sprintf("probed-%d", i), fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: probed-%d}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: %s
+    imagePullPolicy: IfNotPresent
+    command: [probe-server, --grpc=]
+    resources: {requests: {cpu: 5m, memory: 8Mi}, limits: {memory: 32Mi}}
+    readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
+    livenessProbe: {tcpSocket: {port: 8081}, periodSeconds: 1}
+`, i, *image))
+	}
+	ips := waitReady(a)
+
+	benchkit.Progress(fmt.Sprintf("watching the agent probe %d pods for %s", len(ips), *watch))
+	before := scrape(a)
+	rss, cpu := a.Watch(*watch)
+	after := scrape(a)
+	if restarted := restarts(a); restarted > 0 {
+		fmt.Printf("warning: %d container restarts during the run (liveness failures under load)\n", restarted)
+	}
+	a.Stop() // the pods keep running for the floor
+
+	benchkit.Progress(fmt.Sprintf("floor: the same probes from a bare loop for %s", *floorFor))
+	floorLat, floorCPU, floorRuns := floor(ips, *floorFor)
+
+	benchkit.Progress("cleaning up (an agent of the same node without manifests removes the pods)")
+	benchkit.StartAgent(rt, *agentBin, *endpoint, node).RemoveAll(true)
+
+	expected := float64(2*len(ips)) * watch.Seconds()
+	runs := after.sum("prober_probe_total") - before.sum("prober_probe_total")
+	missed := after.sum("nodeagent_prober_missed_periods_total") - before.sum("nodeagent_prober_missed_periods_total")
+	hist := after.histogram("prober_probe_duration_seconds").minus(before.histogram("prober_probe_duration_seconds"))
+	floorHist := bucketize(floorLat, hist.bounds)
+	sort.Slice(rss, func(i, j int) bool { return rss[i] < rss[j] })
+
+	fmt.Println()
+	fmt.Printf("%d pods x (HTTP readiness + TCP liveness) at periodSeconds 1, watched %s\n", len(ips), *watch)
+	fmt.Printf("%-34s %12s %12s %12s\n", "", "nodeagent", "floor", "ratio")
+	fmt.Printf("%-34s %12.4f %12.4f %12.2f\n", "CPU (cores)", cpu.Seconds()/watch.Seconds(), floorCPU, cpu.Seconds()/watch.Seconds()/floorCPU)
+	p50, p99 := hist.quantile(0.5), hist.quantile(0.99)
+	f50, f99 := floorHist.quantile(0.5), floorHist.quantile(0.99)
+	fmt.Printf("%-34s %12s %12s %12.2f\n", "probe latency p50 (histogram est.)", ms(p50), ms(f50), p50/f50)
+	fmt.Printf("%-34s %12s %12s %12.2f\n", "probe latency p99 (histogram est.)", ms(p99), ms(f99), p99/f99)
+	fmt.Printf("%-34s %12s %12s\n", "floor latency p50 / p99 (exact)", "", benchkit.Pct(floorLat, 50)+" / "+benchkit.Pct(floorLat, 99))
+	fmt.Printf("%-34s %12.0f %12d\n", "probe runs (expected "+strconv.Itoa(int(expected))+")", runs, floorRuns)
+	fmt.Printf("%-34s %12.0f\n", "missed periods", missed)
+	fmt.Printf("%-34s %12.1f (max %.1f)\n", "agent RSS MiB p50", benchkit.MiB(rss[len(rss)/2]), benchkit.MiB(rss[len(rss)-1]))
+	fmt.Println("targets: <= 0.05 core, no missed periods (kubelet steady state: 0.1-0.35 core at 10-100 pods)")
+}
+
+func ms(s float64) string { return strconv.FormatFloat(s*1000, 'f', 2, 64) + "ms" }
+
+// waitReady waits until every pod is Ready and returns their IPs.
+func waitReady(a *benchkit.Agent) []string {
+	deadline := time.Now().Add(10 * time.Minute)
+	for time.Now().Before(deadline) {
+		select {
+		case <-a.Exited():
+			benchkit.Fail("the agent exited; log: " + a.LogPath())
+		default:
+		}
+		var list corev1.PodList
+		benchkit.Check(a.Get("/pods", &list))
+		var ips []string
+		for _, p := range list.Items {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+					ips = append(ips, p.Status.PodIP)
+				}
+			}
+		}
+		if len(ips) == *pods {
+			return ips
+		}
+		time.Sleep(time.Second)
+	}
+	benchkit.Fail("pods not ready within 10 minutes; log: " + a.LogPath())
+	return nil
+}
+
+func restarts(a *benchkit.Agent) int {
+	var list corev1.PodList
+	benchkit.Check(a.Get("/pods", &list))
+	n := 0
+	for _, p := range list.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			n += int(cs.RestartCount)
+		}
+	}
+	return n
+}
+
+// floor probes every pod once a second, each probe in its own goroutine
+// with a fresh connection, and returns the latencies, this process's CPU
+// in cores, and the number of runs.
+func floor(ips []string, d time.Duration) ([]time.Duration, float64, int) {
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+	dialer := &net.Dialer{Timeout: time.Second}
+	var mu sync.Mutex
+	var lat []time.Duration
+	record := func(start time.Time) {
+		mu.Lock()
+		lat = append(lat, time.Since(start))
+		mu.Unlock()
+	}
+	pid := os.Getpid()
+	cpu0 := benchkit.CPUTime(pid)
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for end := time.Now().Add(d); time.Now().Before(end); <-tick.C {
+		for _, ip := range ips {
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				start := time.Now()
+				if resp, err := client.Get("http://" + ip + ":8080/healthz"); err == nil {
+					io.Copy(io.Discard, io.LimitReader(resp.Body, 10<<10))
+					resp.Body.Close()
+				}
+				record(start)
+			}()
+			go func() {
+				defer wg.Done()
+				start := time.Now()
+				if c, err := dialer.DialContext(context.Background(), "tcp", ip+":8081"); err == nil {
+					c.Close()
+				}
+				record(start)
+			}()
+		}
+	}
+	wg.Wait()
+	return lat, (benchkit.CPUTime(pid) - cpu0).Seconds() / d.Seconds(), len(lat)
+}
+
+// metrics is one scrape of the agent's /metrics.
+type metrics map[string]float64 // "name{labels}" -> value
+
+func scrape(a *benchkit.Agent) metrics {
+	resp, err := http.Get(a.URL("/metrics"))
+	benchkit.Check(err)
+	defer resp.Body.Close()
+	m := metrics{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") || line == "" {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err == nil {
+			m[line[:i]] = v
+		}
+	}
+	return m
+}
+
+// sum adds every series of a metric.
+func (m metrics) sum(name string) float64 {
+	total := 0.0
+	for k, v := range m {
+		if k == name || strings.HasPrefix(k, name+"{") {
+			total += v
+		}
+	}
+	return total
+}
+
+// hist is a cumulative histogram summed over probe types.
+type hist struct {
+	bounds []float64 // upper bounds, +Inf last
+	counts []float64 // cumulative
+}
+
+func (m metrics) histogram(name string) hist {
+	byBound := map[float64]float64{}
+	for k, v := range m {
+		if !strings.HasPrefix(k, name+"_bucket{") {
+			continue
+		}
+		i := strings.Index(k, `le="`)
+		s := k[i+4 : strings.IndexByte(k[i+4:], '"')+i+4]
+		b := math.Inf(1)
+		if s != "+Inf" {
+			b, _ = strconv.ParseFloat(s, 64)
+		}
+		byBound[b] += v
+	}
+	var h hist
+	for b := range byBound {
+		h.bounds = append(h.bounds, b)
+	}
+	sort.Float64s(h.bounds)
+	for _, b := range h.bounds {
+		h.counts = append(h.counts, byBound[b])
+	}
+	return h
+}
+
+func (h hist) minus(o hist) hist {
+	out := hist{bounds: h.bounds, counts: make([]float64, len(h.counts))}
+	for i := range h.counts {
+		out.counts[i] = h.counts[i]
+		if i < len(o.counts) {
+			out.counts[i] -= o.counts[i]
+		}
+	}
+	return out
+}
+
+func bucketize(d []time.Duration, bounds []float64) hist {
+	h := hist{bounds: bounds, counts: make([]float64, len(bounds))}
+	for _, x := range d {
+		for i, b := range bounds {
+			if x.Seconds() <= b {
+				h.counts[i]++
+			}
+		}
+	}
+	return h
+}
+
+// quantile estimates as Prometheus' histogram_quantile does: linear
+// interpolation inside the bucket that holds the rank.
+func (h hist) quantile(q float64) float64 {
+	if len(h.counts) == 0 || h.counts[len(h.counts)-1] == 0 {
+		return math.NaN()
+	}
+	rank := q * h.counts[len(h.counts)-1]
+	for i, c := range h.counts {
+		if c >= rank {
+			lower, below := 0.0, 0.0
+			if i > 0 {
+				lower, below = h.bounds[i-1], h.counts[i-1]
+			}
+			if math.IsInf(h.bounds[i], 1) {
+				return lower
+			}
+			if c == below {
+				return h.bounds[i]
+			}
+			return lower + (h.bounds[i]-lower)*(rank-below)/(c-below)
+		}
+	}
+	return h.bounds[len(h.bounds)-2]
+}
