@@ -235,13 +235,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	var srv *http.Server
 	if apiListener != nil {
 		srv = server.NewServer(apiAddr, server.Handler(server.Sources{
-			Pods:    store.List,
-			Events:  recorder.List,
-			Node:    func() *corev1.Node { return nodeStatus.Node(a.opts.Clock.Now()) },
-			Config:  cfg.KubeletConfiguration,
-			Agent:   map[string]string{"controlSocket": a.opts.ControlSocket},
-			Probes:  func(uid types.UID) any { return prober.Reports(uid) },
-			Metrics: prober.Metrics.WriteText,
+			Pods:      store.List,
+			Events:    recorder.List,
+			Node:      func() *corev1.Node { return nodeStatus.Node(a.opts.Clock.Now()) },
+			Config:    cfg.KubeletConfiguration,
+			Agent:     map[string]string{"controlSocket": a.opts.ControlSocket},
+			Probes:    func(uid types.UID) any { return prober.Reports(uid) },
+			Metrics:   prober.Metrics.WriteText,
+			Profiling: cfg.EnableProfilingHandler != nil && *cfg.EnableProfilingHandler,
 			Healthy: func() error {
 				if err := cache.Healthy(); err != nil {
 					return err

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +29,8 @@ type Sources struct {
 	Probes func(uid types.UID) any
 	// Metrics writes the Prometheus text exposition; nil: no /metrics.
 	Metrics func(w io.Writer)
+	// Profiling serves Go's pprof under /debug/pprof/ (enableProfilingHandler).
+	Profiling bool
 }
 
 // Handler returns the API's HTTP handler.
@@ -69,6 +72,13 @@ func Handler(src Sources) http.Handler {
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 			src.Metrics(w)
 		})
+	}
+	if src.Profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	mux.HandleFunc("GET /configz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"kubeletconfig": src.Config, "nodeagent": src.Agent})

@@ -70,8 +70,8 @@ type Agent struct {
 }
 
 // StartAgent runs bin against endpoint with a fresh directory and waits for
-// its API.
-func StartAgent(rt *cri.Client, bin, endpoint, node string) *Agent {
+// its API. extraConfig is appended to its KubeletConfiguration.
+func StartAgent(rt *cri.Client, bin, endpoint, node, extraConfig string) *Agent {
 	dir, err := os.MkdirTemp("", "nodeagent-bench-")
 	Check(err)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -80,7 +80,7 @@ func StartAgent(rt *cri.Client, bin, endpoint, node string) *Agent {
 	l.Close()
 	a := &Agent{RT: rt, Dir: dir, Port: port, Node: node}
 	cfg := fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerRuntimeEndpoint: %s\nstaticPodPath: %s\ncgroupRoot: /nodeagent-bench\nreadOnlyPort: %s\npodLogsDir: %s\nmaxPods: 250\n",
-		endpoint, filepath.Join(dir, "manifests"), port, filepath.Join(dir, "logs"))
+		endpoint, filepath.Join(dir, "manifests"), port, filepath.Join(dir, "logs")) + extraConfig
 	Check(os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644))
 	logf, err := os.Create(a.LogPath())
 	Check(err)

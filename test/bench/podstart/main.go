@@ -83,7 +83,7 @@ func main() {
 	floorBatch := f.startBatch(ctx, *batch)
 	f.cleanup(ctx)
 
-	a := &agent{benchkit.StartAgent(rt, *agentBin, *endpoint, node)}
+	a := &agent{benchkit.StartAgent(rt, *agentBin, *endpoint, node, "")}
 	defer a.Stop()
 	progress(fmt.Sprintf("nodeagent: %d pods one at a time", *singles))
 	agentSingle := make([]time.Duration, 0, *singles)

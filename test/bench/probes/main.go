@@ -37,6 +37,7 @@ var (
 	pods     = flag.Int("pods", 100, "pods, each with an HTTP readiness and a TCP liveness probe")
 	watch    = flag.Duration("duration", 60*time.Second, "how long to watch the agent probing")
 	floorFor = flag.Duration("floor", 20*time.Second, "how long to run the floor")
+	profile  = flag.String("cpuprofile", "", "save a 20 s CPU profile of the agent, taken while it probes, to this file")
 	node     = "bench-probes-" + strconv.Itoa(os.Getpid())
 )
 
@@ -49,7 +50,11 @@ func main() {
 	benchkit.Check(err)
 	defer rt.Close()
 
-	a := benchkit.StartAgent(rt, *agentBin, *endpoint, node)
+	extra := ""
+	if *profile != "" {
+		extra = "enableProfilingHandler: true\n"
+	}
+	a := benchkit.StartAgent(rt, *agentBin, *endpoint, node, extra)
 	benchkit.Progress(fmt.Sprintf("starting %d probe-server pods (HTTP readiness + TCP liveness, periodSeconds 1)", *pods))
 	for i := 0; i < *pods; i++ {
 		a.Write(fmt.Sprintf("probed-%d", i), fmt.Sprintf(`apiVersion: v1
@@ -71,6 +76,9 @@ spec:
 
 	benchkit.Progress(fmt.Sprintf("watching the agent probe %d pods for %s", len(ips), *watch))
 	before := scrape(a)
+	if *profile != "" {
+		go saveProfile(a, *profile)
+	}
 	rss, cpu := a.Watch(*watch)
 	after := scrape(a)
 	if restarted := restarts(a); restarted > 0 {
@@ -82,7 +90,7 @@ spec:
 	floorLat, floorCPU, floorRuns := floor(ips, *floorFor)
 
 	benchkit.Progress("cleaning up (an agent of the same node without manifests removes the pods)")
-	benchkit.StartAgent(rt, *agentBin, *endpoint, node).RemoveAll(true)
+	benchkit.StartAgent(rt, *agentBin, *endpoint, node, "").RemoveAll(true)
 
 	expected := float64(2*len(ips)) * watch.Seconds()
 	runs := after.sum("prober_probe_total") - before.sum("prober_probe_total")
@@ -104,6 +112,16 @@ spec:
 	fmt.Printf("%-34s %12.0f\n", "missed periods", missed)
 	fmt.Printf("%-34s %12.1f (max %.1f)\n", "agent RSS MiB p50", benchkit.MiB(rss[len(rss)/2]), benchkit.MiB(rss[len(rss)-1]))
 	fmt.Println("targets: <= 0.05 core, no missed periods (kubelet steady state: 0.1-0.35 core at 10-100 pods)")
+}
+
+func saveProfile(a *benchkit.Agent, file string) {
+	resp, err := http.Get(a.URL("/debug/pprof/profile?seconds=20"))
+	benchkit.Check(err)
+	defer resp.Body.Close()
+	f, err := os.Create(file)
+	benchkit.Check(err)
+	defer f.Close()
+	io.Copy(f, resp.Body)
 }
 
 func ms(s float64) string { return strconv.FormatFloat(s*1000, 'f', 2, 64) + "ms" }
@@ -167,10 +185,14 @@ func floor(ips []string, d time.Duration) ([]time.Duration, float64, int) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for end := time.Now().Add(d); time.Now().Before(end); <-tick.C {
-		for _, ip := range ips {
+		for i, ip := range ips {
+			// Spread over the period, as containers started at different
+			// times spread the agent's probes.
+			offset := time.Duration(i) * time.Second / time.Duration(len(ips))
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
+				time.Sleep(offset)
 				start := time.Now()
 				if resp, err := client.Get("http://" + ip + ":8080/healthz"); err == nil {
 					io.Copy(io.Discard, io.LimitReader(resp.Body, 10<<10))
@@ -180,6 +202,7 @@ func floor(ips []string, d time.Duration) ([]time.Duration, float64, int) {
 			}()
 			go func() {
 				defer wg.Done()
+				time.Sleep(offset)
 				start := time.Now()
 				if c, err := dialer.DialContext(context.Background(), "tcp", ip+":8081"); err == nil {
 					c.Close()
