@@ -344,8 +344,8 @@ func (m *Manager) shouldRunLocked(p *probe) bool {
 	if p.kind != Startup && !m.startedLocked(p.pod, p.container.Name) {
 		return false // until the startup probe succeeds only it runs
 	}
-	if p.kind == Readiness && p.pod.podIP == "" && needsIP(p.spec) {
-		return false
+	if p.pod.podIP == "" && needsIP(p.spec) {
+		return false // the sandbox has no IP yet (or lost it)
 	}
 	return true
 }

@@ -487,7 +487,7 @@ func (w *worker) postStart(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 	if c.Lifecycle == nil || c.Lifecycle.PostStart == nil {
 		return
 	}
-	err := w.m.hooks.RunHook(ctx, c.Lifecycle.PostStart, probes.Target{PodIP: podIP, ContainerID: id, Container: c})
+	err := w.m.hooks.RunHook(ctx, c.Lifecycle.PostStart, probes.Target{PodIP: w.targetIP(podIP), ContainerID: id, Container: c})
 	if err == nil || ctx.Err() != nil {
 		return
 	}
@@ -723,7 +723,7 @@ func (w *worker) reportContainers(rt *pleg.PodRuntime, terminating bool) {
 	if sb := rt.LatestSandbox(); sb != nil && sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
 		podIP = sb.GetNetwork().GetIp()
 	}
-	w.m.probes.UpdatePod(w.uid, podIP, terminating, states)
+	w.m.probes.UpdatePod(w.uid, w.targetIP(podIP), terminating, states)
 }
 
 // readTerminationMessages reads each exited container's message once and
@@ -875,7 +875,7 @@ func (w *worker) stopContainer(ctx context.Context, c *runtimeapi.ContainerStatu
 	if grace > 0 && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		start := w.m.clock.Now()
 		hookCtx, cancel := context.WithTimeout(ctx, time.Duration(grace)*time.Second)
-		err := w.m.hooks.RunHook(hookCtx, spec.Lifecycle.PreStop, probes.Target{PodIP: podIP, ContainerID: c.Id, Container: spec})
+		err := w.m.hooks.RunHook(hookCtx, spec.Lifecycle.PreStop, probes.Target{PodIP: w.targetIP(podIP), ContainerID: c.Id, Container: spec})
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			w.log.Warn("preStop hook failed; stopping the container anyway", "container", name, "err", err)
@@ -888,6 +888,15 @@ func (w *worker) stopContainer(ctx context.Context, c *runtimeapi.ContainerStatu
 		return fmt.Errorf("stop container %s: %w", name, err)
 	}
 	return nil
+}
+
+// targetIP is where probes and hooks without a host go: the pod's IP, or
+// the node's for a host-network pod (whose sandbox has no IP of its own).
+func (w *worker) targetIP(podIP string) string {
+	if podIP == "" && w.pod != nil && w.pod.Spec.HostNetwork {
+		return w.m.opts.NodeIP
+	}
+	return podIP
 }
 
 // containerSpec finds a container (init or app) of the worker's pod.
