@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"nodeagent/cgroups"
+	"nodeagent/eviction"
 	"nodeagent/network"
 )
 
@@ -31,7 +32,8 @@ var Honoured = []string{
 	"address", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS", "clusterDNS", "clusterDomain",
 	"containerLogMaxFiles", "containerLogMaxSize", "containerLogMonitorInterval", "containerRuntimeEndpoint", "cpuCFSQuota",
 	"crashLoopBackOff", "singleProcessOOMKill", "enableProfilingHandler", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "cpuCFSQuotaPeriod", "enforceNodeAllocatable",
-	"evictionHard", "fileCheckFrequency", "kubeReserved", "maxPods", "podCIDR", "podLogsDir",
+	"evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMaxPodGracePeriod", "evictionMinimumReclaim",
+	"evictionPressureTransitionPeriod", "fileCheckFrequency", "kubeReserved", "maxPods", "podCIDR", "podLogsDir",
 	"podPidsLimit", "readOnlyPort", "resolvConf", "runtimeRequestTimeout", "staticPodPath",
 	"syncFrequency", "systemReserved",
 }
@@ -58,31 +60,32 @@ func Defaults() Config {
 	logFiles := int32(5)
 	gcHigh, gcLow := int32(85), int32(80)
 	return Config{KubeletConfiguration: kubeletv1beta1.KubeletConfiguration{
-		TypeMeta:                    metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
-		StaticPodPath:               "/etc/nodeagent/manifests",
-		ContainerRuntimeEndpoint:    "unix:///run/containerd/containerd.sock",
-		CgroupRoot:                  "/",
-		CgroupsPerQOS:               &yes,
-		CgroupDriver:                "cgroupfs",
-		EnforceNodeAllocatable:      []string{"pods"},
-		PodPidsLimit:                &pidsLimit,
-		MaxPods:                     110,
-		PodCIDR:                     network.DefaultPodCIDR,
-		ReadOnlyPort:                10255,
-		Address:                     "127.0.0.1",
-		CPUCFSQuota:                 &yes,
-		CPUCFSQuotaPeriod:           &metav1.Duration{Duration: 100 * time.Millisecond},
-		RuntimeRequestTimeout:       metav1.Duration{Duration: 2 * time.Minute},
-		FileCheckFrequency:          metav1.Duration{Duration: 20 * time.Second},
-		SyncFrequency:               metav1.Duration{Duration: time.Minute},
-		ResolverConfig:              &resolv,
-		PodLogsDir:                  "/var/log/pods",
-		ContainerLogMaxSize:         "10Mi",
-		ContainerLogMaxFiles:        &logFiles,
-		ContainerLogMonitorInterval: &metav1.Duration{Duration: 10 * time.Second},
-		ImageGCHighThresholdPercent: &gcHigh,
-		ImageGCLowThresholdPercent:  &gcLow,
-		ImageMinimumGCAge:           metav1.Duration{Duration: 2 * time.Minute},
+		TypeMeta:                         metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
+		StaticPodPath:                    "/etc/nodeagent/manifests",
+		ContainerRuntimeEndpoint:         "unix:///run/containerd/containerd.sock",
+		CgroupRoot:                       "/",
+		CgroupsPerQOS:                    &yes,
+		CgroupDriver:                     "cgroupfs",
+		EnforceNodeAllocatable:           []string{"pods"},
+		PodPidsLimit:                     &pidsLimit,
+		MaxPods:                          110,
+		PodCIDR:                          network.DefaultPodCIDR,
+		ReadOnlyPort:                     10255,
+		Address:                          "127.0.0.1",
+		CPUCFSQuota:                      &yes,
+		CPUCFSQuotaPeriod:                &metav1.Duration{Duration: 100 * time.Millisecond},
+		RuntimeRequestTimeout:            metav1.Duration{Duration: 2 * time.Minute},
+		FileCheckFrequency:               metav1.Duration{Duration: 20 * time.Second},
+		SyncFrequency:                    metav1.Duration{Duration: time.Minute},
+		ResolverConfig:                   &resolv,
+		PodLogsDir:                       "/var/log/pods",
+		ContainerLogMaxSize:              "10Mi",
+		ContainerLogMaxFiles:             &logFiles,
+		ContainerLogMonitorInterval:      &metav1.Duration{Duration: 10 * time.Second},
+		ImageGCHighThresholdPercent:      &gcHigh,
+		ImageGCLowThresholdPercent:       &gcLow,
+		ImageMinimumGCAge:                metav1.Duration{Duration: 2 * time.Minute},
+		EvictionPressureTransitionPeriod: metav1.Duration{Duration: 5 * time.Minute},
 		EvictionHard: map[string]string{
 			"memory.available":  "100Mi",
 			"nodefs.available":  "10%",
@@ -187,12 +190,6 @@ var enforceKeys = map[string]bool{
 	"system-reserved-compressible": true, "kube-reserved-compressible": true, "none": true,
 }
 
-var evictionSignals = map[string]bool{
-	"memory.available": true, "allocatableMemory.available": true, "nodefs.available": true,
-	"nodefs.inodesFree": true, "imagefs.available": true, "imagefs.inodesFree": true,
-	"containerfs.available": true, "containerfs.inodesFree": true, "pid.available": true,
-}
-
 // Validate checks every honoured field and returns one error per bad field.
 func (c *Config) Validate() error {
 	var errs []error
@@ -293,46 +290,16 @@ func (c *Config) Validate() error {
 			bad("enforceNodeAllocatable", k, "none cannot be combined with other values")
 		}
 	}
-	for _, k := range sortedKeys(c.EvictionHard) {
-		if !evictionSignals[k] {
-			bad("evictionHard."+k, c.EvictionHard[k], "unknown eviction signal")
-			continue
-		}
-		if _, err := ParseThreshold(c.EvictionHard[k]); err != nil {
-			bad("evictionHard."+k, c.EvictionHard[k], err.Error())
-		}
+	if _, err := c.EvictionThresholds(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.EvictionMaxPodGracePeriod < 0 {
+		bad("evictionMaxPodGracePeriod", c.EvictionMaxPodGracePeriod, "must be >= 0")
+	}
+	if c.EvictionPressureTransitionPeriod.Duration < 0 {
+		bad("evictionPressureTransitionPeriod", c.EvictionPressureTransitionPeriod.Duration, "must be >= 0")
 	}
 	return errors.Join(errs...)
-}
-
-// Threshold is an eviction threshold: an absolute quantity or a percentage.
-type Threshold struct {
-	Quantity *resource.Quantity
-	Percent  float64
-}
-
-// ParseThreshold parses "100Mi" or "10%".
-func ParseThreshold(v string) (Threshold, error) {
-	if p, ok := strings.CutSuffix(v, "%"); ok {
-		var f float64
-		if _, err := fmt.Sscanf(p, "%g", &f); err != nil || f < 0 || f > 100 {
-			return Threshold{}, errors.New("percentage must be between 0% and 100%")
-		}
-		return Threshold{Percent: f}, nil
-	}
-	q, err := resource.ParseQuantity(v)
-	if err != nil || q.Sign() < 0 {
-		return Threshold{}, errors.New("must be a non-negative quantity or a percentage")
-	}
-	return Threshold{Quantity: &q}, nil
-}
-
-// Value resolves the threshold against a capacity.
-func (t Threshold) Value(capacity int64) int64 {
-	if t.Quantity != nil {
-		return t.Quantity.Value()
-	}
-	return int64(float64(capacity) * t.Percent / 100)
 }
 
 // Reserved returns systemReserved and kubeReserved as resource lists.
@@ -348,6 +315,16 @@ func (c *Config) Reserved() []corev1.ResourceList {
 		out = append(out, l)
 	}
 	return out
+}
+
+// EvictionThresholds parses evictionHard, evictionSoft (with
+// evictionSoftGracePeriod) and evictionMinimumReclaim with the kubelet's
+// rules; errors name the field and the offending text.
+func (c *Config) EvictionThresholds() ([]eviction.Threshold, error) {
+	return eviction.ParseThresholds(eviction.Config{
+		Hard: c.EvictionHard, Soft: c.EvictionSoft, SoftGracePeriod: c.EvictionSoftGracePeriod,
+		MinimumReclaim: c.EvictionMinimumReclaim, EnforcePods: c.EnforcePods(),
+	})
 }
 
 // EnforcePods reports whether kubepods gets the node allocatable limits.

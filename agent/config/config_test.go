@@ -133,14 +133,3 @@ func TestHeaderChecks(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
-
-func TestThreshold(t *testing.T) {
-	th, err := ParseThreshold("10%")
-	if err != nil || th.Value(1000) != 100 {
-		t.Errorf("10%% of 1000 = %d, %v", th.Value(1000), err)
-	}
-	th, err = ParseThreshold("100Mi")
-	if err != nil || th.Value(1) != 100<<20 {
-		t.Errorf("100Mi = %d, %v", th.Value(1), err)
-	}
-}

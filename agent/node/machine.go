@@ -18,6 +18,7 @@ import (
 
 	"nodeagent/agent/config"
 	"nodeagent/cgroups"
+	"nodeagent/eviction"
 	"nodeagent/internal/qos"
 )
 
@@ -122,10 +123,11 @@ func Allocatable(capacity corev1.ResourceList, cfg *config.Config) corev1.Resour
 			sub(name, q)
 		}
 	}
-	if v, ok := cfg.EvictionHard["memory.available"]; ok {
-		if th, err := config.ParseThreshold(v); err == nil {
+	thresholds, _ := cfg.EvictionThresholds() // validated at load
+	for _, th := range thresholds {
+		if th.Hard && th.Signal == eviction.MemoryAvailable {
 			mem := capacity[corev1.ResourceMemory]
-			sub(corev1.ResourceMemory, *resource.NewQuantity(th.Value(mem.Value()), resource.BinarySI))
+			sub(corev1.ResourceMemory, *resource.NewQuantity(th.Value.Of(mem.Value()), resource.BinarySI))
 		}
 	}
 	delete(alloc, cgroups.PIDResource)

@@ -1,0 +1,289 @@
+package eviction
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func TestParseThresholds(t *testing.T) {
+	ts, err := ParseThresholds(Config{
+		Hard:            map[string]string{"memory.available": "100Mi", "nodefs.available": "10%", "imagefs.available": "0%"},
+		Soft:            map[string]string{"memory.available": "500Mi"},
+		SoftGracePeriod: map[string]string{"memory.available": "30s"},
+		MinimumReclaim:  map[string]string{"memory.available": "50Mi"},
+		EnforcePods:     true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Threshold{}
+	for _, x := range ts {
+		got[x.String()] = x
+	}
+	for _, want := range []string{"evictionHard memory.available<100Mi", "evictionHard nodefs.available<10%", "evictionSoft memory.available<500Mi", "evictionHard allocatableMemory.available<100Mi"} {
+		if _, ok := got[want]; !ok {
+			t.Errorf("missing %s in %v", want, ts)
+		}
+	}
+	if len(ts) != 4 {
+		t.Errorf("imagefs.available 0%% must be ignored: %v", ts)
+	}
+	if s := got["evictionSoft memory.available<500Mi"]; s.GracePeriod != 30*time.Second || s.MinReclaim == nil || s.MinReclaim.Of(0) != 50<<20 {
+		t.Errorf("soft threshold %+v", s)
+	}
+	if v := got["evictionHard nodefs.available<10%"].Value.Of(1000); v != 100 {
+		t.Errorf("10%% of 1000 = %d", v)
+	}
+
+	for cfg, want := range map[*Config]string{
+		{Hard: map[string]string{"memory.free": "1Gi"}}:                `evictionHard.memory.free: invalid value "1Gi": unknown eviction signal`,
+		{Hard: map[string]string{"memory.available": "-1Gi"}}:          `evictionHard.memory.available: invalid value "-1Gi": eviction threshold must be positive`,
+		{Hard: map[string]string{"memory.available": "120%"}}:          `percentage must be between 0% and 100%`,
+		{Soft: map[string]string{"memory.available": "1Gi"}}:           `grace period must be specified for the soft eviction threshold`,
+		{SoftGracePeriod: map[string]string{"memory.available": "1m"}}: `no evictionSoft threshold for this signal`,
+		{Hard: map[string]string{"memory.available": "lots"}}:          `evictionHard.memory.available: invalid value "lots": must be a quantity`,
+	} {
+		if _, err := ParseThresholds(*cfg); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%+v: got %v, want %q", *cfg, err, want)
+		}
+	}
+}
+
+func TestCheckAgainstCapacity(t *testing.T) {
+	ts, _ := ParseThresholds(Config{Hard: map[string]string{"memory.available": "200Gi", "nodefs.available": "10%"}})
+	err := CheckAgainstCapacity(ts, map[Signal]int64{MemoryAvailable: 24 << 30, NodeFsAvailable: 100 << 30})
+	if err == nil || !strings.Contains(err.Error(), "evictionHard memory.available<200Gi is at or above the node's capacity for it (24Gi)") {
+		t.Errorf("got %v", err)
+	}
+	if strings.Contains(err.Error(), "nodefs") {
+		t.Errorf("a sane threshold refused: %v", err)
+	}
+}
+
+func pod(name string, class corev1.PodQOSClass, priority int32) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name)}}
+	p.Spec.Priority = &priority
+	c := corev1.Container{Name: "c"}
+	switch class {
+	case corev1.PodQOSGuaranteed:
+		c.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("100Mi"), corev1.ResourceCPU: resource.MustParse("100m")}
+		c.Resources.Requests = c.Resources.Limits
+	case corev1.PodQOSBurstable:
+		c.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("100Mi")}
+	}
+	p.Spec.Containers = []corev1.Container{c}
+	return p
+}
+
+func names(cs []Candidate) string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Pod.Name)
+	}
+	return strings.Join(out, " ")
+}
+
+func TestRanking(t *testing.T) {
+	mi := int64(1 << 20)
+	cands := func() []Candidate {
+		return []Candidate{
+			{Pod: pod("guaranteed", corev1.PodQOSGuaranteed, 0), Usage: 90 * mi, Request: 100 * mi, HasStats: true},
+			{Pod: pod("burstable-over", corev1.PodQOSBurstable, 0), Usage: 150 * mi, Request: 100 * mi, HasStats: true},
+			{Pod: pod("burstable-under", corev1.PodQOSBurstable, 0), Usage: 50 * mi, Request: 100 * mi, HasStats: true},
+			{Pod: pod("besteffort-high", corev1.PodQOSBestEffort, 1000), Usage: 300 * mi, HasStats: true},
+			{Pod: pod("besteffort-low", corev1.PodQOSBestEffort, 0), Usage: 10 * mi, HasStats: true},
+			{Pod: pod("nostats", corev1.PodQOSGuaranteed, 0), Request: 100 * mi},
+		}
+	}
+	c := cands()
+	Rank(c, corev1.ResourceMemory, RankKubelet)
+	// Over request first (by priority, then overage), then the rest by priority then overage.
+	if got, want := names(c), "nostats burstable-over besteffort-low besteffort-high guaranteed burstable-under"; got != want {
+		t.Errorf("kubelet ranking:\n got %s\nwant %s", got, want)
+	}
+	c = cands()
+	Rank(c, corev1.ResourceMemory, RankQoS)
+	if got, want := names(c), "nostats besteffort-low besteffort-high burstable-over burstable-under guaranteed"; got != want {
+		t.Errorf("qos ranking:\n got %s\nwant %s", got, want)
+	}
+	c = cands()[1:5]
+	Rank(c, corev1.ResourceMemory, RankKubelet)
+	if got := names(Select(c, 155*mi)); got != "burstable-over besteffort-low" {
+		t.Errorf("select 155Mi: %s", got)
+	}
+	if got := names(Select(c, 10*mi)); got != "burstable-over" {
+		t.Errorf("select 10Mi: %s", got)
+	}
+}
+
+type fakeSource struct {
+	mu  sync.Mutex
+	obs Observations
+}
+
+func (f *fakeSource) set(s Signal, avail, capacity int64, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.obs[s] = Observation{Available: avail, Capacity: capacity, Time: at}
+}
+
+func (f *fakeSource) Observe(context.Context) (Observations, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := Observations{}
+	for k, v := range f.obs {
+		out[k] = v
+	}
+	return out, nil
+}
+
+type fakePods struct {
+	pods    []*corev1.Pod
+	usage   map[types.UID]int64
+	evicted map[types.UID]int64 // grace
+	msgs    map[types.UID]string
+}
+
+func (f *fakePods) Active() []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range f.pods {
+		if _, gone := f.evicted[p.UID]; !gone {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (f *fakePods) Evict(uid types.UID, grace int64, msg string) error {
+	f.evicted[uid] = grace
+	f.msgs[uid] = msg
+	return nil
+}
+
+func (f *fakePods) Memory(p *corev1.Pod) (int64, bool) { u, ok := f.usage[p.UID]; return u, ok }
+
+func TestManagerEvictsTheSmallestSetAndReportsPressure(t *testing.T) {
+	mi := int64(1 << 20)
+	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &fakeSource{obs: Observations{}}
+	pods := &fakePods{
+		pods:    []*corev1.Pod{pod("hog", corev1.PodQOSBestEffort, 0), pod("small", corev1.PodQOSBestEffort, 0), pod("guaranteed", corev1.PodQOSGuaranteed, 0)},
+		usage:   map[types.UID]int64{"hog": 400 * mi, "small": 5 * mi, "guaranteed": 90 * mi},
+		evicted: map[types.UID]int64{}, msgs: map[types.UID]string{},
+	}
+	ts, _ := ParseThresholds(Config{Hard: map[string]string{"memory.available": "100Mi"}})
+	m := NewManager(Options{Thresholds: ts, TransitionPeriod: 5 * time.Minute, Clock: clock}, src, pods, pods)
+
+	src.set(MemoryAvailable, 500*mi, 1000*mi, clock.Now())
+	m.Synchronize(context.Background())
+	if len(pods.evicted) != 0 || m.Conditions(clock.Now())[0].Status != corev1.ConditionFalse {
+		t.Fatal("evicted or under pressure above the threshold")
+	}
+	if msg := m.Admit(pod("new", corev1.PodQOSBestEffort, 0)); msg != "" {
+		t.Errorf("admission refused without pressure: %s", msg)
+	}
+
+	src.set(MemoryAvailable, 60*mi, 1000*mi, clock.Now()) // 40Mi short
+	m.Synchronize(context.Background())
+	if len(pods.evicted) != 1 || pods.evicted["hog"] != 1 {
+		t.Fatalf("evicted %v, want only the hog with grace 1", pods.evicted)
+	}
+	if msg := pods.msgs["hog"]; !strings.HasPrefix(msg, "The node was low on resource: memory. Threshold quantity: 100Mi, available: 60Mi. Pod hog was using 400Mi, request is 0") {
+		t.Errorf("message %q", msg)
+	}
+	cond := m.Conditions(clock.Now())[0]
+	if cond.Type != corev1.NodeMemoryPressure || cond.Status != corev1.ConditionTrue || cond.Reason != "KubeletHasInsufficientMemory" {
+		t.Errorf("condition %+v", cond)
+	}
+	if msg := m.Admit(pod("new", corev1.PodQOSBestEffort, 0)); msg != "The node had condition: [MemoryPressure]. " {
+		t.Errorf("BestEffort admission under MemoryPressure: %q", msg)
+	}
+	if msg := m.Admit(pod("new", corev1.PodQOSBurstable, 0)); msg != "" {
+		t.Errorf("Burstable refused under MemoryPressure alone: %q", msg)
+	}
+
+	// The hog is still terminating and the reading has not moved: its usage
+	// is already counted as coming back, so nothing else is evicted.
+	pods.evicted = map[types.UID]int64{}
+	m.pending["hog"] = pendingEviction{usage: 400 * mi, since: clock.Now(), trace: 1}
+	pods.pods = pods.pods[:3]
+	clock.Step(time.Second)
+	src.set(MemoryAvailable, 60*mi, 1000*mi, clock.Now())
+	m.Synchronize(context.Background())
+	if len(pods.evicted) != 0 {
+		t.Errorf("evicted %v while the first eviction is in flight", pods.evicted)
+	}
+
+	// Pressure relieved: the condition stays for the transition period.
+	src.set(MemoryAvailable, 600*mi, 1000*mi, clock.Now())
+	m.Synchronize(context.Background())
+	clock.Step(4 * time.Minute)
+	if m.Conditions(clock.Now())[0].Status != corev1.ConditionTrue {
+		t.Error("MemoryPressure cleared before the transition period")
+	}
+	clock.Step(time.Minute)
+	if m.Conditions(clock.Now())[0].Status != corev1.ConditionFalse {
+		t.Error("MemoryPressure kept after the transition period")
+	}
+	if tr := m.Traces(); len(tr) != 1 || len(tr[0].Victims) != 1 || tr[0].Victims[0].QoS != corev1.PodQOSBestEffort {
+		t.Errorf("traces %+v", tr)
+	}
+}
+
+func TestSoftThresholdWaitsForItsGracePeriod(t *testing.T) {
+	mi := int64(1 << 20)
+	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &fakeSource{obs: Observations{}}
+	grace := int64(600)
+	p := pod("hog", corev1.PodQOSBestEffort, 0)
+	p.Spec.TerminationGracePeriodSeconds = &grace
+	pods := &fakePods{pods: []*corev1.Pod{p}, usage: map[types.UID]int64{"hog": 400 * mi}, evicted: map[types.UID]int64{}, msgs: map[types.UID]string{}}
+	ts, _ := ParseThresholds(Config{Soft: map[string]string{"memory.available": "100Mi"}, SoftGracePeriod: map[string]string{"memory.available": "30s"}})
+	m := NewManager(Options{Thresholds: ts, MaxPodGracePeriod: 20, TransitionPeriod: time.Minute, Clock: clock}, src, pods, pods)
+	src.set(MemoryAvailable, 50*mi, 1000*mi, clock.Now())
+	m.Synchronize(context.Background())
+	if len(pods.evicted) != 0 {
+		t.Fatal("soft threshold acted on before its grace period")
+	}
+	if m.Conditions(clock.Now())[0].Status != corev1.ConditionTrue {
+		t.Error("the condition must show at once, grace or not")
+	}
+	clock.Step(30 * time.Second)
+	m.Synchronize(context.Background())
+	if pods.evicted["hog"] != 20 {
+		t.Errorf("evicted %v, want the hog with min(evictionMaxPodGracePeriod 20, pod 600)", pods.evicted)
+	}
+}
+
+func TestCriticalAndMissingData(t *testing.T) {
+	mi := int64(1 << 20)
+	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &fakeSource{obs: Observations{}}
+	critical := pod("critical", corev1.PodQOSBestEffort, 2000001000)
+	pods := &fakePods{pods: []*corev1.Pod{critical}, usage: map[types.UID]int64{"critical": 400 * mi}, evicted: map[types.UID]int64{}, msgs: map[types.UID]string{}}
+	ts, _ := ParseThresholds(Config{Hard: map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"}})
+	m := NewManager(Options{Thresholds: ts, TransitionPeriod: time.Minute, Clock: clock}, src, pods, pods)
+	m.Synchronize(context.Background()) // no observations at all
+	for _, c := range m.Conditions(clock.Now()) {
+		if c.Status != corev1.ConditionFalse {
+			t.Errorf("pressure without data: %+v", c)
+		}
+	}
+	src.set(MemoryAvailable, 10*mi, 1000*mi, clock.Now())
+	m.Synchronize(context.Background())
+	if len(pods.evicted) != 0 {
+		t.Error("a critical pod was evicted")
+	}
+	if msg := m.Admit(pod("new", corev1.PodQOSGuaranteed, 2000001000)); msg != "" {
+		t.Errorf("critical pod refused: %s", msg)
+	}
+}

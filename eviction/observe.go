@@ -1,0 +1,117 @@
+package eviction
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"nodeagent/cgroups"
+)
+
+// Observation is one reading of a signal.
+type Observation struct {
+	Available int64
+	Capacity  int64
+	Time      time.Time
+}
+
+// Observations are the latest readings, by signal. A signal without a
+// reading is missing, and the agent never acts on it.
+type Observations map[Signal]Observation
+
+// NodeSource reads the node-level signals.
+type NodeSource interface {
+	Observe(ctx context.Context) (Observations, error)
+}
+
+// ImageFs tells where the runtime keeps its images (the CRI's
+// ImageFsInfo mountpoint); "" when unknown.
+type ImageFs func(ctx context.Context) (string, error)
+
+// HostSource reads the signals from the host: the root and kubepods
+// memory cgroups (usage − inactive_file, as the kubelet), statfs of the
+// agent's root directory (nodefs) and of the runtime's image filesystem
+// (imagefs), and the kernel's task count against pid_max.
+type HostSource struct {
+	Cgroups           cgroups.Manager
+	Kubepods          cgroups.Name
+	MemoryCapacity    int64
+	MemoryAllocatable int64
+	NodeFsPath        string
+	ImageFs           ImageFs
+	Now               func() time.Time
+}
+
+// Observe implements NodeSource. Errors on one signal leave it missing and
+// are returned joined; the other signals are still observed.
+func (h *HostSource) Observe(ctx context.Context) (Observations, error) {
+	obs := Observations{}
+	var errs []error
+	now := h.Now()
+	if root, err := cgroups.ReadMemoryStats(h.Cgroups, cgroups.Name{}); err == nil {
+		obs[MemoryAvailable] = Observation{Available: h.MemoryCapacity - int64(root.WorkingSet()), Capacity: h.MemoryCapacity, Time: now}
+	} else {
+		errs = append(errs, fmt.Errorf("memory.available: %w", err))
+	}
+	if pods, err := cgroups.ReadMemoryStats(h.Cgroups, h.Kubepods); err == nil {
+		obs[AllocatableMemoryAvailable] = Observation{Available: h.MemoryAllocatable - int64(pods.WorkingSet()), Capacity: h.MemoryAllocatable, Time: now}
+	} else {
+		errs = append(errs, fmt.Errorf("allocatableMemory.available: %w", err))
+	}
+	if h.NodeFsPath != "" {
+		if err := statfs(obs, h.NodeFsPath, NodeFsAvailable, NodeFsInodesFree, now); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if h.ImageFs != nil {
+		mount, err := h.ImageFs(ctx)
+		if err == nil && mount != "" {
+			err = statfs(obs, mount, ImageFsAvailable, ImageFsInodesFree, now)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("imagefs: %w", err))
+		}
+	}
+	if o, err := pids(now); err == nil {
+		obs[PIDAvailable] = o
+	} else {
+		errs = append(errs, fmt.Errorf("pid.available: %w", err))
+	}
+	return obs, errors.Join(errs...)
+}
+
+func statfs(obs Observations, path string, bytes, inodes Signal, now time.Time) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", path, err)
+	}
+	obs[bytes] = Observation{Available: int64(st.Bavail) * st.Bsize, Capacity: int64(st.Blocks) * st.Bsize, Time: now}
+	if st.Files > 0 {
+		obs[inodes] = Observation{Available: int64(st.Ffree), Capacity: int64(st.Files), Time: now}
+	}
+	return nil
+}
+
+// pids is pid_max minus the tasks the kernel runs, as the kubelet's rlimit
+// stats.
+func pids(now time.Time) (Observation, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		return Observation{}, err
+	}
+	max, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return Observation{}, err
+	}
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return Observation{}, err
+	}
+	return Observation{Available: max - int64(si.Procs), Capacity: max, Time: now}, nil
+}
