@@ -33,6 +33,7 @@ import (
 	"nodeagent/agent/status"
 	"nodeagent/cgroups"
 	"nodeagent/cri"
+	"nodeagent/eviction"
 	"nodeagent/internal/loop"
 	"nodeagent/internal/version"
 	"nodeagent/network"
@@ -51,8 +52,11 @@ type Options struct {
 	// ControlSocket is the root-only unix socket for nodectl's changes
 	// (delete with a grace period); empty disables it.
 	ControlSocket string
-	Logger        *slog.Logger
-	Clock         clock.WithTicker
+	// EvictionRanking orders eviction candidates: "kubelet" (default) or
+	// "qos" (BestEffort, then Burstable, then Guaranteed).
+	EvictionRanking string
+	Logger          *slog.Logger
+	Clock           clock.WithTicker
 }
 
 // Agent is one node agent.
@@ -158,10 +162,35 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	a.ensureNetwork(ctx, rtStatus.Info)
 
+	thresholds, err := cfg.EvictionThresholds()
+	if err != nil {
+		return err
+	}
+	podsMemory := machine.MemoryBytes
+	if rc := cgroups.NodeAllocatableConfig(capacity, cfg.Reserved(), cfg.EnforcePods()); rc != nil && rc.Memory != nil {
+		podsMemory = *rc.Memory
+	}
+	signals := &eviction.HostSource{
+		Cgroups: mgr, Kubepods: tree.Kubepods(), MemoryCapacity: machine.MemoryBytes, MemoryAllocatable: podsMemory,
+		NodeFsPath: a.opts.RootDir, ImageFs: imageFsMount(rt), Now: a.opts.Clock.Now,
+	}
+	first, err := signals.Observe(ctx)
+	if err != nil {
+		log.Warn("some eviction signals cannot be read; thresholds on them are not acted on", "err", err)
+	}
+	capacities := map[eviction.Signal]int64{}
+	for sig, o := range first {
+		capacities[sig] = o.Capacity
+	}
+	if err := eviction.CheckAgainstCapacity(thresholds, capacities); err != nil {
+		return fmt.Errorf("eviction thresholds refused: %w", err)
+	}
+
 	store := status.NewStore()
 	recorder := events.NewRecorder(a.opts.Clock, a.opts.NodeName, events.DefaultCapacity)
 	var manager *pods.Manager
 	var nodeStatus *node.Status
+	var evictor *eviction.Manager
 	hooks := probes.NewHandlers(rt)
 	prober := probes.NewManager(probes.Options{
 		Clock: a.opts.Clock, Handlers: hooks, StateDir: filepath.Join(a.opts.RootDir, "probes"),
@@ -191,17 +220,27 @@ func (a *Agent) Run(ctx context.Context) error {
 		OOMGroupKill:      mgr.Version() == 2 && (cfg.SingleProcessOOMKill == nil || !*cfg.SingleProcessOOMKill),
 	}, pods.Deps{Runtime: rt, Cache: cache, Tree: tree, Store: store, Events: recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		Probes: prober, Hooks: hooks,
+		AdmitUnderPressure: func(pod *corev1.Pod) string { return evictor.Admit(pod) },
 		NetworkReady: func() error {
 			if nodeStatus == nil {
 				return nil
 			}
 			return nodeStatus.NetworkError()
 		}})
+	evictor = eviction.NewManager(eviction.Options{
+		Thresholds: thresholds, MaxPodGracePeriod: int64(cfg.EvictionMaxPodGracePeriod),
+		TransitionPeriod: cfg.EvictionPressureTransitionPeriod.Duration, Ranking: eviction.Ranking(a.opts.EvictionRanking),
+		Clock: a.opts.Clock, Log: log.With("component", "eviction"),
+		Event: func(eventType, reason, message string) {
+			recorder.Event(recorder.NodeRef(), eventType, reason, message)
+		},
+	}, signals, manager, eviction.CgroupUsage{Tree: tree})
 	if err := cache.Relist(ctx); err != nil {
 		return fmt.Errorf("list the runtime's pods: %w", err)
 	}
 
 	nodeStatus = node.NewStatus(a.opts.NodeName, nodeIP, "nodeagent/"+version.Version, ver.RuntimeName+"://"+ver.RuntimeVersion, machine, capacity, allocatable)
+	nodeStatus.SetPressure(evictor.Conditions)
 	a.updateNodeStatus(ctx, rt, nodeStatus, recorder)
 
 	var wg sync.WaitGroup
@@ -218,6 +257,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	})
 	run(func() { manager.Run(ctx, updates) })
 	run(func() { prober.Run(ctx) })
+	run(func() { evictor.Run(ctx) })
 	high, low := cfg.ImageGCThresholds()
 	imageGC := images.NewGC(rt, images.Policy{HighThresholdPercent: high, LowThresholdPercent: low, MinAge: cfg.ImageMinimumGCAge.Duration},
 		sandboxImage(rtStatus.Info), a.opts.Clock, log.With("component", "images"))
@@ -243,6 +283,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			Probes:    func(uid types.UID) any { return prober.Reports(uid) },
 			Metrics:   prober.Metrics.WriteText,
 			Profiling: cfg.EnableProfilingHandler != nil && *cfg.EnableProfilingHandler,
+			Evictions: func() any { return evictor.Traces() },
 			Healthy: func() error {
 				if err := cache.Healthy(); err != nil {
 					return err
@@ -258,7 +299,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				log.Error("read-only API stopped", "err", err)
 			}
 		})
-		log.Info("read-only API listening", "addr", "http://"+apiAddr, "endpoints", "/healthz /pods /pods/{ns}/{name}/probes /node /events /configz /metrics")
+		log.Info("read-only API listening", "addr", "http://"+apiAddr, "endpoints", "/healthz /pods /pods/{ns}/{name}/probes /node /events /evictions /configz /metrics")
 	}
 	var ctl *http.Server
 	if controlListener != nil {
@@ -421,4 +462,20 @@ func conditionText(c *runtimeapi.RuntimeCondition) string {
 		return "reason:unknown"
 	}
 	return strings.TrimSpace(fmt.Sprintf("reason:%s message:%s", c.GetReason(), c.GetMessage()))
+}
+
+// imageFsMount asks the runtime where its images live.
+func imageFsMount(rt *cri.Client) eviction.ImageFs {
+	return func(ctx context.Context) (string, error) {
+		fss, err := rt.ImageFsInfo(ctx)
+		if err != nil {
+			return "", err
+		}
+		for _, fs := range fss {
+			if m := fs.GetFsId().GetMountpoint(); m != "" {
+				return m, nil
+			}
+		}
+		return "", nil
+	}
 }

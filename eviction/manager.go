@@ -69,8 +69,14 @@ type Manager struct {
 	lastObserved  map[corev1.NodeConditionType]time.Time
 	reclaiming    map[string]bool // thresholds met, kept until minimum reclaim is satisfied
 	pending       map[types.UID]pendingEviction
+	transitions   map[corev1.NodeConditionType]transition
 	traces        []Trace
 	nextID        int
+}
+
+type transition struct {
+	status bool
+	since  time.Time
 }
 
 type pendingEviction struct {
@@ -104,6 +110,7 @@ func NewManager(opts Options, node NodeSource, pods Pods, usage PodUsage) *Manag
 		opts: opts, node: node, pods: pods, usage: usage, kick: make(chan struct{}, 1),
 		firstObserved: map[string]time.Time{}, lastObserved: map[corev1.NodeConditionType]time.Time{},
 		reclaiming: map[string]bool{}, pending: map[types.UID]pendingEviction{},
+		transitions: map[corev1.NodeConditionType]transition{},
 	}
 }
 
@@ -362,6 +369,11 @@ func (m *Manager) Conditions(now time.Time) []corev1.NodeCondition {
 				cond.Message = "nodeagent has insufficient PID available"
 			}
 		}
+		on := cond.Status == corev1.ConditionTrue
+		if tr, ok := m.transitions[c.t]; !ok || tr.status != on {
+			m.transitions[c.t] = transition{status: on, since: now}
+		}
+		cond.LastTransitionTime = metav1.NewTime(m.transitions[c.t].since)
 		out = append(out, cond)
 	}
 	return out

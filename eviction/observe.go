@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
 
 	"nodeagent/cgroups"
 )
@@ -114,4 +115,20 @@ func pids(now time.Time) (Observation, error) {
 		return Observation{}, err
 	}
 	return Observation{Available: max - int64(si.Procs), Capacity: max, Time: now}, nil
+}
+
+// CgroupUsage reads pods' usage from their pod cgroups.
+type CgroupUsage struct{ Tree *cgroups.Tree }
+
+// Memory implements PodUsage: the pod cgroup's working set.
+func (u CgroupUsage) Memory(pod *corev1.Pod) (int64, bool) {
+	name, ok := u.Tree.PodCgroup(pod)
+	if !ok {
+		return 0, false
+	}
+	st, err := cgroups.ReadMemoryStats(u.Tree.Manager(), name)
+	if err != nil {
+		return 0, false
+	}
+	return int64(st.WorkingSet()), true
 }

@@ -20,6 +20,14 @@ type Status struct {
 	readySince  metav1.Time
 	lastReady   bool
 	initialized bool
+	pressure    func(now time.Time) []corev1.NodeCondition
+}
+
+// SetPressure sets where the Memory/Disk/PIDPressure conditions come from.
+func (s *Status) SetPressure(f func(now time.Time) []corev1.NodeCondition) {
+	s.mu.Lock()
+	s.pressure = f
+	s.mu.Unlock()
 }
 
 // NewStatus describes a node with the given facts.
@@ -96,6 +104,10 @@ func (s *Status) Node(now time.Time) *corev1.Node {
 	case s.networkErr != "":
 		cond.Status, cond.Reason, cond.Message = corev1.ConditionFalse, "KubeletNotReady", fmt.Sprintf("container runtime network not ready: %s", s.networkErr)
 	}
-	n.Status.Conditions = []corev1.NodeCondition{cond}
+	n.Status.Conditions = nil
+	if s.pressure != nil {
+		n.Status.Conditions = s.pressure(now)
+	}
+	n.Status.Conditions = append(n.Status.Conditions, cond)
 	return n
 }

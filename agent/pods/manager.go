@@ -68,6 +68,9 @@ type Deps struct {
 	// Hooks runs postStart and preStop handlers; nil: pods with hooks fail
 	// them.
 	Hooks Hooks
+	// AdmitUnderPressure refuses a pod while the node is under pressure,
+	// with the kubelet's message ("": admit); nil admits.
+	AdmitUnderPressure func(pod *corev1.Pod) string
 }
 
 // Manager owns the desired pods, admits them and runs one worker per pod.
@@ -81,6 +84,7 @@ type Manager struct {
 	networkReady func() error
 	probes       Probes
 	hooks        Hooks
+	pressure     func(pod *corev1.Pod) string
 	clock        clock.WithTicker
 	log          *slog.Logger
 	restarts     *backOff // crash-loop back-off per container
@@ -117,7 +121,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 		deps.Events = events.NewRecorder(deps.Clock, opts.NodeName, 0)
 	}
 	return &Manager{
-		opts: opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, clock: deps.Clock,
+		opts: opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.AdmitUnderPressure, clock: deps.Clock,
 		log:          deps.Log,
 		restarts:     newBackOff(deps.Clock, opts.MaxRestartBackOff),
 		imagePulls:   newBackOff(deps.Clock, 0),
@@ -209,6 +213,12 @@ func (m *Manager) apply(u source.Update) {
 		}
 		if errs := probes.Validate(p); len(errs) > 0 {
 			r = &Rejection{Reason: "InvalidPodSpec", Message: errs.ToAggregate().Error()}
+		}
+		// Pods the runtime already runs were admitted by an earlier agent.
+		if r == nil && m.pressure != nil && !running[p.UID] {
+			if msg := m.pressure(p); msg != "" {
+				r = &Rejection{Reason: "Evicted", Message: msg}
+			}
 		}
 		if r != nil {
 			m.rejected[p.UID] = true
@@ -415,6 +425,39 @@ func (m *Manager) Reconcile() {
 			m.log.Info("removed orphaned pod cgroup", "cgroup", name.Cgroupfs())
 		}
 	}
+}
+
+// Active lists the admitted pods that still run: not terminating, not
+// finished, not being evicted. It is what eviction ranks.
+func (m *Manager) Active() []*corev1.Pod {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*corev1.Pod, 0, len(m.pods))
+	for uid, p := range m.pods {
+		w := m.workers[uid]
+		if w == nil || w.isTerminating() || w.evicting() {
+			continue
+		}
+		if phase, ok := m.store.Phase(uid); ok && (phase == corev1.PodSucceeded || phase == corev1.PodFailed) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// Evict ends a pod as the kubelet's eviction does: its containers stop
+// with grace seconds and it stays listed as Failed, reason Evicted, with
+// message and a DisruptionTarget condition, until its manifest changes.
+func (m *Manager) Evict(uid types.UID, grace int64, message string) error {
+	m.mu.Lock()
+	w := m.workers[uid]
+	m.mu.Unlock()
+	if w == nil {
+		return fmt.Errorf("pod %s: %w", uid, ErrPodNotFound)
+	}
+	w.evict(message, grace)
+	return nil
 }
 
 // ProbeResultChanged is the probe manager's callback: readiness and

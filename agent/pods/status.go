@@ -102,6 +102,11 @@ func computeStatus(in statusInput) corev1.PodStatus {
 	cond(corev1.PodInitialized, initDone, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incompleteInit, " ")))
 	setReadyConditions(pod, &st, in.previous.Conditions, in.now)
 	cond(corev1.PodScheduled, true, "", "")
+	if in.terminal != nil && in.terminal.Reason == "Evicted" {
+		setCondition(&st, in.previous.Conditions, in.now, corev1.DisruptionTarget, true, "", "")
+		c := &st.Conditions[len(st.Conditions)-1]
+		c.Reason, c.Message = "TerminationByKubelet", in.terminal.Message
+	}
 	return st
 }
 

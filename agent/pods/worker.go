@@ -41,6 +41,7 @@ type worker struct {
 	terminating bool
 	grace       *int64             // overrides the pod's grace period
 	cancelSync  context.CancelFunc // interrupts a sync in progress on terminate
+	eviction    *evictionRequest   // set by the eviction manager, taken by the worker
 
 	actions    int                      // runtime mutations so far; a sync that made none need not re-inspect
 	started    int                      // sandboxes and containers started so far
@@ -52,7 +53,8 @@ type worker struct {
 	syncDelay  time.Duration            // back-off after a failed pod-level step
 	startTime  metav1.Time
 	attempted  *uint32         // the last sandbox attempt asked for: a failed one may still hold its name
-	failed     *terminalReason // the agent ended the pod (activeDeadlineSeconds)
+	failed     *terminalReason // the agent ended the pod (activeDeadlineSeconds, eviction)
+	stopGrace  *int64          // grace for stopping a failed pod (eviction), else the pod's
 	lastPhase  corev1.PodPhase
 	lastIP     string
 }
@@ -93,6 +95,29 @@ func (w *worker) terminate(grace *int64) {
 	}
 	w.mu.Unlock()
 	w.wake()
+}
+
+// evictionRequest is the eviction manager's order for a pod.
+type evictionRequest struct {
+	message string
+	grace   int64
+}
+
+// evict makes the pod Failed/Evicted and stops it with grace seconds.
+func (w *worker) evict(message string, grace int64) {
+	w.mu.Lock()
+	w.eviction = &evictionRequest{message: message, grace: grace}
+	if w.cancelSync != nil {
+		w.cancelSync()
+	}
+	w.mu.Unlock()
+	w.wake()
+}
+
+func (w *worker) evicting() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.eviction != nil
 }
 
 func (w *worker) isTerminating() bool {
@@ -144,6 +169,15 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 			w.startTime = metav1.NewTime(time.Unix(0, rt.Sandboxes[n-1].CreatedAt))
 		}
 	}
+	w.mu.Lock()
+	ev := w.eviction
+	w.mu.Unlock()
+	if ev != nil && w.failed == nil {
+		w.failed = &terminalReason{Reason: "Evicted", Message: ev.message}
+		w.stopGrace = &ev.grace
+		w.log.Warn("pod evicted", "message", ev.message, "grace_seconds", ev.grace)
+		w.event("", corev1.EventTypeWarning, "Evicted", ev.message)
+	}
 	var untilDeadline time.Duration
 	if d := pod.Spec.ActiveDeadlineSeconds; d != nil && w.failed == nil {
 		deadline := w.startTime.Add(time.Duration(*d) * time.Second)
@@ -161,7 +195,7 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 		clear(w.waiting)
 		if hasRunning(rt) {
 			w.actions++
-			if err := w.stopAll(ctx, rt, gracePeriod(pod, nil)); err != nil && ctx.Err() == nil {
+			if err := w.stopAll(ctx, rt, gracePeriod(pod, w.stopGrace)); err != nil && ctx.Err() == nil {
 				w.log.Warn("stop finished pod", "err", err)
 			}
 			rt = w.inspect(ctx, rt)

@@ -29,6 +29,8 @@ type Sources struct {
 	Probes func(uid types.UID) any
 	// Metrics writes the Prometheus text exposition; nil: no /metrics.
 	Metrics func(w io.Writer)
+	// Evictions lists the eviction decisions; nil: none.
+	Evictions func() any
 	// Profiling serves Go's pprof under /debug/pprof/ (enableProfilingHandler).
 	Profiling bool
 }
@@ -66,6 +68,13 @@ func Handler(src Sources) http.Handler {
 			}
 		}
 		http.Error(w, fmt.Sprintf("pod %s/%s not found", r.PathValue("namespace"), r.PathValue("name")), http.StatusNotFound)
+	})
+	mux.HandleFunc("GET /evictions", func(w http.ResponseWriter, r *http.Request) {
+		var traces any = []any{}
+		if src.Evictions != nil {
+			traces = src.Evictions()
+		}
+		writeJSON(w, traces)
 	})
 	if src.Metrics != nil {
 		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {

@@ -42,6 +42,17 @@ func (s *Store) Update(uid types.UID, change func(*corev1.Pod)) {
 	}
 }
 
+// Phase returns a stored pod's phase without copying it.
+func (s *Store) Phase(uid types.UID) (corev1.PodPhase, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, ok := s.pods[uid]
+	if !ok {
+		return "", false
+	}
+	return p.Status.Phase, true
+}
+
 // Get returns a copy of the pod.
 func (s *Store) Get(uid types.UID) (*corev1.Pod, bool) {
 	s.mu.RLock()

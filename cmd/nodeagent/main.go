@@ -47,6 +47,7 @@ Flags:
 	cniBinDir := fs.String("cni-bin-dir", "", "comma-separated CNI plugin directories (default: what the runtime reports)")
 	controlSocket := fs.String("control-socket", "/run/nodeagent/nodeagent.sock", "root-only unix socket for nodectl's changes (delete --grace-period); empty disables it")
 	imageGCPeriod := fs.Duration("image-gc-period", 5*time.Minute, "how often unused images are garbage-collected")
+	evictionRanking := fs.String("eviction-ranking", "kubelet", "eviction order: kubelet (usage over request, priority, overage) or qos (BestEffort, Burstable, Guaranteed, then the kubelet's keys)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -58,6 +59,10 @@ Flags:
 		return 0
 	}
 
+	if *evictionRanking != "kubelet" && *evictionRanking != "qos" {
+		fmt.Fprintf(os.Stderr, "nodeagent: --eviction-ranking %q: want kubelet or qos\n", *evictionRanking)
+		return 2
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(os.Stderr, "nodeagent: --log-level %q: want debug, info, warn or error\n", *logLevel)
@@ -94,7 +99,7 @@ Flags:
 	if *cniBinDir != "" {
 		binDirs = strings.Split(*cniBinDir, ",")
 	}
-	a, err := agent.New(cfg, agent.Options{NodeName: name, RootDir: *rootDir, CNIConfDir: *cniConfDir, CNIBinDirs: binDirs, ControlSocket: *controlSocket, ImageGCPeriod: *imageGCPeriod, Logger: log})
+	a, err := agent.New(cfg, agent.Options{NodeName: name, RootDir: *rootDir, CNIConfDir: *cniConfDir, CNIBinDirs: binDirs, ControlSocket: *controlSocket, ImageGCPeriod: *imageGCPeriod, EvictionRanking: *evictionRanking, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodeagent:", err)
 		return 1

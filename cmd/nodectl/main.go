@@ -5,6 +5,7 @@
 //	nodectl get pods [-o wide|json|yaml]
 //	nodectl get pod NAME [-o json|yaml]
 //	nodectl get node [-o json|yaml]
+//	nodectl get evictions [-o json|yaml]
 //	nodectl describe pod NAME
 //	nodectl describe node
 //	nodectl events [--pod NAME] [-o json|yaml]
@@ -30,6 +31,7 @@ Usage:
   nodectl get pods [-o wide|json|yaml]    list pods with their status
   nodectl get pod NAME [-o json|yaml]     one pod
   nodectl get node [-o json|yaml]         the node
+  nodectl get evictions [-o json|yaml]    the last eviction decisions: signal, threshold, victims, timings
   nodectl describe pod NAME               details: status, cgroup, containers, conditions
   nodectl describe node                   capacity, allocatable, conditions, system info
   nodectl events [--pod NAME]             the agent's events (pulls, starts, kills, back-offs, rejections)
@@ -176,6 +178,8 @@ func run(args []string, out io.Writer) error {
 		return c.getPod(rest[1], f.output)
 	case verb == "get" && len(rest) == 1 && isNode(rest[0]):
 		return c.getNode(f.output)
+	case verb == "get" && len(rest) == 1 && (rest[0] == "evictions" || rest[0] == "eviction"):
+		return c.getEvictions(f.output)
 	case verb == "describe" && len(rest) == 2 && isPod(rest[0]):
 		return c.describePod(rest[1])
 	case verb == "describe" && len(rest) >= 1 && isNode(rest[0]):

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"nodeagent/agent/source"
 	"nodeagent/cgroups"
+	"nodeagent/eviction"
 	"nodeagent/probes"
 )
 
@@ -388,6 +390,42 @@ func describeContainers(out io.Writer, title string, specs []corev1.Container, s
 		}
 		w.Flush()
 	}
+}
+
+// getEvictions prints the agent's eviction decisions, oldest first.
+func (c *client) getEvictions(output string) error {
+	var traces []eviction.Trace
+	if err := c.fetch("/evictions", &traces); err != nil {
+		return err
+	}
+	if output != "" {
+		return emit(c.out, output, traces)
+	}
+	if len(traces) == 0 {
+		fmt.Fprintln(c.out, "No evictions.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tAT\tTHRESHOLD\tAVAILABLE\tNEED\tDECIDE\tKILL SENT\tFREED\tVICTIMS")
+	for _, t := range traces {
+		var victims []string
+		for _, v := range t.Victims {
+			desc := fmt.Sprintf("%s (%s, prio %d, %s/%s)", v.Pod, v.QoS, v.Priority,
+				resource.NewQuantity(v.Usage, resource.BinarySI), resource.NewQuantity(v.Request, resource.BinarySI))
+			if v.Error != "" {
+				desc += " error: " + v.Error
+			}
+			victims = append(victims, desc)
+		}
+		freed := "-"
+		if !t.FreedAt.IsZero() {
+			freed = t.FreedAt.Sub(t.KillSentAt).Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.ObservedAt.Format("15:04:05.000"), t.Threshold,
+			resource.NewQuantity(t.Available, resource.BinarySI), resource.NewQuantity(t.Need, resource.BinarySI),
+			t.DecidedAt.Sub(t.WokeAt).Round(time.Microsecond), t.KillSentAt.Sub(t.ObservedAt).Round(time.Microsecond), freed, strings.Join(victims, ", "))
+	}
+	return tw.Flush()
 }
 
 // probeText is kubectl's one-line probe description.

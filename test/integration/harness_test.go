@@ -383,3 +383,37 @@ spec:
     command: ["sleep", "3600"]
 %s`, name, testImage, resources)
 }
+
+// nodectl runs bin/nodectl against this node's API.
+func (n *node) nodectl(args ...string) (string, error) {
+	n.t.Helper()
+	if nodectlBin == "" {
+		n.t.Fatal("NODECTL_BIN is not set (run `make integration`)")
+	}
+	out, err := exec.Command(nodectlBin, append([]string{"--server", n.url("")}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// runOnce runs the agent in the foreground for a start-up that must fail,
+// and returns its output; an agent still running after 20 s is stopped and
+// reported as an error-free start.
+func (n *node) runOnce() (string, error) {
+	n.t.Helper()
+	cmd := exec.Command(agentBin, "--config", n.configFile, "--hostname-override", n.name,
+		"--root-dir", filepath.Join(n.dir, "root"), "--control-socket", filepath.Join(n.dir, "control.sock"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		n.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return out.String(), err
+	case <-time.After(20 * time.Second):
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-done
+		return out.String(), nil
+	}
+}

@@ -1,0 +1,198 @@
+//go:build integration
+
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"nodeagent/eviction"
+)
+
+// evictionNode is a node whose pods may use 1 GiB in all (kubeReserved
+// takes the rest of the memory) with a hard threshold 300 MiB below that,
+// as the kubelet's MemoryAllocatableEviction test sets it up.
+func evictionNode(t *testing.T, extra string) *node {
+	reserved := memTotal(t) - 1<<30
+	return newNode(t, fmt.Sprintf(`kubeReserved: {memory: "%d"}
+evictionHard: {allocatableMemory.available: 300Mi}
+evictionPressureTransitionPeriod: 30s
+%s`, reserved, extra))
+}
+
+func hogPod(name, priority, resources string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  terminationGracePeriodSeconds: 30
+%s  containers:
+  - name: main
+    image: %s
+    command: ["memhog", "--mb", "900", "--rate", "150"]
+%s`, name, priority, testImage, resources)
+}
+
+func sleeperPod(name, resources string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: %s
+    command: ["sh", "-c", "while true; do sleep 1 & wait $!; done"]
+%s`, name, testImage, resources)
+}
+
+const guaranteed = "    resources: {limits: {cpu: 100m, memory: 64Mi}}\n"
+
+func (n *node) evictions() []eviction.Trace {
+	n.t.Helper()
+	resp, err := http.Get(n.url("/evictions"))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out []eviction.Trace
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		n.t.Fatal(err)
+	}
+	return out
+}
+
+func (n *node) condition(t corev1.NodeConditionType) corev1.NodeCondition {
+	n.t.Helper()
+	resp, err := http.Get(n.url("/node"))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var node corev1.Node
+	json.NewDecoder(resp.Body).Decode(&node)
+	for _, c := range node.Status.Conditions {
+		if c.Type == t {
+			return c
+		}
+	}
+	return corev1.NodeCondition{}
+}
+
+func (n *node) waitEvicted(name string) *corev1.Pod {
+	n.t.Helper()
+	return n.waitPod(name, 90*time.Second, "evicted", func(p *corev1.Pod) error {
+		if p == nil || p.Status.Phase != corev1.PodFailed || p.Status.Reason != "Evicted" {
+			return fmt.Errorf("%+v", p)
+		}
+		return nil
+	})
+}
+
+func kubepodsOOMKills(t *testing.T, n *node) string {
+	return strings.TrimSpace(cgroupFile(t, "memory", filepath.Join(n.cgroupRoot, "kubepods"), "memory.oom_control"))
+}
+
+func TestMemoryAllocatableEviction(t *testing.T) {
+	n := evictionNode(t, "")
+	n.writeManifest("innocent.yaml", sleeperPod("innocent", guaranteed))
+	n.start()
+	n.waitRunning("innocent")
+	n.writeManifest("hog.yaml", hogPod("hog", "", ""))
+
+	p := n.waitEvicted("hog")
+	if !strings.HasPrefix(p.Status.Message, "The node was low on resource: memory. Threshold quantity: 300Mi, available: ") {
+		t.Errorf("message %q", p.Status.Message)
+	}
+	var disruption bool
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == "TerminationByKubelet" {
+			disruption = true
+		}
+	}
+	if !disruption {
+		t.Errorf("no DisruptionTarget condition: %+v", p.Status.Conditions)
+	}
+	if !n.hasEvent(p, "Evicted", "The node was low on resource: memory") {
+		t.Error("no Evicted event")
+	}
+	if c := n.condition(corev1.NodeMemoryPressure); c.Status != corev1.ConditionTrue || c.Reason != "KubeletHasInsufficientMemory" {
+		t.Errorf("MemoryPressure %+v", c)
+	}
+
+	// Under MemoryPressure a BestEffort pod is refused, a Guaranteed one is not.
+	n.writeManifest("late-be.yaml", sleeperPod("late-be", ""))
+	n.writeManifest("late-g.yaml", sleeperPod("late-g", guaranteed))
+	late := n.waitRejected("late-be")
+	if late.Status.Reason != "Evicted" || late.Status.Message != "Pod was rejected: The node had condition: [MemoryPressure]. " {
+		t.Errorf("BestEffort admission under pressure: reason %q message %q", late.Status.Reason, late.Status.Message)
+	}
+	n.waitRunning("late-g")
+
+	// The innocent Guaranteed pod kept running and was never OOM-killed.
+	inn := n.mustPod("innocent")
+	if cs := inn.Status.ContainerStatuses[0]; cs.RestartCount != 0 || cs.State.Running == nil {
+		t.Errorf("innocent pod: %+v", cs)
+	}
+	if got := kubepodsOOMKills(t, n); !strings.Contains(got, "oom_kill 0") {
+		t.Errorf("the kernel OOM killer acted in kubepods: %s", got)
+	}
+	tr := n.evictions()
+	if len(tr) == 0 || tr[0].Signal != eviction.AllocatableMemoryAvailable || len(tr[0].Victims) != 1 ||
+		!strings.HasPrefix(tr[0].Victims[0].Pod, "default/hog-") || tr[0].Victims[0].QoS != corev1.PodQOSBestEffort || tr[0].Victims[0].Grace != 1 {
+		t.Errorf("eviction traces %+v", tr)
+	}
+	// nodectl shows the trace.
+	out, err := n.nodectl("get", "evictions")
+	if err != nil || !strings.Contains(out, "evictionHard allocatableMemory.available<300Mi") || !strings.Contains(out, "hog-") {
+		t.Errorf("nodectl get evictions: %v\n%s", err, out)
+	}
+}
+
+func TestEvictionOrder(t *testing.T) {
+	n := evictionNode(t, "")
+	// Two BestEffort hogs of different priority and a Burstable pod under
+	// its request: the low-priority hog goes first.
+	n.writeManifest("innocent.yaml", sleeperPod("innocent", guaranteed))
+	n.writeManifest("under.yaml", sleeperPod("under", "    resources: {requests: {memory: 200Mi}}\n"))
+	n.start()
+	n.waitRunning("innocent")
+	n.waitRunning("under")
+	low := strings.Replace(hogPod("low", "  priority: 10\n", ""), `"--mb", "900"`, `"--mb", "420"`, 1)
+	high := strings.Replace(hogPod("high", "  priority: 1000\n", ""), `"--mb", "900"`, `"--mb", "420"`, 1)
+	n.writeManifest("high.yaml", high)
+	n.writeManifest("low.yaml", low)
+
+	n.waitEvicted("low")
+	if p := n.mustPod("high"); p.Status.Phase != corev1.PodRunning {
+		t.Errorf("the high-priority hog went with the low one: %s %s", p.Status.Phase, p.Status.Reason)
+	}
+	for _, name := range []string{"innocent", "under"} {
+		if p := n.mustPod(name); p.Status.Phase != corev1.PodRunning {
+			t.Errorf("%s: %s %s", name, p.Status.Phase, p.Status.Message)
+		}
+	}
+	if got := kubepodsOOMKills(t, n); !strings.Contains(got, "oom_kill 0") {
+		t.Errorf("the kernel OOM killer acted in kubepods: %s", got)
+	}
+}
+
+func TestBadEvictionThresholdsAreRefused(t *testing.T) {
+	n := newNode(t, "evictionHard: {memory.available: 200Ti}\n")
+	out, err := n.runOnce()
+	if err == nil || !strings.Contains(out, "evictionHard memory.available<200Ti is at or above the node's capacity") {
+		t.Errorf("agent with memory.available<200Ti: %v\n%s", err, out)
+	}
+	n = newNode(t, "evictionSoft: {memory.available: 1Gi}\n")
+	out, err = n.runOnce()
+	if err == nil || !strings.Contains(out, `evictionSoft.memory.available: invalid value "1Gi": grace period must be specified`) {
+		t.Errorf("soft threshold without grace: %v\n%s", err, out)
+	}
+}
