@@ -170,6 +170,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if rc := cgroups.NodeAllocatableConfig(capacity, cfg.Reserved(), cfg.EnforcePods()); rc != nil && rc.Memory != nil {
 		podsMemory = *rc.Memory
 	}
+	var evictor *eviction.Manager
+	memcg := eviction.NewMemcgThresholds(func(at time.Time) { evictor.NotifyAt(at) })
+	defer memcg.Close()
 	signals := &eviction.HostSource{
 		Cgroups: mgr, Kubepods: tree.Kubepods(), MemoryCapacity: machine.MemoryBytes, MemoryAllocatable: podsMemory,
 		NodeFsPath: a.opts.RootDir, ImageFs: imageFsMount(rt), Now: a.opts.Clock.Now,
@@ -190,7 +193,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	recorder := events.NewRecorder(a.opts.Clock, a.opts.NodeName, events.DefaultCapacity)
 	var manager *pods.Manager
 	var nodeStatus *node.Status
-	var evictor *eviction.Manager
 	hooks := probes.NewHandlers(rt)
 	prober := probes.NewManager(probes.Options{
 		Clock: a.opts.Clock, Handlers: hooks, StateDir: filepath.Join(a.opts.RootDir, "probes"),
@@ -235,6 +237,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			recorder.Event(recorder.NodeRef(), eventType, reason, message)
 		},
 	}, signals, manager, eviction.CgroupUsage{Tree: tree})
+	// From here on a crossing has a manager to wake.
+	signals.Memcg, signals.Thresholds = memcg, thresholds
 	if err := cache.Relist(ctx); err != nil {
 		return fmt.Errorf("list the runtime's pods: %w", err)
 	}

@@ -214,7 +214,7 @@ func TestManagerEvictsTheSmallestSetAndReportsPressure(t *testing.T) {
 	// The hog is still terminating and the reading has not moved: its usage
 	// is already counted as coming back, so nothing else is evicted.
 	pods.evicted = map[types.UID]int64{}
-	m.pending["hog"] = pendingEviction{usage: 400 * mi, since: clock.Now(), trace: 1}
+	m.pending["hog"] = pendingEviction{pod: pods.pods[0], usage: 400 * mi, since: clock.Now(), trace: 1}
 	pods.pods = pods.pods[:3]
 	clock.Step(time.Second)
 	src.set(MemoryAvailable, 60*mi, 1000*mi, clock.Now())
@@ -223,9 +223,14 @@ func TestManagerEvictsTheSmallestSetAndReportsPressure(t *testing.T) {
 		t.Errorf("evicted %v while the first eviction is in flight", pods.evicted)
 	}
 
-	// Pressure relieved: the condition stays for the transition period.
+	// The hog's memory drains; the pressure is relieved and its trace is
+	// stamped. The condition stays for the transition period.
+	pods.usage["hog"] = 0
 	src.set(MemoryAvailable, 600*mi, 1000*mi, clock.Now())
 	m.Synchronize(context.Background())
+	if tr := m.Traces(); len(tr) != 1 || tr[0].FreedAt.IsZero() {
+		t.Errorf("trace not stamped when the victim drained: %+v", tr)
+	}
 	clock.Step(4 * time.Minute)
 	if m.Conditions(clock.Now())[0].Status != corev1.ConditionTrue {
 		t.Error("MemoryPressure cleared before the transition period")

@@ -62,6 +62,9 @@ type Manager struct {
 	usage PodUsage
 	kick  chan struct{}
 
+	triggerMu sync.Mutex
+	triggered time.Time // when a kernel notification last woke us
+
 	mu            sync.Mutex
 	obs           Observations
 	obsErr        error
@@ -80,6 +83,7 @@ type transition struct {
 }
 
 type pendingEviction struct {
+	pod   *corev1.Pod
 	usage int64
 	since time.Time
 	trace int
@@ -122,6 +126,17 @@ func (m *Manager) Notify() {
 	}
 }
 
+// NotifyAt is Notify from a kernel notification that fired at at; the
+// next decision's trace records it.
+func (m *Manager) NotifyAt(at time.Time) {
+	m.triggerMu.Lock()
+	if m.triggered.IsZero() {
+		m.triggered = at
+	}
+	m.triggerMu.Unlock()
+	m.Notify()
+}
+
 // Run synchronizes every period and on every Notify until ctx ends.
 func (m *Manager) Run(ctx context.Context) {
 	ticker := m.opts.Clock.NewTicker(m.opts.Period)
@@ -143,9 +158,25 @@ func key(t Threshold) string { return fmt.Sprintf("%s/%v", t.Signal, t.Hard) }
 // met. It is the kubelet's synchronize, without its one-pod-per-cycle limit.
 func (m *Manager) Synchronize(ctx context.Context) {
 	woke := m.opts.Clock.Now()
+	m.triggerMu.Lock()
+	triggered := m.triggered
+	m.triggered = time.Time{}
+	m.triggerMu.Unlock()
+	// The pod manager calls Admit (and so takes m.mu) while holding its own
+	// lock: it is never called with m.mu held.
+	active := m.pods.Active()
 	obs, err := m.node.Observe(ctx)
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	plan := m.decideLocked(active, obs, err, woke, triggered)
+	m.mu.Unlock()
+	if plan != nil {
+		m.execute(plan)
+	}
+}
+
+// decideLocked updates the bookkeeping with a new observation and returns
+// the evictions to make, if any.
+func (m *Manager) decideLocked(active []*corev1.Pod, obs Observations, err error, woke, triggered time.Time) *evictionPlan {
 	m.obs, m.obsErr = obs, err
 	if err != nil {
 		m.opts.Log.Debug("some eviction signals are unavailable; they are not acted on", "err", err)
@@ -182,7 +213,7 @@ func (m *Manager) Synchronize(ctx context.Context) {
 		}
 	}
 	if len(acting) == 0 {
-		return
+		return nil
 	}
 	// Memory first, as the kubelet orders them.
 	sort.SliceStable(acting, func(i, j int) bool {
@@ -190,13 +221,19 @@ func (m *Manager) Synchronize(ctx context.Context) {
 		_, _, b, _ := signalInfo(acting[j].Signal)
 		return a < b
 	})
-	m.evictLocked(acting[0], obs[acting[0].Signal], woke)
+	return m.planLocked(active, acting[0], obs[acting[0].Signal], woke, triggered)
 }
 
-// evictLocked picks the smallest set of pods, in rank order, whose usage
+// evictionPlan is a decision waiting to be carried out.
+type evictionPlan struct {
+	trace   Trace
+	victims []Candidate
+}
+
+// planLocked picks the smallest set of pods, in rank order, whose usage
 // covers the deficit (plus the minimum reclaim) that is not already on its
-// way out, and evicts them in parallel.
-func (m *Manager) evictLocked(t Threshold, o Observation, woke time.Time) {
+// way out.
+func (m *Manager) planLocked(active []*corev1.Pod, t Threshold, o Observation, woke, triggered time.Time) *evictionPlan {
 	m.reclaiming[key(t)] = true
 	line := t.Value.Of(o.Capacity)
 	if t.MinReclaim != nil {
@@ -207,16 +244,16 @@ func (m *Manager) evictLocked(t Threshold, o Observation, woke time.Time) {
 		need -= p.usage
 	}
 	if need <= 0 {
-		return // evictions in flight cover it
+		return nil // evictions in flight cover it
 	}
 	r := t.Signal.Resource()
 	if r != corev1.ResourceMemory {
 		// Disk and pid usage per pod is not measured yet: no pod is evicted
 		// on guesses. The condition still shows the pressure.
-		return
+		return nil
 	}
 	var cands []Candidate
-	for _, pod := range m.pods.Active() {
+	for _, pod := range active {
 		if Critical(pod) {
 			continue
 		}
@@ -230,7 +267,7 @@ func (m *Manager) evictLocked(t Threshold, o Observation, woke time.Time) {
 	}
 	if len(cands) == 0 {
 		m.opts.Log.Warn("eviction threshold met but no pod can be evicted", "threshold", t.String(), "available", o.Available)
-		return
+		return nil
 	}
 	Rank(cands, r, m.opts.Ranking)
 	victims := Select(cands, need)
@@ -239,13 +276,10 @@ func (m *Manager) evictLocked(t Threshold, o Observation, woke time.Time) {
 	m.nextID++
 	tr := Trace{
 		ID: m.nextID, Signal: t.Signal, Threshold: t.String(), ThresholdBytes: t.Value.Of(o.Capacity), Available: o.Available, Need: need,
-		ObservedAt: o.Time, WokeAt: woke, DecidedAt: decided, Ranking: m.opts.Ranking,
+		TriggeredAt: triggered, ObservedAt: o.Time, WokeAt: woke, DecidedAt: decided, Ranking: m.opts.Ranking,
 	}
 	res := t.Signal.Resource()
-	m.opts.Event(corev1.EventTypeWarning, "EvictionThresholdMet", "Attempting to reclaim "+string(res))
-	var wg sync.WaitGroup
-	results := make([]error, len(victims))
-	for i, v := range victims {
+	for _, v := range victims {
 		grace := int64(1)
 		if !t.Hard {
 			grace = podGrace(v.Pod)
@@ -253,63 +287,75 @@ func (m *Manager) evictLocked(t Threshold, o Observation, woke time.Time) {
 				grace = max
 			}
 		}
-		msg := message(res, t, o, v)
 		tr.Victims = append(tr.Victims, Victim{
 			Pod: v.Pod.Namespace + "/" + v.Pod.Name, UID: v.Pod.UID, QoS: qos.Class(v.Pod), Priority: Priority(v.Pod),
-			Usage: v.Usage, Request: v.Request, Grace: grace, Message: msg,
+			Usage: v.Usage, Request: v.Request, Grace: grace, Message: message(res, t, o, v),
 		})
-		m.pending[v.Pod.UID] = pendingEviction{usage: v.Usage, since: decided, trace: tr.ID}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i] = m.pods.Evict(v.Pod.UID, grace, msg)
-		}()
-	}
-	// Evict only records the decision and wakes the pod workers; the kills
-	// themselves run there, so this wait is short.
-	wg.Wait()
-	tr.KillSentAt = m.opts.Clock.Now()
-	for i, err := range results {
-		if err != nil {
-			tr.Victims[i].Error = err.Error()
-			delete(m.pending, victims[i].Pod.UID)
-		}
+		m.pending[v.Pod.UID] = pendingEviction{pod: v.Pod, usage: v.Usage, since: decided, trace: tr.ID}
 	}
 	m.opts.Log.Info("evicting pods", "threshold", t.String(), "available", o.Available, "need", need, "victims", len(victims),
 		"decide_us", decided.Sub(woke).Microseconds())
-	m.traces = append(m.traces, tr)
+	return &evictionPlan{trace: tr, victims: victims}
+}
+
+// execute sends the evictions in parallel (Evict only records the order
+// and wakes the pod workers, which do the killing) and keeps the trace.
+func (m *Manager) execute(p *evictionPlan) {
+	m.opts.Event(corev1.EventTypeWarning, "EvictionThresholdMet", "Attempting to reclaim "+string(p.trace.Signal.Resource()))
+	var wg sync.WaitGroup
+	results := make([]error, len(p.victims))
+	for i, v := range p.trace.Victims {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = m.pods.Evict(v.UID, v.Grace, v.Message)
+		}()
+	}
+	wg.Wait()
+	p.trace.KillSentAt = m.opts.Clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, err := range results {
+		if err != nil {
+			p.trace.Victims[i].Error = err.Error()
+			delete(m.pending, p.trace.Victims[i].UID)
+		}
+	}
+	m.traces = append(m.traces, p.trace)
 	if len(m.traces) > maxTraces {
 		m.traces = m.traces[len(m.traces)-maxTraces:]
 	}
 }
 
-// expirePendingLocked forgets evictions whose pods are gone (or that took
-// too long), and stamps their trace with the time the pressure was relieved.
+// expirePendingLocked follows the evicted pods' usage as it drains and
+// forgets those that are done (usage gone, or too long), stamping their
+// trace with the time the last victim let go.
 func (m *Manager) expirePendingLocked(now time.Time) {
-	active := map[types.UID]bool{}
-	for _, p := range m.pods.Active() {
-		active[p.UID] = true
-	}
 	for uid, p := range m.pending {
-		if active[uid] && now.Sub(p.since) < pendingTimeout {
+		usage, ok := m.usage.Memory(p.pod)
+		if ok && usage > drained && now.Sub(p.since) < pendingTimeout {
+			p.usage = usage
+			m.pending[uid] = p
 			continue
 		}
 		delete(m.pending, uid)
+		done := true
+		for _, q := range m.pending {
+			if q.trace == p.trace {
+				done = false
+			}
+		}
 		for i := range m.traces {
-			if m.traces[i].ID == p.trace && m.traces[i].FreedAt.IsZero() {
-				done := true
-				for other, q := range m.pending {
-					if q.trace == p.trace && other != uid {
-						done = false
-					}
-				}
-				if done {
-					m.traces[i].FreedAt = now
-				}
+			if done && m.traces[i].ID == p.trace && m.traces[i].FreedAt.IsZero() {
+				m.traces[i].FreedAt = now
 			}
 		}
 	}
 }
+
+// drained is the usage below which an evicted pod counts as gone (what is
+// left is page cache charged to its cgroup).
+const drained = 4 << 20
 
 func podGrace(pod *corev1.Pod) int64 {
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {

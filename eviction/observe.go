@@ -47,6 +47,10 @@ type HostSource struct {
 	NodeFsPath        string
 	ImageFs           ImageFs
 	Now               func() time.Time
+	// Memcg, on cgroup v1, gets a usage line for each memory threshold
+	// after every observation (the line moves with inactive_file).
+	Memcg      *MemcgThresholds
+	Thresholds []Threshold
 }
 
 // Observe implements NodeSource. Errors on one signal leave it missing and
@@ -55,15 +59,28 @@ func (h *HostSource) Observe(ctx context.Context) (Observations, error) {
 	obs := Observations{}
 	var errs []error
 	now := h.Now()
-	if root, err := cgroups.ReadMemoryStats(h.Cgroups, cgroups.Name{}); err == nil {
-		obs[MemoryAvailable] = Observation{Available: h.MemoryCapacity - int64(root.WorkingSet()), Capacity: h.MemoryCapacity, Time: now}
-	} else {
-		errs = append(errs, fmt.Errorf("memory.available: %w", err))
-	}
-	if pods, err := cgroups.ReadMemoryStats(h.Cgroups, h.Kubepods); err == nil {
-		obs[AllocatableMemoryAvailable] = Observation{Available: h.MemoryAllocatable - int64(pods.WorkingSet()), Capacity: h.MemoryAllocatable, Time: now}
-	} else {
-		errs = append(errs, fmt.Errorf("allocatableMemory.available: %w", err))
+	for _, m := range []struct {
+		signal   Signal
+		name     cgroups.Name
+		capacity int64
+	}{{MemoryAvailable, cgroups.Name{}, h.MemoryCapacity}, {AllocatableMemoryAvailable, h.Kubepods, h.MemoryAllocatable}} {
+		st, err := cgroups.ReadMemoryStats(h.Cgroups, m.name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.signal, err))
+			continue
+		}
+		obs[m.signal] = Observation{Available: m.capacity - int64(st.WorkingSet()), Capacity: m.capacity, Time: now}
+		if h.Memcg != nil && h.Cgroups.Version() == 1 {
+			for _, t := range h.Thresholds {
+				if t.Signal != m.signal {
+					continue
+				}
+				line := usageLine(m.capacity, t.Value.Of(m.capacity), int64(st.InactiveFile))
+				if err := h.Memcg.Arm(lineKey(t), h.Cgroups.Path(m.name), line); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", t, err))
+				}
+			}
+		}
 	}
 	if h.NodeFsPath != "" {
 		if err := statfs(obs, h.NodeFsPath, NodeFsAvailable, NodeFsInodesFree, now); err != nil {

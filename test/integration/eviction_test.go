@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -194,5 +195,45 @@ func TestBadEvictionThresholdsAreRefused(t *testing.T) {
 	out, err = n.runOnce()
 	if err == nil || !strings.Contains(out, `evictionSoft.memory.available: invalid value "1Gi": grace period must be specified`) {
 		t.Errorf("soft threshold without grace: %v\n%s", err, out)
+	}
+}
+
+func vmstatOOMKills(t *testing.T) string {
+	b, err := os.ReadFile("/proc/vmstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "oom_kill ") {
+			return l
+		}
+	}
+	t.Fatal("no oom_kill in /proc/vmstat")
+	return ""
+}
+
+// TestFastHogIsEvictedBeforeTheOOMKiller: a BestEffort pod allocating as
+// fast as it can (well over 1 GiB/s here) crosses the 300 MiB headroom in
+// a fraction of a second. The memcg threshold wakes the agent at the
+// crossing, so the hog is gone before kubepods reaches its limit and no
+// OOM kill happens anywhere on the node.
+func TestFastHogIsEvictedBeforeTheOOMKiller(t *testing.T) {
+	n := evictionNode(t, "")
+	n.writeManifest("innocent.yaml", sleeperPod("innocent", guaranteed))
+	n.start()
+	n.waitRunning("innocent")
+	before := vmstatOOMKills(t)
+	n.writeManifest("hog.yaml", strings.Replace(hogPod("hog", "", ""), `"--rate", "150"`, `"--rate", "0"`, 1))
+	n.waitEvicted("hog")
+	if after := vmstatOOMKills(t); after != before {
+		t.Errorf("kernel OOM kills on the node went from %q to %q", before, after)
+	}
+	tr := n.evictions()
+	if len(tr) == 0 || tr[0].TriggeredAt.IsZero() {
+		t.Fatalf("the decision was not woken by the memcg threshold: %+v", tr)
+	}
+	t.Logf("memcg notification -> decided %v, -> kill sent %v", tr[0].DecidedAt.Sub(tr[0].TriggeredAt), tr[0].KillSentAt.Sub(tr[0].TriggeredAt))
+	if p := n.mustPod("innocent"); p.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Error("the innocent pod restarted")
 	}
 }

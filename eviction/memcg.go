@@ -1,0 +1,143 @@
+package eviction
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// MemcgThresholds arms cgroup v1 memory usage thresholds: for each line an
+// eventfd registered through cgroup.event_control on memory.usage_in_bytes
+// wakes a goroutine the moment usage crosses it, which calls the callback
+// with the time it woke. The kubelet does the same behind
+// kernelMemcgNotification (off by default) and re-arms every 10 s; here a
+// line is re-armed whenever it moves by more than rearmSlack.
+type MemcgThresholds struct {
+	onCross func(at time.Time)
+
+	mu    sync.Mutex
+	armed map[string]*memcgLine // by caller's key
+}
+
+type memcgLine struct {
+	dir   string
+	usage int64
+	event *os.File
+	ctl   *os.File
+}
+
+// rearmSlack is how far a line may drift (as inactive_file changes) before
+// it is re-armed.
+const rearmSlack = 1 << 20
+
+// NewMemcgThresholds returns an empty set; onCross is called from the
+// waiting goroutines.
+func NewMemcgThresholds(onCross func(at time.Time)) *MemcgThresholds {
+	return &MemcgThresholds{onCross: onCross, armed: map[string]*memcgLine{}}
+}
+
+// Arm sets the line for key: notify when memory.usage_in_bytes of the
+// memory cgroup dir crosses usage bytes.
+func (m *MemcgThresholds) Arm(key, dir string, usage int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.armed[key]; ok {
+		if old.dir == dir && abs(old.usage-usage) <= rearmSlack {
+			return nil
+		}
+		old.close()
+		delete(m.armed, key)
+	}
+	line, err := armLine(dir, usage)
+	if err != nil {
+		return err
+	}
+	m.armed[key] = line
+	go m.wait(line)
+	return nil
+}
+
+// Close disarms every line.
+func (m *MemcgThresholds) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, l := range m.armed {
+		l.close()
+		delete(m.armed, k)
+	}
+}
+
+func armLine(dir string, usage int64) (*memcgLine, error) {
+	if usage <= 0 {
+		return nil, fmt.Errorf("memcg threshold %d on %s: must be positive", usage, dir)
+	}
+	ctl, err := os.Open(filepath.Join(dir, "memory.usage_in_bytes"))
+	if err != nil {
+		return nil, err
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		ctl.Close()
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	// A non-blocking fd goes to Go's poller: Read parks the goroutine and
+	// Close wakes it.
+	event := os.NewFile(uintptr(efd), "memcg-threshold")
+	spec := fmt.Sprintf("%d %d %d", efd, ctl.Fd(), usage)
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.event_control"), []byte(spec), 0o200); err != nil {
+		event.Close()
+		ctl.Close()
+		return nil, fmt.Errorf("arm memcg threshold on %s: %w", dir, err)
+	}
+	return &memcgLine{dir: dir, usage: usage, event: event, ctl: ctl}, nil
+}
+
+func (l *memcgLine) close() {
+	l.event.Close() // closing the eventfd unregisters the threshold
+	l.ctl.Close()
+}
+
+// wait reads the eventfd until the line is closed; every read is a
+// crossing (up or down).
+func (m *MemcgThresholds) wait(l *memcgLine) {
+	var buf [8]byte
+	for {
+		if _, err := l.event.Read(buf[:]); err != nil {
+			if !errors.Is(err, os.ErrClosed) {
+				m.mu.Lock()
+				if m.armed != nil {
+					for k, x := range m.armed {
+						if x == l {
+							delete(m.armed, k) // re-armed at the next observation
+						}
+					}
+				}
+				m.mu.Unlock()
+			}
+			return
+		}
+		m.onCross(time.Now())
+	}
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// usageLine converts an available-memory threshold into the usage at which
+// it is met: available = capacity − (usage − inactive_file) < line exactly
+// when usage > capacity − line + inactive_file.
+func usageLine(capacity, line, inactiveFile int64) int64 {
+	return capacity - line + inactiveFile
+}
+
+func lineKey(t Threshold) string { return string(t.Signal) + "/" + strconv.FormatBool(t.Hard) }
