@@ -292,3 +292,43 @@ func TestCriticalAndMissingData(t *testing.T) {
 		t.Errorf("critical pod refused: %s", msg)
 	}
 }
+
+// admittingPods calls back into the manager the way the pod manager does
+// (admission while holding its own lock).
+type admittingPods struct {
+	*fakePods
+	m *Manager
+}
+
+func (a admittingPods) Active() []*corev1.Pod {
+	a.m.Admit(pod("probe", corev1.PodQOSBestEffort, 0))
+	return a.fakePods.Active()
+}
+
+func (a admittingPods) Evict(uid types.UID, grace int64, msg string) error {
+	a.m.Admit(pod("probe", corev1.PodQOSBestEffort, 0))
+	return a.fakePods.Evict(uid, grace, msg)
+}
+
+func TestSynchronizeNeverCallsThePodsWithItsLockHeld(t *testing.T) {
+	mi := int64(1 << 20)
+	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &fakeSource{obs: Observations{}}
+	fp := &fakePods{pods: []*corev1.Pod{pod("hog", corev1.PodQOSBestEffort, 0)}, usage: map[types.UID]int64{"hog": 400 * mi}, evicted: map[types.UID]int64{}, msgs: map[types.UID]string{}}
+	ts, _ := ParseThresholds(Config{Hard: map[string]string{"memory.available": "100Mi"}})
+	ap := admittingPods{fakePods: fp}
+	m := NewManager(Options{Thresholds: ts, TransitionPeriod: time.Minute, Clock: clock}, src, ap, fp)
+	ap.m = m
+	m.pods = ap
+	src.set(MemoryAvailable, 10*mi, 1000*mi, clock.Now())
+	done := make(chan struct{})
+	go func() { m.Synchronize(context.Background()); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Synchronize deadlocked calling back into the pod manager")
+	}
+	if len(fp.evicted) != 1 {
+		t.Errorf("evicted %v", fp.evicted)
+	}
+}
