@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -279,13 +280,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	var srv *http.Server
 	if apiListener != nil {
 		srv = server.NewServer(apiAddr, server.Handler(server.Sources{
-			Pods:      store.List,
-			Events:    recorder.List,
-			Node:      func() *corev1.Node { return nodeStatus.Node(a.opts.Clock.Now()) },
-			Config:    cfg.KubeletConfiguration,
-			Agent:     map[string]string{"controlSocket": a.opts.ControlSocket},
-			Probes:    func(uid types.UID) any { return prober.Reports(uid) },
-			Metrics:   prober.Metrics.WriteText,
+			Pods:   store.List,
+			Events: recorder.List,
+			Node:   func() *corev1.Node { return nodeStatus.Node(a.opts.Clock.Now()) },
+			Config: cfg.KubeletConfiguration,
+			Agent:  map[string]string{"controlSocket": a.opts.ControlSocket},
+			Probes: func(uid types.UID) any { return prober.Reports(uid) },
+			Metrics: func(w io.Writer) {
+				prober.Metrics.WriteText(w)
+				evictor.Metrics.WriteText(w)
+			},
 			Profiling: cfg.EnableProfilingHandler != nil && *cfg.EnableProfilingHandler,
 			Evictions: func() any { return evictor.Traces() },
 			Healthy: func() error {

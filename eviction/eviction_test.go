@@ -242,6 +242,13 @@ func TestManagerEvictsTheSmallestSetAndReportsPressure(t *testing.T) {
 	if tr := m.Traces(); len(tr) != 1 || len(tr[0].Victims) != 1 || tr[0].Victims[0].QoS != corev1.PodQOSBestEffort {
 		t.Errorf("traces %+v", tr)
 	}
+	var text strings.Builder
+	m.Metrics.WriteText(&text)
+	for _, want := range []string{`kubelet_evictions{eviction_signal="memory.available"} 1`, "nodeagent_eviction_decision_seconds_count 1", "nodeagent_eviction_reclaim_seconds_count 1"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, text.String())
+		}
+	}
 }
 
 func TestSoftThresholdWaitsForItsGracePeriod(t *testing.T) {

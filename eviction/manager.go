@@ -61,6 +61,8 @@ type Manager struct {
 	pods  Pods
 	usage PodUsage
 	kick  chan struct{}
+	// Metrics are the eviction counters and latency histograms.
+	Metrics *Metrics
 
 	triggerMu sync.Mutex
 	triggered time.Time // when a kernel notification last woke us
@@ -111,7 +113,7 @@ func NewManager(opts Options, node NodeSource, pods Pods, usage PodUsage) *Manag
 		opts.Event = func(string, string, string) {}
 	}
 	return &Manager{
-		opts: opts, node: node, pods: pods, usage: usage, kick: make(chan struct{}, 1),
+		opts: opts, node: node, pods: pods, usage: usage, kick: make(chan struct{}, 1), Metrics: newMetrics(),
 		firstObserved: map[string]time.Time{}, lastObserved: map[corev1.NodeConditionType]time.Time{},
 		reclaiming: map[string]bool{}, pending: map[types.UID]pendingEviction{},
 		transitions: map[corev1.NodeConditionType]transition{},
@@ -313,6 +315,7 @@ func (m *Manager) execute(p *evictionPlan) {
 	}
 	wg.Wait()
 	p.trace.KillSentAt = m.opts.Clock.Now()
+	m.Metrics.decided(&p.trace)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i, err := range results {
@@ -348,6 +351,7 @@ func (m *Manager) expirePendingLocked(now time.Time) {
 		for i := range m.traces {
 			if done && m.traces[i].ID == p.trace && m.traces[i].FreedAt.IsZero() {
 				m.traces[i].FreedAt = now
+				m.Metrics.freed(now.Sub(m.traces[i].KillSentAt))
 			}
 		}
 	}

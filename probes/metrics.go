@@ -6,6 +6,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"nodeagent/internal/metrics"
 )
 
 // durationBuckets are the upper bounds of prober_probe_duration_seconds.
@@ -19,38 +21,24 @@ type Metrics struct {
 	mu     sync.Mutex
 	total  map[[2]string]uint64 // probe_type, result
 	missed map[string]uint64    // probe_type
-	hist   map[string]*histogram
-}
-
-type histogram struct {
-	counts []uint64 // per bucket, not cumulative
-	sum    float64
-	count  uint64
+	hist   map[string]*metrics.Histogram
 }
 
 // NewMetrics returns empty metrics.
 func NewMetrics() *Metrics {
-	return &Metrics{total: map[[2]string]uint64{}, missed: map[string]uint64{}, hist: map[string]*histogram{}}
+	return &Metrics{total: map[[2]string]uint64{}, missed: map[string]uint64{}, hist: map[string]*metrics.Histogram{}}
 }
 
 func (m *Metrics) observe(kind Kind, r Result, took time.Duration) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.total[[2]string{string(kind), r.String()}]++
 	h := m.hist[string(kind)]
 	if h == nil {
-		h = &histogram{counts: make([]uint64, len(durationBuckets))}
+		h = metrics.NewHistogram(durationBuckets)
 		m.hist[string(kind)] = h
 	}
-	s := took.Seconds()
-	for i, b := range durationBuckets {
-		if s <= b {
-			h.counts[i]++
-			break
-		}
-	}
-	h.sum += s
-	h.count++
+	m.mu.Unlock()
+	h.Observe(took.Seconds())
 }
 
 func (m *Metrics) addMissed(kind Kind) {
@@ -78,8 +66,7 @@ func (m *Metrics) Missed(kind Kind) uint64 {
 func (m *Metrics) WriteText(w io.Writer) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	fmt.Fprintln(w, "# HELP prober_probe_total Cumulative number of liveness, readiness or startup probe runs, by result.")
-	fmt.Fprintln(w, "# TYPE prober_probe_total counter")
+	metrics.Header(w, "prober_probe_total", "counter", "Cumulative number of liveness, readiness or startup probe runs, by result.")
 	keys := make([][2]string, 0, len(m.total))
 	for k := range m.total {
 		keys = append(keys, k)
@@ -88,26 +75,16 @@ func (m *Metrics) WriteText(w io.Writer) {
 	for _, k := range keys {
 		fmt.Fprintf(w, "prober_probe_total{probe_type=%q,result=%q} %d\n", k[0], k[1], m.total[k])
 	}
-	fmt.Fprintln(w, "# HELP prober_probe_duration_seconds Duration of liveness, readiness or startup probe runs.")
-	fmt.Fprintln(w, "# TYPE prober_probe_duration_seconds histogram")
+	metrics.Header(w, "prober_probe_duration_seconds", "histogram", "Duration of liveness, readiness or startup probe runs.")
 	kinds := make([]string, 0, len(m.hist))
 	for k := range m.hist {
 		kinds = append(kinds, k)
 	}
 	sort.Strings(kinds)
 	for _, k := range kinds {
-		h := m.hist[k]
-		var cum uint64
-		for i, b := range durationBuckets {
-			cum += h.counts[i]
-			fmt.Fprintf(w, "prober_probe_duration_seconds_bucket{probe_type=%q,le=\"%g\"} %d\n", k, b, cum)
-		}
-		fmt.Fprintf(w, "prober_probe_duration_seconds_bucket{probe_type=%q,le=\"+Inf\"} %d\n", k, h.count)
-		fmt.Fprintf(w, "prober_probe_duration_seconds_sum{probe_type=%q} %g\n", k, h.sum)
-		fmt.Fprintf(w, "prober_probe_duration_seconds_count{probe_type=%q} %d\n", k, h.count)
+		m.hist[k].Write(w, "prober_probe_duration_seconds", fmt.Sprintf("probe_type=%q", k))
 	}
-	fmt.Fprintln(w, "# HELP nodeagent_prober_missed_periods_total Probe periods skipped because the previous run was still in flight.")
-	fmt.Fprintln(w, "# TYPE nodeagent_prober_missed_periods_total counter")
+	metrics.Header(w, "nodeagent_prober_missed_periods_total", "counter", "Probe periods skipped because the previous run was still in flight.")
 	for _, k := range []Kind{Liveness, Readiness, Startup} {
 		fmt.Fprintf(w, "nodeagent_prober_missed_periods_total{probe_type=%q} %d\n", k, m.missed[string(k)])
 	}
