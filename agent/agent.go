@@ -237,7 +237,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		Event: func(eventType, reason, message string) {
 			recorder.Event(recorder.NodeRef(), eventType, reason, message)
 		},
-	}, signals, manager, eviction.CgroupUsage{Tree: tree})
+	}, signals, manager, eviction.HostUsage{Tree: tree, RootDir: a.opts.RootDir, LogsDir: cfg.PodLogsDir})
 	// From here on a crossing has a manager to wake.
 	signals.Memcg, signals.Thresholds = memcg, thresholds
 	if err := cache.Relist(ctx); err != nil {

@@ -149,6 +149,8 @@ func (f *fakeSource) Observe(context.Context) (Observations, error) {
 type fakePods struct {
 	pods    []*corev1.Pod
 	usage   map[types.UID]int64
+	disk    map[types.UID]int64
+	empty   map[string]int64 // uid/volume
 	evicted map[types.UID]int64 // grace
 	msgs    map[types.UID]string
 }
@@ -170,6 +172,16 @@ func (f *fakePods) Evict(uid types.UID, grace int64, msg string) error {
 }
 
 func (f *fakePods) Memory(p *corev1.Pod) (int64, bool) { u, ok := f.usage[p.UID]; return u, ok }
+
+func (f *fakePods) Disk(p *corev1.Pod) (int64, int64, bool) {
+	d, ok := f.disk[p.UID]
+	return d, d / 4096, ok
+}
+
+func (f *fakePods) EmptyDir(p *corev1.Pod, v string) (int64, bool) {
+	u, ok := f.empty[string(p.UID)+"/"+v]
+	return u, ok
+}
 
 func TestManagerEvictsTheSmallestSetAndReportsPressure(t *testing.T) {
 	mi := int64(1 << 20)
@@ -214,7 +226,7 @@ func TestManagerEvictsTheSmallestSetAndReportsPressure(t *testing.T) {
 	// The hog is still terminating and the reading has not moved: its usage
 	// is already counted as coming back, so nothing else is evicted.
 	pods.evicted = map[types.UID]int64{}
-	m.pending["hog"] = pendingEviction{pod: pods.pods[0], usage: 400 * mi, since: clock.Now(), trace: 1}
+	m.pending["hog"] = pendingEviction{pod: pods.pods[0], resource: corev1.ResourceMemory, usage: 400 * mi, since: clock.Now(), trace: 1}
 	pods.pods = pods.pods[:3]
 	clock.Step(time.Second)
 	src.set(MemoryAvailable, 60*mi, 1000*mi, clock.Now())
@@ -337,5 +349,80 @@ func TestSynchronizeNeverCallsThePodsWithItsLockHeld(t *testing.T) {
 	}
 	if len(fp.evicted) != 1 {
 		t.Errorf("evicted %v", fp.evicted)
+	}
+}
+
+func TestDiskPressureReclaimsBeforeEvicting(t *testing.T) {
+	gi := int64(1 << 30)
+	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &fakeSource{obs: Observations{}}
+	pods := &fakePods{
+		pods:    []*corev1.Pod{pod("writer", corev1.PodQOSBestEffort, 0), pod("quiet", corev1.PodQOSBestEffort, 0)},
+		disk:    map[types.UID]int64{"writer": 5 * gi, "quiet": gi / 100},
+		evicted: map[types.UID]int64{}, msgs: map[types.UID]string{},
+	}
+	ts, _ := ParseThresholds(Config{Hard: map[string]string{"nodefs.available": "10%"}})
+	reclaims := 0
+	freed := int64(0)
+	m := NewManager(Options{Thresholds: ts, TransitionPeriod: time.Minute, Clock: clock,
+		Reclaim: func(context.Context, Signal) string {
+			reclaims++
+			src.set(NodeFsAvailable, 8*gi+freed, 100*gi, clock.Now())
+			return "removed unused images"
+		}}, src, pods, pods)
+
+	// Images free enough: nothing is evicted.
+	freed = 3 * gi
+	src.set(NodeFsAvailable, 8*gi, 100*gi, clock.Now())
+	m.Synchronize(context.Background())
+	if reclaims != 1 || len(pods.evicted) != 0 {
+		t.Fatalf("reclaims %d evicted %v: reclaim alone was enough", reclaims, pods.evicted)
+	}
+	if m.Conditions(clock.Now())[1].Status != corev1.ConditionTrue {
+		t.Error("no DiskPressure while the threshold was met")
+	}
+	if msg := m.Admit(pod("new", corev1.PodQOSGuaranteed, 0)); msg != "The node had condition: [DiskPressure]. " {
+		t.Errorf("admission under DiskPressure: %q", msg)
+	}
+
+	// Not enough: the pod holding the most goes.
+	freed = 0
+	clock.Step(time.Second)
+	src.set(NodeFsAvailable, 8*gi, 100*gi, clock.Now())
+	m.Synchronize(context.Background())
+	if len(pods.evicted) != 1 || pods.evicted["writer"] != 1 {
+		t.Fatalf("evicted %v, want the writer", pods.evicted)
+	}
+	if tr := m.Traces(); len(tr) != 1 || tr[0].Reclaimed != "removed unused images" || tr[0].Signal != NodeFsAvailable {
+		t.Errorf("trace %+v", tr)
+	}
+}
+
+func TestEmptyDirOverItsSizeLimitIsEvicted(t *testing.T) {
+	mi := int64(1 << 20)
+	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	limit := resource.MustParse("100Mi")
+	p := pod("filler", corev1.PodQOSBestEffort, 0)
+	p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &limit}}}}
+	pods := &fakePods{pods: []*corev1.Pod{p}, empty: map[string]int64{"filler/scratch": 50 * mi}, evicted: map[types.UID]int64{}, msgs: map[types.UID]string{}}
+	m := NewManager(Options{TransitionPeriod: time.Minute, Clock: clock}, &fakeSource{obs: Observations{}}, pods, pods)
+	m.Synchronize(context.Background())
+	if len(pods.evicted) != 0 {
+		t.Fatal("evicted under the limit")
+	}
+	pods.empty["filler/scratch"] = 150 * mi
+	m.Synchronize(context.Background()) // within the 10 s period: not checked yet
+	if len(pods.evicted) != 0 {
+		t.Fatal("checked before the local storage period")
+	}
+	clock.Step(10 * time.Second)
+	m.Synchronize(context.Background())
+	if pods.evicted["filler"] != 1 || pods.msgs["filler"] != `Usage of EmptyDir volume "scratch" exceeds the limit "100Mi". ` {
+		t.Errorf("evicted %v message %q", pods.evicted, pods.msgs["filler"])
+	}
+	for _, c := range m.Conditions(clock.Now()) {
+		if c.Status != corev1.ConditionFalse {
+			t.Errorf("an emptyDir over its limit is not node pressure: %+v", c)
+		}
 	}
 }

@@ -32,6 +32,10 @@ type Pods interface {
 type PodUsage interface {
 	// Memory is the pod's working set in bytes.
 	Memory(pod *corev1.Pod) (int64, bool)
+	// Disk is what the pod holds on the node filesystem: bytes, inodes.
+	Disk(pod *corev1.Pod) (bytes, inodes int64, ok bool)
+	// EmptyDir is the bytes a disk emptyDir volume of the pod holds.
+	EmptyDir(pod *corev1.Pod, volume string) (int64, bool)
 }
 
 // Options configure a Manager.
@@ -50,6 +54,12 @@ type Options struct {
 	Log     *slog.Logger
 	// Event records a node event.
 	Event func(eventType, reason, message string)
+	// Reclaim frees node-level resources for a disk signal before any pod
+	// is evicted for it (unused images); it returns what it did.
+	Reclaim func(ctx context.Context, s Signal) string
+	// LocalStoragePeriod is how often emptyDir sizeLimits are checked
+	// (default 10 s, the kubelet's monitoring interval).
+	LocalStoragePeriod time.Duration
 }
 
 // Manager watches the signals and evicts pods when thresholds are met. The
@@ -77,6 +87,7 @@ type Manager struct {
 	transitions   map[corev1.NodeConditionType]transition
 	traces        []Trace
 	nextID        int
+	lastLocal     time.Time // last emptyDir sizeLimit check
 }
 
 type transition struct {
@@ -85,10 +96,11 @@ type transition struct {
 }
 
 type pendingEviction struct {
-	pod   *corev1.Pod
-	usage int64
-	since time.Time
-	trace int
+	pod      *corev1.Pod
+	resource corev1.ResourceName
+	usage    int64
+	since    time.Time
+	trace    int
 }
 
 // pendingTimeout bounds how long an evicted pod's usage is assumed to be
@@ -102,6 +114,9 @@ const maxTraces = 100
 func NewManager(opts Options, node NodeSource, pods Pods, usage PodUsage) *Manager {
 	if opts.Period <= 0 {
 		opts.Period = time.Second
+	}
+	if opts.LocalStoragePeriod <= 0 {
+		opts.LocalStoragePeriod = 10 * time.Second
 	}
 	if opts.Ranking == "" {
 		opts.Ranking = RankKubelet
@@ -169,8 +184,23 @@ func (m *Manager) Synchronize(ctx context.Context) {
 	active := m.pods.Active()
 	obs, err := m.node.Observe(ctx)
 	m.mu.Lock()
-	plan := m.decideLocked(active, obs, err, woke, triggered)
+	plan := m.decideLocked(active, obs, err, woke, triggered, m.opts.Reclaim != nil)
 	m.mu.Unlock()
+	if plan != nil && plan.reclaim != "" {
+		// Node-level reclaim first; evict only if the threshold still holds.
+		did := m.opts.Reclaim(ctx, plan.reclaim)
+		m.opts.Log.Info("reclaimed node resources before evicting", "signal", plan.reclaim, "reclaimed", did)
+		obs, err = m.node.Observe(ctx)
+		m.mu.Lock()
+		plan = m.decideLocked(active, obs, err, woke, triggered, false)
+		if plan != nil {
+			plan.trace.Reclaimed = did
+		}
+		m.mu.Unlock()
+	}
+	if local := m.localStorage(active); local != nil {
+		m.execute(local)
+	}
 	if plan != nil {
 		m.execute(plan)
 	}
@@ -178,7 +208,7 @@ func (m *Manager) Synchronize(ctx context.Context) {
 
 // decideLocked updates the bookkeeping with a new observation and returns
 // the evictions to make, if any.
-func (m *Manager) decideLocked(active []*corev1.Pod, obs Observations, err error, woke, triggered time.Time) *evictionPlan {
+func (m *Manager) decideLocked(active []*corev1.Pod, obs Observations, err error, woke, triggered time.Time, reclaimFirst bool) *evictionPlan {
 	m.obs, m.obsErr = obs, err
 	if err != nil {
 		m.opts.Log.Debug("some eviction signals are unavailable; they are not acted on", "err", err)
@@ -223,11 +253,17 @@ func (m *Manager) decideLocked(active []*corev1.Pod, obs Observations, err error
 		_, _, b, _ := signalInfo(acting[j].Signal)
 		return a < b
 	})
-	return m.planLocked(active, acting[0], obs[acting[0].Signal], woke, triggered)
+	t := acting[0]
+	if reclaimFirst && t.Signal.Resource() != corev1.ResourceMemory && t.Signal != PIDAvailable {
+		return &evictionPlan{reclaim: t.Signal}
+	}
+	return m.planLocked(active, t, obs[t.Signal], woke, triggered)
 }
 
-// evictionPlan is a decision waiting to be carried out.
+// evictionPlan is a decision waiting to be carried out: a node-level
+// reclaim to try first, or victims.
 type evictionPlan struct {
+	reclaim Signal
 	trace   Trace
 	victims []Candidate
 }
@@ -241,17 +277,20 @@ func (m *Manager) planLocked(active []*corev1.Pod, t Threshold, o Observation, w
 	if t.MinReclaim != nil {
 		line += t.MinReclaim.Of(o.Capacity)
 	}
+	r := t.Signal.Resource()
 	need := line - o.Available
 	for _, p := range m.pending {
-		need -= p.usage
+		if p.resource == r {
+			need -= p.usage
+		}
 	}
 	if need <= 0 {
 		return nil // evictions in flight cover it
 	}
-	r := t.Signal.Resource()
-	if r != corev1.ResourceMemory {
-		// Disk and pid usage per pod is not measured yet: no pod is evicted
-		// on guesses. The condition still shows the pressure.
+	switch t.Signal {
+	case ImageFsAvailable, ImageFsInodesFree, PIDAvailable:
+		// Writable layers and process counts are not measured per pod yet:
+		// no pod is evicted on guesses. The condition still shows it.
 		return nil
 	}
 	var cands []Candidate
@@ -263,8 +302,17 @@ func (m *Manager) planLocked(active []*corev1.Pod, t Threshold, o Observation, w
 			continue
 		}
 		requests := qos.PodRequests(pod)
-		c := Candidate{Pod: pod, Request: requests.Memory().Value()}
-		c.Usage, c.HasStats = m.usage.Memory(pod)
+		c := Candidate{Pod: pod}
+		switch t.Signal {
+		case MemoryAvailable, AllocatableMemoryAvailable:
+			c.Request = requests.Memory().Value()
+			c.Usage, c.HasStats = m.usage.Memory(pod)
+		case NodeFsAvailable:
+			c.Request = requests.StorageEphemeral().Value()
+			c.Usage, _, c.HasStats = m.usage.Disk(pod)
+		case NodeFsInodesFree:
+			_, c.Usage, c.HasStats = m.usage.Disk(pod)
+		}
 		cands = append(cands, c)
 	}
 	if len(cands) == 0 {
@@ -293,7 +341,7 @@ func (m *Manager) planLocked(active []*corev1.Pod, t Threshold, o Observation, w
 			Pod: v.Pod.Namespace + "/" + v.Pod.Name, UID: v.Pod.UID, QoS: qos.Class(v.Pod), Priority: Priority(v.Pod),
 			Usage: v.Usage, Request: v.Request, Grace: grace, Message: message(res, t, o, v),
 		})
-		m.pending[v.Pod.UID] = pendingEviction{pod: v.Pod, usage: v.Usage, since: decided, trace: tr.ID}
+		m.pending[v.Pod.UID] = pendingEviction{pod: v.Pod, resource: r, usage: v.Usage, since: decided, trace: tr.ID}
 	}
 	m.opts.Log.Info("evicting pods", "threshold", t.String(), "available", o.Available, "need", need, "victims", len(victims),
 		"decide_us", decided.Sub(woke).Microseconds())
@@ -303,7 +351,9 @@ func (m *Manager) planLocked(active []*corev1.Pod, t Threshold, o Observation, w
 // execute sends the evictions in parallel (Evict only records the order
 // and wakes the pod workers, which do the killing) and keeps the trace.
 func (m *Manager) execute(p *evictionPlan) {
-	m.opts.Event(corev1.EventTypeWarning, "EvictionThresholdMet", "Attempting to reclaim "+string(p.trace.Signal.Resource()))
+	if r := p.trace.Signal.Resource(); r != "" {
+		m.opts.Event(corev1.EventTypeWarning, "EvictionThresholdMet", "Attempting to reclaim "+string(r))
+	}
 	var wg sync.WaitGroup
 	results := make([]error, len(p.victims))
 	for i, v := range p.trace.Victims {
@@ -336,6 +386,9 @@ func (m *Manager) execute(p *evictionPlan) {
 func (m *Manager) expirePendingLocked(now time.Time) {
 	for uid, p := range m.pending {
 		usage, ok := m.usage.Memory(p.pod)
+		if p.resource != corev1.ResourceMemory {
+			usage, _, ok = m.usage.Disk(p.pod)
+		}
 		if ok && usage > drained && now.Sub(p.since) < pendingTimeout {
 			p.usage = usage
 			m.pending[uid] = p
@@ -360,6 +413,49 @@ func (m *Manager) expirePendingLocked(now time.Time) {
 // drained is the usage below which an evicted pod counts as gone (what is
 // left is page cache charged to its cgroup).
 const drained = 4 << 20
+
+// localStorage evicts pods whose disk emptyDir outgrew its sizeLimit, at
+// most every LocalStoragePeriod, pressure or not, as the kubelet does.
+func (m *Manager) localStorage(active []*corev1.Pod) *evictionPlan {
+	now := m.opts.Clock.Now()
+	m.mu.Lock()
+	due := now.Sub(m.lastLocal) >= m.opts.LocalStoragePeriod
+	if due {
+		m.lastLocal = now
+	}
+	m.mu.Unlock()
+	if !due {
+		return nil
+	}
+	var plan *evictionPlan
+	for _, pod := range active {
+		if Critical(pod) {
+			continue
+		}
+		for _, v := range pod.Spec.Volumes {
+			if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.Medium == corev1.StorageMediumMemory {
+				continue
+			}
+			used, ok := m.usage.EmptyDir(pod, v.Name)
+			if !ok || used <= v.EmptyDir.SizeLimit.Value() {
+				continue
+			}
+			if plan == nil {
+				m.mu.Lock()
+				m.nextID++
+				plan = &evictionPlan{trace: Trace{ID: m.nextID, Signal: EmptyDirLimit, Threshold: "emptyDir sizeLimit",
+					ObservedAt: now, WokeAt: now, DecidedAt: now, Ranking: m.opts.Ranking}}
+				m.mu.Unlock()
+			}
+			msg := fmt.Sprintf("Usage of EmptyDir volume %q exceeds the limit %q. ", v.Name, v.EmptyDir.SizeLimit.String())
+			plan.victims = append(plan.victims, Candidate{Pod: pod, Usage: used, Request: v.EmptyDir.SizeLimit.Value(), HasStats: true})
+			plan.trace.Victims = append(plan.trace.Victims, Victim{Pod: pod.Namespace + "/" + pod.Name, UID: pod.UID, QoS: qos.Class(pod),
+				Priority: Priority(pod), Usage: used, Request: v.EmptyDir.SizeLimit.Value(), Grace: 1, Message: msg})
+			break
+		}
+	}
+	return plan
+}
 
 func podGrace(pod *corev1.Pod) int64 {
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -134,11 +135,18 @@ func pids(now time.Time) (Observation, error) {
 	return Observation{Available: max - int64(si.Procs), Capacity: max, Time: now}, nil
 }
 
-// CgroupUsage reads pods' usage from their pod cgroups.
-type CgroupUsage struct{ Tree *cgroups.Tree }
+// HostUsage reads pods' usage on the host: memory from their pod cgroups,
+// disk from their emptyDir volumes and log directories (the kubelet's
+// nodefs measure without a dedicated imagefs, less the writable layers,
+// which are not measured yet).
+type HostUsage struct {
+	Tree    *cgroups.Tree
+	RootDir string // emptyDirs under <RootDir>/pods/<uid>/volumes
+	LogsDir string // logs under <LogsDir>/<ns>_<name>_<uid>
+}
 
 // Memory implements PodUsage: the pod cgroup's working set.
-func (u CgroupUsage) Memory(pod *corev1.Pod) (int64, bool) {
+func (u HostUsage) Memory(pod *corev1.Pod) (int64, bool) {
 	name, ok := u.Tree.PodCgroup(pod)
 	if !ok {
 		return 0, false
@@ -148,4 +156,54 @@ func (u CgroupUsage) Memory(pod *corev1.Pod) (int64, bool) {
 		return 0, false
 	}
 	return int64(st.WorkingSet()), true
+}
+
+// Disk implements PodUsage: bytes and inodes of the pod's volumes and logs.
+func (u HostUsage) Disk(pod *corev1.Pod) (bytes, inodes int64, ok bool) {
+	for _, dir := range []string{
+		filepath.Join(u.RootDir, "pods", string(pod.UID), "volumes"),
+		filepath.Join(u.LogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID)),
+	} {
+		b, i, err := DirUsage(dir)
+		if err != nil {
+			return 0, 0, false
+		}
+		bytes, inodes = bytes+b, inodes+i
+	}
+	return bytes, inodes, true
+}
+
+// EmptyDir implements PodUsage: the bytes a disk emptyDir volume holds.
+func (u HostUsage) EmptyDir(pod *corev1.Pod, volume string) (int64, bool) {
+	b, _, err := DirUsage(filepath.Join(u.RootDir, "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", volume))
+	return b, err == nil
+}
+
+// DirUsage is what a directory tree takes on disk: allocated bytes and
+// inodes (hard links counted once). A missing directory takes nothing.
+func DirUsage(dir string) (bytes, inodes int64, err error) {
+	seen := map[uint64]bool{}
+	err = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(path, &st); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if seen[st.Ino] {
+			return nil
+		}
+		seen[st.Ino] = true
+		bytes += st.Blocks * 512
+		inodes++
+		return nil
+	})
+	return bytes, inodes, err
 }

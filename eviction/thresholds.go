@@ -23,6 +23,9 @@ const (
 	ImageFsAvailable           Signal = "imagefs.available"
 	ImageFsInodesFree          Signal = "imagefs.inodesFree"
 	PIDAvailable               Signal = "pid.available"
+	// EmptyDirLimit is the kubelet's internal signal for an emptyDir over
+	// its sizeLimit; it has no threshold or node condition.
+	EmptyDirLimit Signal = "emptydirfs.limit"
 )
 
 // signals lists every signal with the node condition it raises and the

@@ -17,6 +17,7 @@ type Trace struct {
 	Available      int64     `json:"available"`
 	Need           int64     `json:"need"` // what the victims had to free
 	Ranking        Ranking   `json:"ranking"`
+	Reclaimed      string    `json:"reclaimed,omitempty"`  // node-level reclaim done before evicting
 	TriggeredAt    time.Time `json:"triggeredAt,omitzero"` // a kernel notification woke the agent (zero: the poll did)
 	ObservedAt     time.Time `json:"observedAt"`           // the reading that met the threshold
 	WokeAt         time.Time `json:"wokeAt"`               // the agent started this synchronization

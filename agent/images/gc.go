@@ -9,7 +9,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"sort"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -44,8 +46,10 @@ type GC struct {
 	sandbox string // the runtime's sandbox image reference, never removed
 	clock   clock.WithTicker
 	log     *slog.Logger
-	records map[string]*record // by image ID
 	statfs  func(path string) (capacity, available uint64, err error)
+
+	mu      sync.Mutex         // one collection at a time (periodic or for eviction)
+	records map[string]*record // by image ID
 }
 
 type record struct {
@@ -78,13 +82,54 @@ func (g *GC) Run(ctx context.Context, period time.Duration) {
 // Once updates the image records and, above the high threshold, removes
 // images. It returns the references of the removed images.
 func (g *GC) Once(ctx context.Context) ([]string, error) {
-	images, err := g.rt.ListImages(ctx)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	images, inUse, now, err := g.refresh(ctx)
 	if err != nil {
 		return nil, err
 	}
-	containers, err := g.rt.ListContainers(ctx, nil)
+	fss, err := g.rt.ImageFsInfo(ctx)
+	if err != nil || len(fss) == 0 {
+		return nil, fmt.Errorf("image filesystem info: %v", err)
+	}
+	mountpoint := fss[0].GetFsId().GetMountpoint()
+	capacity, available, err := g.statfs(mountpoint)
+	if err != nil || capacity == 0 {
+		return nil, fmt.Errorf("statfs %s: %v", mountpoint, err)
+	}
+	usage := int(100 - available*100/capacity)
+	if usage < g.policy.HighThresholdPercent {
+		return nil, nil
+	}
+	toFree := int64(capacity*uint64(100-g.policy.LowThresholdPercent)/100) - int64(available)
+	g.log.Info("image filesystem above the high threshold; removing unused images",
+		"usage_percent", usage, "high_threshold", g.policy.HighThresholdPercent, "bytes_to_free", toFree)
+	return g.free(ctx, images, inUse, toFree, now)
+}
+
+// DeleteUnused removes every unused image old enough, whatever the
+// filesystem's usage: the reclaim that runs under disk pressure before any
+// pod is evicted (the kubelet's DeleteUnusedImages).
+func (g *GC) DeleteUnused(ctx context.Context) ([]string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	images, inUse, now, err := g.refresh(ctx)
 	if err != nil {
 		return nil, err
+	}
+	removed, _ := g.free(ctx, images, inUse, math.MaxInt64, now) // "freed less than wanted" is expected here
+	return removed, nil
+}
+
+// refresh updates the records from the runtime's images and containers.
+func (g *GC) refresh(ctx context.Context) ([]*runtimeapi.Image, map[string]bool, time.Time, error) {
+	images, err := g.rt.ListImages(ctx)
+	if err != nil {
+		return nil, nil, time.Time{}, err
+	}
+	containers, err := g.rt.ListContainers(ctx, nil)
+	if err != nil {
+		return nil, nil, time.Time{}, err
 	}
 	now := g.clock.Now()
 	inUse := map[string]bool{}
@@ -110,24 +155,7 @@ func (g *GC) Once(ctx context.Context) ([]string, error) {
 			delete(g.records, id)
 		}
 	}
-
-	fss, err := g.rt.ImageFsInfo(ctx)
-	if err != nil || len(fss) == 0 {
-		return nil, fmt.Errorf("image filesystem info: %v", err)
-	}
-	mountpoint := fss[0].GetFsId().GetMountpoint()
-	capacity, available, err := g.statfs(mountpoint)
-	if err != nil || capacity == 0 {
-		return nil, fmt.Errorf("statfs %s: %v", mountpoint, err)
-	}
-	usage := int(100 - available*100/capacity)
-	if usage < g.policy.HighThresholdPercent {
-		return nil, nil
-	}
-	toFree := int64(capacity*uint64(100-g.policy.LowThresholdPercent)/100) - int64(available)
-	g.log.Info("image filesystem above the high threshold; removing unused images",
-		"usage_percent", usage, "high_threshold", g.policy.HighThresholdPercent, "bytes_to_free", toFree)
-	return g.free(ctx, images, inUse, toFree, now)
+	return images, inUse, now, nil
 }
 
 // used reports whether a container uses the image, or it must be kept.
