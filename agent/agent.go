@@ -172,6 +172,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		podsMemory = *rc.Memory
 	}
 	var evictor *eviction.Manager
+	var imageGC *images.GC
 	memcg := eviction.NewMemcgThresholds(func(at time.Time) { evictor.NotifyAt(at) })
 	defer memcg.Close()
 	signals := &eviction.HostSource{
@@ -237,6 +238,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		Event: func(eventType, reason, message string) {
 			recorder.Event(recorder.NodeRef(), eventType, reason, message)
 		},
+		Reclaim: func(ctx context.Context, _ eviction.Signal) string {
+			removed, err := imageGC.DeleteUnused(ctx)
+			if err != nil {
+				return "image garbage collection failed: " + err.Error()
+			}
+			return fmt.Sprintf("removed %d unused images", len(removed))
+		},
 	}, signals, manager, eviction.HostUsage{Tree: tree, RootDir: a.opts.RootDir, LogsDir: cfg.PodLogsDir})
 	// From here on a crossing has a manager to wake.
 	signals.Memcg, signals.Thresholds = memcg, thresholds
@@ -264,7 +272,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	run(func() { prober.Run(ctx) })
 	run(func() { evictor.Run(ctx) })
 	high, low := cfg.ImageGCThresholds()
-	imageGC := images.NewGC(rt, images.Policy{HighThresholdPercent: high, LowThresholdPercent: low, MinAge: cfg.ImageMinimumGCAge.Duration},
+	imageGC = images.NewGC(rt, images.Policy{HighThresholdPercent: high, LowThresholdPercent: low, MinAge: cfg.ImageMinimumGCAge.Duration},
 		sandboxImage(rtStatus.Info), a.opts.Clock, log.With("component", "images"))
 	gcPeriod := a.opts.ImageGCPeriod
 	if gcPeriod <= 0 {
