@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -235,5 +236,75 @@ func TestFastHogIsEvictedBeforeTheOOMKiller(t *testing.T) {
 	t.Logf("memcg notification -> decided %v, -> kill sent %v", tr[0].DecidedAt.Sub(tr[0].TriggeredAt), tr[0].KillSentAt.Sub(tr[0].TriggeredAt))
 	if p := n.mustPod("innocent"); p.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Error("the innocent pod restarted")
+	}
+}
+
+func writerPod(name, volume, script string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  terminationGracePeriodSeconds: 2
+  volumes: [{name: scratch, emptyDir: {%s}}]
+  containers:
+  - name: main
+    image: %s
+    command: ["sh", "-c", %q]
+    volumeMounts: [{name: scratch, mountPath: /data}]
+`, name, volume, testImage, script)
+}
+
+// TestDiskPressureEvictsTheWriter gives the agent a 256 MiB tmpfs as its
+// root directory, so nodefs (where emptyDirs live) is small and private to
+// the test, and a threshold at 40 % of it.
+func TestDiskPressureEvictsTheWriter(t *testing.T) {
+	n := newNode(t, "evictionHard: {nodefs.available: \"40%\"}\nevictionPressureTransitionPeriod: 30s\n")
+	root := filepath.Join(n.dir, "root")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", root).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", root).Run() })
+	n.writeManifest("quiet.yaml", writerPod("quiet", "", "while true; do sleep 1 & wait $!; done"))
+	n.start()
+	n.waitRunning("quiet")
+	n.writeManifest("writer.yaml", writerPod("writer", "", "dd if=/dev/zero of=/data/fill bs=1M count=180; while true; do sleep 1 & wait $!; done"))
+	p := n.waitEvicted("writer")
+	if !strings.HasPrefix(p.Status.Message, "The node was low on resource: ephemeral-storage. ") {
+		t.Errorf("message %q", p.Status.Message)
+	}
+	if c := n.condition(corev1.NodeDiskPressure); c.Status != corev1.ConditionTrue || c.Reason != "KubeletHasDiskPressure" {
+		t.Errorf("DiskPressure %+v", c)
+	}
+	if q := n.mustPod("quiet"); q.Status.Phase != corev1.PodRunning {
+		t.Errorf("the quiet pod went too: %s %s", q.Status.Phase, q.Status.Message)
+	}
+	tr := n.evictions()
+	if len(tr) == 0 || tr[0].Signal != eviction.NodeFsAvailable || !strings.HasPrefix(tr[0].Reclaimed, "removed ") {
+		t.Errorf("trace %+v: want a nodefs decision after the image reclaim", tr)
+	}
+	// Under DiskPressure no pod is admitted.
+	n.writeManifest("late.yaml", sleeperPod("late", guaranteed))
+	if late := n.waitRejected("late"); late.Status.Message != "Pod was rejected: The node had condition: [DiskPressure]. " {
+		t.Errorf("admission under DiskPressure: %q", late.Status.Message)
+	}
+}
+
+func TestEmptyDirOverItsSizeLimitIsEvicted(t *testing.T) {
+	n := newNode(t, "")
+	n.writeManifest("filler.yaml", writerPod("filler", "sizeLimit: 20Mi", "dd if=/dev/zero of=/data/fill bs=1M count=50; while true; do sleep 1 & wait $!; done"))
+	n.writeManifest("within.yaml", writerPod("within", "sizeLimit: 20Mi", "dd if=/dev/zero of=/data/fill bs=1M count=5; while true; do sleep 1 & wait $!; done"))
+	n.start()
+	p := n.waitEvicted("filler")
+	if p.Status.Message != `Usage of EmptyDir volume "scratch" exceeds the limit "20Mi". ` {
+		t.Errorf("message %q", p.Status.Message)
+	}
+	if w := n.mustPod("within"); w.Status.Phase != corev1.PodRunning {
+		t.Errorf("the pod within its limit: %s %s", w.Status.Phase, w.Status.Message)
+	}
+	if c := n.condition(corev1.NodeDiskPressure); c.Status != corev1.ConditionFalse {
+		t.Errorf("an emptyDir over its limit is no node pressure: %+v", c)
 	}
 }
