@@ -308,3 +308,22 @@ func TestEmptyDirOverItsSizeLimitIsEvicted(t *testing.T) {
 		t.Errorf("an emptyDir over its limit is no node pressure: %+v", c)
 	}
 }
+
+// TestBurstableOverRequestGoesFirst: two Burstable pods of the same
+// priority; the one above its memory request is evicted, the one below
+// stays, though it uses more memory in absolute terms.
+func TestBurstableOverRequestGoesFirst(t *testing.T) {
+	n := evictionNode(t, "")
+	n.writeManifest("under.yaml", strings.Replace(hogPod("under", "", "    resources: {requests: {memory: 600Mi}}\n"), `"--mb", "900"`, `"--mb", "450"`, 1))
+	n.start()
+	n.waitRunning("under")
+	time.Sleep(4 * time.Second) // let it reach its 450 MiB, under its 600 MiB request
+	n.writeManifest("over.yaml", strings.Replace(hogPod("over", "", "    resources: {requests: {memory: 50Mi}}\n"), `"--mb", "900"`, `"--mb", "400"`, 1))
+	p := n.waitEvicted("over")
+	if !strings.Contains(p.Status.Message, "request is 50Mi, has larger consumption of memory") {
+		t.Errorf("message %q", p.Status.Message)
+	}
+	if u := n.mustPod("under"); u.Status.Phase != corev1.PodRunning {
+		t.Errorf("the pod under its request was evicted: %s %s", u.Status.Phase, u.Status.Message)
+	}
+}

@@ -1,0 +1,242 @@
+// Command eviction is the eviction part of `make bench`. A node whose pods
+// may use 1 GiB in all (kubeReserved takes the rest), with a hard
+// allocatableMemory.available<300Mi threshold, runs an innocent Guaranteed
+// pod. Then, run after run, a BestEffort memhog grows at a given rate until
+// it is evicted. Each decision's trace gives the latencies: detection
+// (kernel notification → manager awake), decision (awake → victims chosen),
+// notification → kill sent, and kill sent → memory drained. Kernel OOM kills
+// on the node are counted from /proc/vmstat. It reports; it asserts
+// nothing.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"nodeagent/cri"
+	"nodeagent/eviction"
+	"nodeagent/test/bench/benchkit"
+)
+
+var (
+	endpoint = flag.String("cri", os.Getenv("CRI_ENDPOINT"), "CRI endpoint")
+	agentBin = flag.String("agent", os.Getenv("NODEAGENT_BIN"), "nodeagent binary")
+	image    = flag.String("image", os.Getenv("TEST_IMAGE"), "image with memhog")
+	runs     = flag.Int("runs", 20, "hogs per rate")
+	rates    = flag.String("rates", "100,0", "hog growth rates in MiB/s (0: as fast as it can)")
+	node     = "bench-eviction-" + strconv.Itoa(os.Getpid())
+)
+
+type sample struct {
+	detect, decide, toKill, drain time.Duration
+	event                         bool // woken by the kernel notification, not the poll
+}
+
+func main() {
+	flag.Parse()
+	if *endpoint == "" || *agentBin == "" || *image == "" {
+		benchkit.Fail("need CRI_ENDPOINT, NODEAGENT_BIN and TEST_IMAGE (run `make bench`)")
+	}
+	rt, err := cri.New(*endpoint, cri.Options{Timeout: time.Minute})
+	benchkit.Check(err)
+	defer rt.Close()
+
+	reserved := memTotal() - 1<<30
+	a := benchkit.StartAgent(rt, *agentBin, *endpoint, node, fmt.Sprintf(
+		"kubeReserved: {memory: \"%d\"}\nevictionHard: {allocatableMemory.available: 300Mi}\nevictionPressureTransitionPeriod: 1s\n", reserved))
+	defer a.RemoveAll(true)
+	a.Write("innocent", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: innocent}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: %s
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "while true; do sleep 1 & wait $!; done"]
+    resources: {limits: {cpu: 100m, memory: 64Mi}}
+`, *image))
+	waitPhase(a, "innocent", corev1.PodRunning)
+
+	type row struct {
+		rate    string
+		samples []sample
+		oom     int64
+	}
+	var rows []row
+	for _, r := range strings.Split(*rates, ",") {
+		label := r + " MiB/s"
+		if r == "0" {
+			label = "max speed"
+		}
+		benchkit.Progress(fmt.Sprintf("%d hogs at %s", *runs, label))
+		oomBefore := vmstatOOMKills()
+		var samples []sample
+		for i := 0; i < *runs; i++ {
+			name := fmt.Sprintf("hog-%s-%d", r, i)
+			a.Write(name, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  terminationGracePeriodSeconds: 30
+  containers:
+  - name: main
+    image: %s
+    imagePullPolicy: IfNotPresent
+    command: [memhog, --mb, "2000", --rate, "%s"]
+`, name, *image, r))
+			waitPhase(a, name, corev1.PodFailed)
+			samples = append(samples, lastSample(a, name))
+			benchkit.Check(os.Remove(a.Dir + "/manifests/" + name + ".yaml"))
+			waitGone(a, name)
+		}
+		rows = append(rows, row{rate: label, samples: samples, oom: vmstatOOMKills() - oomBefore})
+	}
+	var innocent corev1.Pod
+	for _, p := range listPods(a) {
+		if strings.HasPrefix(p.Name, "innocent-") {
+			innocent = p
+		}
+	}
+
+	fmt.Println()
+	fmt.Println("BestEffort hog in a 1 GiB kubepods, allocatableMemory.available<300Mi; latencies from each decision's trace")
+	fmt.Printf("%-10s %4s %6s %22s %22s %22s %22s %9s\n", "rate", "n", "event", "detect p50/p99", "decide p50/p99", "notify->kill p50/p99", "kill->drained p50/p99", "OOM kills")
+	for _, r := range rows {
+		var detect, decide, toKill, drain []time.Duration
+		events := 0
+		for _, s := range r.samples {
+			if s.event {
+				events++
+				detect = append(detect, s.detect)
+				toKill = append(toKill, s.toKill)
+			}
+			decide = append(decide, s.decide)
+			if s.drain > 0 {
+				drain = append(drain, s.drain)
+			}
+		}
+		pp := func(d []time.Duration) string {
+			if len(d) == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%s / %s", us(benchkit.Percentile(d, 50)), us(benchkit.Percentile(d, 99)))
+		}
+		fmt.Printf("%-10s %4d %6d %22s %22s %22s %22s %9d\n", r.rate, len(r.samples), events, pp(detect), pp(decide), pp(toKill), pp(drain), r.oom)
+	}
+	restarts := int32(-1)
+	if len(innocent.Status.ContainerStatuses) > 0 {
+		restarts = innocent.Status.ContainerStatuses[0].RestartCount
+	}
+	fmt.Printf("innocent Guaranteed pod: phase %s, restarts %d\n", innocent.Status.Phase, restarts)
+	fmt.Println("targets: detection p99 <= 10 ms (v1 eventfd), decision p99 <= 5 ms, no kernel OOM kill of a Guaranteed container; the kubelet polls every 10 s")
+}
+
+func us(d time.Duration) string {
+	if d >= time.Millisecond {
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Microsecond).String()
+}
+
+func listPods(a *benchkit.Agent) []corev1.Pod {
+	var list corev1.PodList
+	benchkit.Check(a.Get("/pods", &list))
+	return list.Items
+}
+
+func find(a *benchkit.Agent, name string) *corev1.Pod {
+	for _, p := range listPods(a) {
+		if p.Name == name+"-"+a.Node {
+			return &p
+		}
+	}
+	return nil
+}
+
+func waitPhase(a *benchkit.Agent, name string, phase corev1.PodPhase) {
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-a.Exited():
+			benchkit.Fail("the agent exited; log: " + a.LogPath())
+		default:
+		}
+		if p := find(a, name); p != nil && p.Status.Phase == phase {
+			return
+		}
+	}
+	benchkit.Fail(fmt.Sprintf("pod %s never reached %s; log: %s", name, phase, a.LogPath()))
+}
+
+func waitGone(a *benchkit.Agent, name string) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if find(a, name) == nil {
+			return
+		}
+	}
+	benchkit.Fail("pod " + name + " was not removed")
+}
+
+// lastSample reads the trace that evicted the pod, waiting for its drain.
+func lastSample(a *benchkit.Agent, name string) sample {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var traces []eviction.Trace
+		benchkit.Check(a.Get("/evictions", &traces))
+		for i := len(traces) - 1; i >= 0; i-- {
+			t := traces[i]
+			if len(t.Victims) == 0 || !strings.HasPrefix(t.Victims[0].Pod, "default/"+name+"-") {
+				continue
+			}
+			if t.FreedAt.IsZero() && time.Now().Before(deadline.Add(-25*time.Second)) {
+				break // wait a little for the drain
+			}
+			s := sample{decide: t.DecidedAt.Sub(t.WokeAt)}
+			if !t.TriggeredAt.IsZero() {
+				s.event = true
+				s.detect = t.WokeAt.Sub(t.TriggeredAt)
+				s.toKill = t.KillSentAt.Sub(t.TriggeredAt)
+			}
+			if !t.FreedAt.IsZero() {
+				s.drain = t.FreedAt.Sub(t.KillSentAt)
+			}
+			return s
+		}
+	}
+	benchkit.Fail("no eviction trace for " + name)
+	return sample{}
+}
+
+func memTotal() int64 {
+	f, err := os.Open("/proc/meminfo")
+	benchkit.Check(err)
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	benchkit.Fail("no MemTotal")
+	return 0
+}
+
+func vmstatOOMKills() int64 {
+	b, err := os.ReadFile("/proc/vmstat")
+	benchkit.Check(err)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "oom_kill "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
