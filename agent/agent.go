@@ -248,6 +248,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	}, signals, manager, eviction.HostUsage{Tree: tree, RootDir: a.opts.RootDir, LogsDir: cfg.PodLogsDir})
 	// From here on a crossing has a manager to wake.
 	signals.Memcg, signals.Thresholds = memcg, thresholds
+	if mgr.Version() == 2 {
+		wires, err := eviction.NewTripwires(func(at time.Time) { evictor.NotifyAt(at) })
+		if err != nil {
+			log.Warn("no memory.high tripwires; allocatableMemory.available is polled", "err", err)
+		} else {
+			defer wires.Close()
+			signals.Tripwires = wires
+		}
+	}
 	if err := cache.Relist(ctx); err != nil {
 		return fmt.Errorf("list the runtime's pods: %w", err)
 	}

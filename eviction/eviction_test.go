@@ -150,7 +150,7 @@ type fakePods struct {
 	pods    []*corev1.Pod
 	usage   map[types.UID]int64
 	disk    map[types.UID]int64
-	empty   map[string]int64 // uid/volume
+	empty   map[string]int64    // uid/volume
 	evicted map[types.UID]int64 // grace
 	msgs    map[types.UID]string
 }

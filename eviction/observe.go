@@ -50,7 +50,11 @@ type HostSource struct {
 	Now               func() time.Time
 	// Memcg, on cgroup v1, gets a usage line for each memory threshold
 	// after every observation (the line moves with inactive_file).
-	Memcg      *MemcgThresholds
+	Memcg *MemcgThresholds
+	// Tripwires, on cgroup v2, get kubepods' lowest allocatable usage line
+	// as memory.high (v2 has no usage thresholds; the root has no
+	// memory.high, so memory.available is polled there).
+	Tripwires  *Tripwires
 	Thresholds []Threshold
 }
 
@@ -71,6 +75,21 @@ func (h *HostSource) Observe(ctx context.Context) (Observations, error) {
 			continue
 		}
 		obs[m.signal] = Observation{Available: m.capacity - int64(st.WorkingSet()), Capacity: m.capacity, Time: now}
+		if h.Tripwires != nil && h.Cgroups.Version() == 2 && m.signal == AllocatableMemoryAvailable {
+			var lowest int64
+			for _, t := range h.Thresholds {
+				if t.Signal == m.signal {
+					if line := usageLine(m.capacity, t.Value.Of(m.capacity), int64(st.InactiveFile)); lowest == 0 || line < lowest {
+						lowest = line
+					}
+				}
+			}
+			if lowest > 0 {
+				if err := h.Tripwires.Arm(h.Cgroups.Path(m.name), lowest); err != nil {
+					errs = append(errs, fmt.Errorf("%s tripwire: %w", m.signal, err))
+				}
+			}
+		}
 		if h.Memcg != nil && h.Cgroups.Version() == 1 {
 			for _, t := range h.Thresholds {
 				if t.Signal != m.signal {

@@ -180,8 +180,45 @@ $W/bin/nodectl delete pod ticker --wait --grace-period 0 >/dev/null
 check "besteffort pod slice after delete" "$(systemctl is-active $be)" inactive
 [ ! -d "$s/kubepods-besteffort.slice/$be" ] && pass "besteffort pod slice removed" || fail "besteffort pod slice left"
 
-echo "== the agent as a systemd service"
+echo "== eviction on cgroup v2 (memory.high tripwire on kubepods.slice)"
 kill $agent; wait $agent 2>/dev/null
+# kubepods gets 1 GiB (systemReserved 256Mi + kubeReserved the rest), and
+# allocatableMemory.available<300Mi puts the wire 724 MiB into it.
+reserved=$((mem - 1024 * 1024 * 1024 - 256 * 1024 * 1024))
+sed -e "s|^  memory: 128Mi|  memory: \"$reserved\"|" -e 's|^  memory.available: 100Mi|  memory.available: 100Mi\n  allocatableMemory.available: 300Mi|' \
+	/etc/nodeagent/config.yaml >/etc/nodeagent/evict.yaml
+echo "evictionPressureTransitionPeriod: 10s" >>/etc/nodeagent/evict.yaml
+$W/bin/nodeagent --config /etc/nodeagent/evict.yaml --hostname-override v2 >$W/agent-evict.log 2>&1 &
+agent=$!
+for i in $(seq 60); do api && break; sleep 0.5; done
+high=$(cat $s/memory.high)
+[ "$high" != max ] && pass "kubepods.slice memory.high set as a tripwire ($high)" || fail "kubepods.slice memory.high is max"
+ooms=$(sed -n 's/^oom_kill //p' /proc/vmstat)
+cat >/etc/nodeagent/manifests/hog.yaml <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: hog}
+spec:
+  containers:
+  - name: main
+    image: $TEST_IMAGE
+    command: ["memhog", "--mb", "2000", "--rate", "0"]
+EOF
+reason=
+for i in $(seq 120); do
+	reason=$($W/bin/nodectl get pod hog -o json 2>/dev/null | sed -n 's/^    "reason": "\(Evicted\)".*/\1/p' | head -n 1)
+	[ -n "$reason" ] && break
+	sleep 1
+done
+check "BestEffort hog past the tripwire" "$reason" Evicted
+check "kernel OOM kills during the eviction" "$(sed -n 's/^oom_kill //p' /proc/vmstat)" "$ooms"
+$W/bin/nodectl get evictions -o json | grep -q '"triggeredAt"' && pass "the decision was woken by memory.events" || fail "the decision was not event-driven: $($W/bin/nodectl get evictions)"
+$W/bin/nodectl get evictions | sed 's/^/  /'
+rm /etc/nodeagent/manifests/hog.yaml
+kill $agent; wait $agent 2>/dev/null
+check "kubepods.slice memory.high after the agent stopped" "$(cat $s/memory.high)" max
+
+echo "== the agent as a systemd service"
 install -m 755 $W/bin/nodeagent /usr/local/bin/nodeagent
 # The project's unit, with a short watchdog for the test and this node's name.
 sed -e 's|^ExecStart=.*|ExecStart=/usr/local/bin/nodeagent --config /etc/nodeagent/config.yaml --hostname-override v2|' \

@@ -1,0 +1,147 @@
+package eviction
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Tripwires are the cgroup v2 counterpart of memcg thresholds, which v2
+// lacks: memory.high of a cgroup is set at the usage line, and the kernel
+// bumps the "high" counter in memory.events (a modification inotify
+// reports) the moment usage crosses it. Above the line the kernel also
+// reclaims and throttles, which buys time while the eviction runs. A wire
+// is taken down (memory.high back to "max") when it is disarmed or the
+// agent stops, so pods are never left throttled by a wire nobody watches.
+type Tripwires struct {
+	onCross func(at time.Time)
+
+	mu      sync.Mutex
+	watcher *fsnotify.Watcher
+	wires   map[string]*wire // by directory
+	done    chan struct{}
+}
+
+type wire struct {
+	dir   string
+	usage int64
+	high  int64 // the last "high" count seen
+}
+
+// NewTripwires starts the inotify watcher; onCross is called from its
+// goroutine.
+func NewTripwires(onCross func(at time.Time)) (*Tripwires, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("inotify for memory.events: %w", err)
+	}
+	t := &Tripwires{onCross: onCross, watcher: w, wires: map[string]*wire{}, done: make(chan struct{})}
+	go t.watch()
+	return t, nil
+}
+
+// Arm sets the wire of the cgroup dir at usage bytes, moving it when the
+// line moved by more than rearmSlack (or memory.high was changed behind
+// our back).
+func (t *Tripwires) Arm(dir string, usage int64) error {
+	if usage <= 0 {
+		return fmt.Errorf("tripwire %d on %s: must be positive", usage, dir)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w, ok := t.wires[dir]
+	current, err := readHigh(dir)
+	if err != nil {
+		return err
+	}
+	if ok && abs(w.usage-usage) <= rearmSlack && current == w.usage {
+		return nil
+	}
+	if err := os.WriteFile(filepath.Join(dir, "memory.high"), []byte(strconv.FormatInt(usage, 10)), 0o644); err != nil {
+		return fmt.Errorf("set tripwire on %s: %w", dir, err)
+	}
+	if !ok {
+		if err := t.watcher.Add(filepath.Join(dir, "memory.events")); err != nil {
+			return fmt.Errorf("watch %s/memory.events: %w", dir, err)
+		}
+		w = &wire{dir: dir}
+		t.wires[dir] = w
+		w.high, _ = readEvent(dir, "high")
+	}
+	w.usage = usage
+	return nil
+}
+
+// Close takes every wire down and stops watching.
+func (t *Tripwires) Close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for dir := range t.wires {
+		os.WriteFile(filepath.Join(dir, "memory.high"), []byte("max"), 0o644)
+		delete(t.wires, dir)
+	}
+	t.watcher.Close()
+}
+
+func (t *Tripwires) watch() {
+	for {
+		select {
+		case ev, ok := <-t.watcher.Events:
+			if !ok {
+				return
+			}
+			at := time.Now()
+			dir := filepath.Dir(ev.Name)
+			t.mu.Lock()
+			w, ok := t.wires[dir]
+			crossed := false
+			if ok {
+				if high, err := readEvent(dir, "high"); err == nil && high != w.high {
+					w.high, crossed = high, true
+				}
+			}
+			t.mu.Unlock()
+			if crossed {
+				t.onCross(at)
+			}
+		case _, ok := <-t.watcher.Errors:
+			if !ok {
+				return
+			}
+		}
+	}
+}
+
+// readHigh reads memory.high; "max" is -1.
+func readHigh(dir string) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "memory.high"))
+	if err != nil {
+		return 0, err
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "max" {
+		return -1, nil
+	}
+	return strconv.ParseInt(v, 10, 64)
+}
+
+// readEvent reads one counter of memory.events.
+func readEvent(dir, name string) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "memory.events"))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, errors.New("no " + name + " in " + dir + "/memory.events")
+}

@@ -1,0 +1,61 @@
+package eviction
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTripwireFiresOnHighAndComesDown(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, v string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		return strings.TrimSpace(string(b))
+	}
+	write("memory.high", "max\n")
+	write("memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n")
+	crossed := make(chan time.Time, 4)
+	w, err := NewTripwires(func(at time.Time) { crossed <- at })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Arm(dir, 700<<20); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("memory.high"); got != "734003200" {
+		t.Errorf("memory.high = %s", got)
+	}
+	// Another counter moving is not a crossing.
+	write("memory.events", "low 0\nhigh 0\nmax 1\noom 0\noom_kill 0\n")
+	select {
+	case <-crossed:
+		t.Fatal("fired on a max event")
+	case <-time.After(200 * time.Millisecond):
+	}
+	write("memory.events", "low 0\nhigh 3\nmax 1\noom 0\noom_kill 0\n")
+	select {
+	case <-crossed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no crossing reported for the high counter")
+	}
+	// A small move keeps the wire; a large one moves it.
+	w.Arm(dir, 700<<20+1000)
+	if got := read("memory.high"); got != "734003200" {
+		t.Errorf("re-armed for a small move: %s", got)
+	}
+	w.Arm(dir, 600<<20)
+	if got := read("memory.high"); got != "629145600" {
+		t.Errorf("not moved: %s", got)
+	}
+	w.Close()
+	if got := read("memory.high"); got != "max" {
+		t.Errorf("memory.high after Close = %s, want max", got)
+	}
+}
