@@ -108,9 +108,10 @@ type probe struct {
 	removed   bool
 	missed    int
 
-	due       time.Time
-	heapIndex int
-	last      *RunReport
+	registered time.Time // when the pod was added: the phase of the probe's ticks
+	due        time.Time
+	heapIndex  int
+	last       *RunReport
 }
 
 // NewManager returns a manager; Run starts its scheduler.
@@ -191,7 +192,7 @@ func (m *Manager) AddPod(pod *corev1.Pod) {
 			spec *corev1.Probe
 		}{{Startup, c.StartupProbe}, {Liveness, c.LivenessProbe}, {Readiness, c.ReadinessProbe}} {
 			if k.spec != nil {
-				pp.probes = append(pp.probes, &probe{pod: pp, container: c, kind: k.kind, spec: k.spec, heapIndex: -1})
+				pp.probes = append(pp.probes, &probe{pod: pp, container: c, kind: k.kind, spec: k.spec, heapIndex: -1, registered: m.opts.Clock.Now()})
 			}
 		}
 	}
@@ -296,18 +297,29 @@ func (m *Manager) resetLocked(p *probe, st ContainerState, now time.Time) {
 	p.running = false // UpdatePod schedules it when it runs
 }
 
-// firstDue is when a new container's probe first runs: after its initial
-// delay; for a container started before this agent, at a random point of
-// the first period, so a restarted agent does not probe everything at once.
+// firstDue is when a new container's probe first runs. A readiness probe
+// runs as soon as its initial delay is over, since a failed readiness run
+// costs nothing. Liveness and startup probes, which kill, run on ticks of
+// their period counted from when the pod was added, at the first tick after
+// the initial delay, as the kubelet's per-probe ticker does; a server
+// that takes a moment to listen is not killed for it. For a container that
+// was running before this agent started, the first run falls at a random
+// point of the first period, so a restarted agent does not probe
+// everything at once.
 func (m *Manager) firstDue(p *probe, now time.Time) time.Time {
+	period := time.Duration(p.spec.PeriodSeconds) * time.Second
 	if !p.startedAt.IsZero() && p.startedAt.Before(m.born) {
-		return now.Add(m.opts.Jitter(time.Duration(p.spec.PeriodSeconds) * time.Second))
+		return now.Add(m.opts.Jitter(period))
 	}
 	due := p.startedAt.Add(time.Duration(p.spec.InitialDelaySeconds) * time.Second)
 	if due.Before(now) {
-		return now
+		due = now
 	}
-	return due
+	if p.kind == Readiness || period <= 0 {
+		return due
+	}
+	ticks := (due.Sub(p.registered) + period - 1) / period
+	return p.registered.Add(max(ticks, 1) * period)
 }
 
 // dispatchLocked starts p's run if it should run now and re-queues it for

@@ -105,16 +105,18 @@ func TestLivenessProbes(t *testing.T) {
 		"    livenessProbe: {exec: {command: [cat, /tmp/health]}, initialDelaySeconds: 1, "+period1+"}\n"))
 	n.writeManifest("http-fail.yaml", serverPod("http-fail", `, "--start-unhealthy"`,
 		"    livenessProbe: {httpGet: {path: /healthz, port: http}, "+period1+"}\n"))
-	n.writeManifest("http-ok.yaml", serverPod("http-ok", "", "    livenessProbe: {httpGet: {path: /healthz, port: 8080}, "+period1+"}\n"))
-	n.writeManifest("tcp-ok.yaml", serverPod("tcp-ok", "", "    livenessProbe: {tcpSocket: {port: 8081}, "+period1+"}\n"))
+	// The healthy ones wait 2 s, as the conformance tests give the server
+	// time to listen (they wait 15 s) before a single failure would kill.
+	n.writeManifest("http-ok.yaml", serverPod("http-ok", "", "    livenessProbe: {httpGet: {path: /healthz, port: 8080}, initialDelaySeconds: 2, "+period1+"}\n"))
+	n.writeManifest("tcp-ok.yaml", serverPod("tcp-ok", "", "    livenessProbe: {tcpSocket: {port: 8081}, initialDelaySeconds: 2, "+period1+"}\n"))
 	n.writeManifest("grpc-fail.yaml", serverPod("grpc-fail", `, "--start-unhealthy"`, "    livenessProbe: {grpc: {port: 8082}, "+period1+"}\n"))
-	n.writeManifest("grpc-ok.yaml", serverPod("grpc-ok", "", "    livenessProbe: {grpc: {port: 8082, service: any}, "+period1+"}\n"))
+	n.writeManifest("grpc-ok.yaml", serverPod("grpc-ok", "", "    livenessProbe: {grpc: {port: 8082, service: any}, initialDelaySeconds: 2, "+period1+"}\n"))
 	n.writeManifest("exec-timeout.yaml", scriptPod("exec-timeout", "", "while true; do sleep 1 & wait $!; done",
 		"    livenessProbe: {exec: {command: [sleep, '10']}, periodSeconds: 2, timeoutSeconds: 1, failureThreshold: 1}\n"))
 	n.writeManifest("redirect-local.yaml", serverPod("redirect-local", `, "--start-unhealthy"`,
 		"    livenessProbe: {httpGet: {path: '/redirect?to=/healthz', port: 8080}, "+period1+"}\n"))
 	n.writeManifest("redirect-remote.yaml", serverPod("redirect-remote", `, "--start-unhealthy"`,
-		"    livenessProbe: {httpGet: {path: '/redirect?to=http://0.0.0.0/healthz', port: 8080}, "+period1+"}\n"))
+		"    livenessProbe: {httpGet: {path: '/redirect?to=http://0.0.0.0/healthz', port: 8080}, initialDelaySeconds: 2, "+period1+"}\n"))
 	// The pod's grace would be 10 minutes; the probe's is 2 s. sh as PID 1
 	// ignores SIGTERM, so only SIGKILL ends it.
 	n.writeManifest("probe-grace.yaml", scriptPod("probe-grace", "  terminationGracePeriodSeconds: 600\n", "while true; do sleep 1; done",
