@@ -51,7 +51,7 @@ func main() {
 	reserved := memTotal() - 1<<30
 	a := benchkit.StartAgent(rt, *agentBin, *endpoint, node, fmt.Sprintf(
 		"kubeReserved: {memory: \"%d\"}\nevictionHard: {allocatableMemory.available: 300Mi}\nevictionPressureTransitionPeriod: 1s\n", reserved))
-	defer a.RemoveAll(true)
+	defer a.RemoveAll(os.Getenv("BENCH_KEEP") == "")
 	a.Write("innocent", fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: innocent}
@@ -81,6 +81,7 @@ spec:
 		oomBefore := vmstatOOMKills()
 		var samples []sample
 		for i := 0; i < *runs; i++ {
+			waitNoPressure(a) // else admission refuses the BestEffort hog
 			name := fmt.Sprintf("hog-%s-%d", r, i)
 			a.Write(name, fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -174,6 +175,23 @@ func waitPhase(a *benchkit.Agent, name string, phase corev1.PodPhase) {
 		}
 	}
 	benchkit.Fail(fmt.Sprintf("pod %s never reached %s; log: %s", name, phase, a.LogPath()))
+}
+
+func waitNoPressure(a *benchkit.Agent) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var n corev1.Node
+		benchkit.Check(a.Get("/node", &n))
+		pressure := false
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeMemoryPressure && c.Status == corev1.ConditionTrue {
+				pressure = true
+			}
+		}
+		if !pressure {
+			return
+		}
+	}
+	benchkit.Fail("MemoryPressure did not clear")
 }
 
 func waitGone(a *benchkit.Agent, name string) {
