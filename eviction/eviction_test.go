@@ -426,3 +426,38 @@ func TestEmptyDirOverItsSizeLimitIsEvicted(t *testing.T) {
 		}
 	}
 }
+
+// drainingSource drains the victim's usage while the signals are read,
+// as a dying process does between the reading and the pending check.
+type drainingSource struct {
+	*fakeSource
+	pods *fakePods
+}
+
+func (d drainingSource) Observe(ctx context.Context) (Observations, error) {
+	obs, err := d.fakeSource.Observe(ctx)
+	d.pods.usage["hog"] = 0 // gone right after the reading
+	return obs, err
+}
+
+func TestAVictimDrainingAfterTheReadingDoesNotTakeAnInnocent(t *testing.T) {
+	mi := int64(1 << 20)
+	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	fp := &fakePods{
+		pods:    []*corev1.Pod{pod("hog", corev1.PodQOSBestEffort, 0), pod("innocent", corev1.PodQOSGuaranteed, 0)},
+		usage:   map[types.UID]int64{"hog": 700 * mi, "innocent": 10 * mi},
+		evicted: map[types.UID]int64{}, msgs: map[types.UID]string{},
+	}
+	src := drainingSource{fakeSource: &fakeSource{obs: Observations{}}, pods: fp}
+	ts, _ := ParseThresholds(Config{Hard: map[string]string{"allocatableMemory.available": "300Mi"}})
+	m := NewManager(Options{Thresholds: ts, TransitionPeriod: time.Minute, Clock: clock}, src, fp, fp)
+	src.set(AllocatableMemoryAvailable, 280*mi, 1024*mi, clock.Now())
+	fp.usage["hog"] = 700 * mi
+	m.pending["hog"] = pendingEviction{pod: fp.pods[0], resource: corev1.ResourceMemory, usage: 700 * mi, since: clock.Now(), trace: 1}
+	fp.evicted["hog"] = 1 // already evicted: not active
+	clock.Step(100 * time.Millisecond)
+	m.Synchronize(context.Background())
+	if _, ok := fp.evicted["innocent"]; ok {
+		t.Fatal("the innocent pod was evicted for memory its predecessor was already giving back")
+	}
+}

@@ -182,6 +182,13 @@ func (m *Manager) Synchronize(ctx context.Context) {
 	// The pod manager calls Admit (and so takes m.mu) while holding its own
 	// lock: it is never called with m.mu held.
 	active := m.pods.Active()
+	// Victims' usage is read before the signals: a victim that drained
+	// after the reading would otherwise stop counting as on its way out
+	// while the reading still shows its memory, and an innocent pod would
+	// be taken for it.
+	m.mu.Lock()
+	m.expirePendingLocked(m.opts.Clock.Now())
+	m.mu.Unlock()
 	obs, err := m.node.Observe(ctx)
 	m.mu.Lock()
 	plan := m.decideLocked(active, obs, err, woke, triggered, m.opts.Reclaim != nil)
@@ -214,7 +221,6 @@ func (m *Manager) decideLocked(active []*corev1.Pod, obs Observations, err error
 		m.opts.Log.Debug("some eviction signals are unavailable; they are not acted on", "err", err)
 	}
 	now := m.opts.Clock.Now()
-	m.expirePendingLocked(now)
 
 	var met []Threshold
 	for _, t := range m.opts.Thresholds {
