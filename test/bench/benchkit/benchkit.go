@@ -26,9 +26,23 @@ import (
 // Progress prints a step of a long run.
 func Progress(s string) { fmt.Printf("bench: %s ...\n", s) }
 
-// Fail ends the run with a message.
+// started are the agents to stop if the run fails.
+var started []*Agent
+
+// Fail ends the run with a message. The agents it started remove their
+// pods and stop first: nothing is left running (an agent left behind would
+// also keep reconciling cgroups).
 func Fail(msg string) {
 	fmt.Fprintln(os.Stderr, "bench:", msg)
+	for _, a := range started {
+		select {
+		case <-a.exited:
+		default:
+			fmt.Fprintln(os.Stderr, "bench: removing the pods of", a.Node, "(log kept at "+a.LogPath()+")")
+			a.removePods()
+			a.Stop()
+		}
+	}
 	os.Exit(1)
 }
 
@@ -59,10 +73,11 @@ func Pct(d []time.Duration, p float64) string {
 
 // Agent is a nodeagent under measurement.
 type Agent struct {
-	RT   *cri.Client
-	Dir  string
-	Port string
-	Node string
+	RT         *cri.Client
+	Dir        string
+	Port       string
+	Node       string
+	CgroupRoot string
 
 	cmd     *exec.Cmd
 	exited  chan struct{}
@@ -78,15 +93,18 @@ func StartAgent(rt *cri.Client, bin, endpoint, node, extraConfig string) *Agent 
 	Check(err)
 	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	l.Close()
-	a := &Agent{RT: rt, Dir: dir, Port: port, Node: node}
-	cfg := fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerRuntimeEndpoint: %s\nstaticPodPath: %s\ncgroupRoot: /nodeagent-bench\nreadOnlyPort: %s\npodLogsDir: %s\nmaxPods: 250\n",
-		endpoint, filepath.Join(dir, "manifests"), port, filepath.Join(dir, "logs")) + extraConfig
+	// Each agent gets its own cgroup root: two agents under one root would
+	// take each other's pod cgroups for leftovers.
+	a := &Agent{RT: rt, Dir: dir, Port: port, Node: node, CgroupRoot: "/nodeagent-bench-" + filepath.Base(dir)}
+	cfg := fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerRuntimeEndpoint: %s\nstaticPodPath: %s\ncgroupRoot: %s\nreadOnlyPort: %s\npodLogsDir: %s\nmaxPods: 250\n",
+		endpoint, filepath.Join(dir, "manifests"), a.CgroupRoot, port, filepath.Join(dir, "logs")) + extraConfig
 	Check(os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644))
 	logf, err := os.Create(a.LogPath())
 	Check(err)
 	a.cmd = exec.Command(bin, "--config", filepath.Join(dir, "config.yaml"), "--hostname-override", node, "--root-dir", filepath.Join(dir, "root"), "--control-socket", filepath.Join(dir, "control.sock"))
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf
 	Check(a.cmd.Start())
+	started = append(started, a)
 	a.exited = make(chan struct{})
 	go func() { a.cmd.Wait(); close(a.exited) }()
 	for i := 0; ; i++ {
@@ -172,6 +190,16 @@ func CPUTime(pid int) time.Duration {
 // RemoveAll deletes every manifest written so far and waits for the pods
 // to go; with stop, it then stops the agent and removes its directory.
 func (a *Agent) RemoveAll(stop bool) {
+	a.removePods()
+	if stop {
+		a.Stop()
+		os.RemoveAll(a.Dir)
+		// The agent's QoS cgroups, empty now, in every hierarchy.
+		exec.Command("sh", "-c", "for d in /sys/fs/cgroup/*"+a.CgroupRoot+" /sys/fs/cgroup"+a.CgroupRoot+"; do [ -d $d ] && find $d -depth -type d -exec rmdir {} + 2>/dev/null; done; true").Run()
+	}
+}
+
+func (a *Agent) removePods() {
 	for _, n := range a.written {
 		os.Remove(filepath.Join(a.Dir, "manifests", n+".yaml"))
 	}
@@ -182,10 +210,6 @@ func (a *Agent) RemoveAll(stop bool) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
-	}
-	if stop {
-		a.Stop()
-		os.RemoveAll(a.Dir)
 	}
 }
 

@@ -133,11 +133,15 @@ spec:
 		}
 		fmt.Printf("%-10s %4d %6d %22s %22s %22s %22s %9d\n", r.rate, len(r.samples), events, pp(detect), pp(decide), pp(toKill), pp(drain), r.oom)
 	}
-	restarts := int32(-1)
+	restarts, last := int32(-1), "none"
 	if len(innocent.Status.ContainerStatuses) > 0 {
-		restarts = innocent.Status.ContainerStatuses[0].RestartCount
+		cs := innocent.Status.ContainerStatuses[0]
+		restarts = cs.RestartCount
+		if t := cs.LastTerminationState.Terminated; t != nil {
+			last = fmt.Sprintf("%s (exit %d) %s", t.Reason, t.ExitCode, strings.TrimSpace(t.Message))
+		}
 	}
-	fmt.Printf("innocent Guaranteed pod: phase %s, restarts %d\n", innocent.Status.Phase, restarts)
+	fmt.Printf("innocent Guaranteed pod: phase %s, restarts %d, last termination: %s\n", innocent.Status.Phase, restarts, last)
 	fmt.Println("targets: detection p99 <= 10 ms (v1 eventfd), decision p99 <= 5 ms, no kernel OOM kill of a Guaranteed container; the kubelet polls every 10 s")
 }
 
