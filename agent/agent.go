@@ -280,6 +280,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	run(func() { manager.Run(ctx, updates) })
 	run(func() { prober.Run(ctx) })
 	run(func() { evictor.Run(ctx) })
+	if err := eviction.WatchKernelOOM(ctx, "/dev/kmsg", func(k eviction.OOMKill) {
+		recorder.Event(recorder.NodeRef(), corev1.EventTypeWarning, "OOMKilling", oomMessage(k, store))
+		log.Warn("kernel OOM killer", "process", k.Process, "pid", k.PID, "cgroup", k.TaskMemcg, "limit_of", k.OOMMemcg, "constraint", k.Constraint)
+		evictor.Notify() // a kill is the strongest pressure signal there is
+	}); err != nil {
+		log.Warn("kernel OOM kills are not observed (no kernel log)", "err", err)
+	}
 	high, low := cfg.ImageGCThresholds()
 	imageGC = images.NewGC(rt, images.Policy{HighThresholdPercent: high, LowThresholdPercent: low, MinAge: cfg.ImageMinimumGCAge.Duration},
 		sandboxImage(rtStatus.Info), a.opts.Clock, log.With("component", "images"))
@@ -503,4 +510,19 @@ func imageFsMount(rt *cri.Client) eviction.ImageFs {
 		}
 		return "", nil
 	}
+}
+
+// oomMessage names the OOM killer's victim, its cgroup and pod, and whose
+// limit was hit.
+func oomMessage(k eviction.OOMKill, store *status.Store) string {
+	msg := fmt.Sprintf("Killed process %d (%s) in cgroup %s", k.PID, k.Process, k.TaskMemcg)
+	if uid := eviction.PodUIDFromCgroup(k.TaskMemcg); uid != "" {
+		if pod, ok := store.Get(types.UID(uid)); ok {
+			msg += fmt.Sprintf(" (pod %s/%s)", pod.Namespace, pod.Name)
+		}
+	}
+	if k.Constraint == "CONSTRAINT_MEMCG" {
+		return msg + ": the memory limit of " + k.OOMMemcg + " was reached"
+	}
+	return msg + ": the node ran out of memory"
 }

@@ -431,6 +431,16 @@ spec:
 		}
 		return nil
 	})
+	// The kernel's own report of the kill becomes a node event naming the
+	// process, its cgroup and its pod.
+	n.eventually("OOMKilling node event", 10*time.Second, func() error {
+		for _, e := range n.events(n.name) {
+			if e.Reason == "OOMKilling" && strings.Contains(e.Message, "(memhog)") && strings.Contains(e.Message, "(pod default/hog-"+n.name+")") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no OOMKilling event for memhog in %v", n.events(n.name))
+	})
 }
 
 func TestEditedManifestReplacesThePodAfterItStops(t *testing.T) {
