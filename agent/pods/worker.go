@@ -43,20 +43,21 @@ type worker struct {
 	cancelSync  context.CancelFunc // interrupts a sync in progress on terminate
 	eviction    *evictionRequest   // set by the eviction manager, taken by the worker
 
-	actions    int                      // runtime mutations so far; a sync that made none need not re-inspect
-	started    int                      // sandboxes and containers started so far
-	waiting    map[string]waitingReason // per container
-	messages   map[string]string        // termination messages by container ID, read once
-	oomKilled  map[string]bool          // containers the pod cgroup's OOM-kill counter shows were OOM killed
-	oomSeen    int                      // OOM kills of the pod cgroup already attributed
-	pullFailed map[string]time.Time     // image -> last failed pull
-	syncDelay  time.Duration            // back-off after a failed pod-level step
-	startTime  metav1.Time
-	attempted  *uint32         // the last sandbox attempt asked for: a failed one may still hold its name
-	failed     *terminalReason // the agent ended the pod (activeDeadlineSeconds, eviction)
-	stopGrace  *int64          // grace for stopping a failed pod (eviction), else the pod's
-	lastPhase  corev1.PodPhase
-	lastIP     string
+	actions         int                      // runtime mutations so far; a sync that made none need not re-inspect
+	started         int                      // sandboxes and containers started so far
+	waiting         map[string]waitingReason // per container
+	messages        map[string]string        // termination messages by container ID, read once
+	oomKilled       map[string]bool          // containers the pod cgroup's OOM-kill counter shows were OOM killed
+	oomSeen         int                      // OOM kills of the pod cgroup already attributed
+	pullFailed      map[string]time.Time     // image -> last failed pull
+	syncDelay       time.Duration            // back-off after a failed pod-level step
+	startTime       metav1.Time
+	attempted       *uint32         // the last sandbox attempt asked for: a failed one may still hold its name
+	failed          *terminalReason // the agent ended the pod (activeDeadlineSeconds, eviction)
+	stopGrace       *int64          // grace for stopping a failed pod (eviction), else the pod's
+	volumesReleased bool            // an evicted pod's emptyDirs are gone
+	lastPhase       corev1.PodPhase
+	lastIP          string
 }
 
 func newWorker(m *Manager, uid types.UID, pod *corev1.Pod) *worker {
@@ -199,6 +200,18 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 				w.log.Warn("stop finished pod", "err", err)
 			}
 			rt = w.inspect(ctx, rt)
+		}
+		if w.failed != nil && w.failed.Reason == "Evicted" && !w.volumesReleased && !hasRunning(rt) {
+			// An eviction must give back what it was for: the kubelet tears
+			// down a terminated pod's volumes, and with them its emptyDirs.
+			dir := filepath.Join(w.m.opts.RootDir, "pods", string(w.uid), "volumes")
+			if err := unmountVolumes(dir); err == nil {
+				if err := os.RemoveAll(dir); err == nil {
+					w.volumesReleased = true
+				} else {
+					w.log.Warn("release an evicted pod's volumes", "err", err)
+				}
+			}
 		}
 		w.publish(rt)
 		return 0

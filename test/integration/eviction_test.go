@@ -290,6 +290,22 @@ func TestDiskPressureEvictsTheWriter(t *testing.T) {
 	if late := n.waitRejected("late"); late.Status.Message != "Pod was rejected: The node had condition: [DiskPressure]. " {
 		t.Errorf("admission under DiskPressure: %q", late.Status.Message)
 	}
+	// The eviction gives the space back (the evicted pod's emptyDir goes),
+	// and nothing more is evicted for it, also after the 30 s that an
+	// eviction in flight is given.
+	n.eventually("the writer's space freed", 20*time.Second, func() error {
+		if tr := n.evictions(); len(tr) == 0 || tr[0].FreedAt.IsZero() {
+			return fmt.Errorf("trace %+v", tr)
+		}
+		return nil
+	})
+	time.Sleep(32 * time.Second)
+	if q := n.mustPod("quiet"); q.Status.Phase != corev1.PodRunning {
+		t.Errorf("the quiet pod was evicted after the writer: %s %s", q.Status.Phase, q.Status.Message)
+	}
+	if tr := n.evictions(); len(tr) != 1 {
+		t.Errorf("%d eviction decisions, want 1: %+v", len(tr), tr)
+	}
 }
 
 func TestEmptyDirOverItsSizeLimitIsEvicted(t *testing.T) {
