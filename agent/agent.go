@@ -177,7 +177,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer memcg.Close()
 	signals := &eviction.HostSource{
 		Cgroups: mgr, Kubepods: tree.Kubepods(), MemoryCapacity: machine.MemoryBytes, MemoryAllocatable: podsMemory,
-		NodeFsPath: a.opts.RootDir, ImageFs: imageFsMount(rt), Now: a.opts.Clock.Now,
+		NodeFsPath: a.opts.RootDir, ImageFs: imageFsMount(rt), PIDMax: machine.PIDMax, Now: a.opts.Clock.Now,
 	}
 	first, err := signals.Observe(ctx)
 	if err != nil {

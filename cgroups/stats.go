@@ -56,7 +56,7 @@ func ReadMemoryStats(m Manager, name Name) (MemoryStats, error) {
 
 func readMemoryStats(version int, dir string, root bool, meminfo string) (MemoryStats, error) {
 	var s MemoryStats
-	stat, err := readKeyValues(filepath.Join(dir, "memory.stat"))
+	stat, err := ReadFlatKeyed(filepath.Join(dir, "memory.stat"))
 	if err != nil {
 		return s, err
 	}
@@ -74,7 +74,7 @@ func readMemoryStats(version int, dir string, root bool, meminfo string) (Memory
 				s.Limit = 0
 			}
 		}
-		control, err := readKeyValues(filepath.Join(dir, "memory.oom_control"))
+		control, err := ReadFlatKeyed(filepath.Join(dir, "memory.oom_control"))
 		if err != nil {
 			return s, err
 		}
@@ -84,7 +84,7 @@ func readMemoryStats(version int, dir string, root bool, meminfo string) (Memory
 
 	s.InactiveFile = stat["inactive_file"]
 	if root {
-		mi, err := readKeyValues(meminfo)
+		mi, err := ReadFlatKeyed(meminfo)
 		if err != nil {
 			return s, err
 		}
@@ -100,7 +100,7 @@ func readMemoryStats(version int, dir string, root bool, meminfo string) (Memory
 		if s.Limit, err = readUint(filepath.Join(dir, "memory.max")); err != nil {
 			return s, err
 		}
-		events, err := readKeyValues(filepath.Join(dir, "memory.events"))
+		events, err := ReadFlatKeyed(filepath.Join(dir, "memory.events"))
 		if err != nil {
 			return s, err
 		}
@@ -183,9 +183,9 @@ func readUint(path string) (uint64, error) {
 	return n, nil
 }
 
-// readKeyValues reads "key value [unit]" lines (memory.stat, memory.events,
+// ReadFlatKeyed reads "key value [unit]" lines (memory.stat, memory.events,
 // memory.oom_control, /proc/meminfo); unparsable values are skipped.
-func readKeyValues(path string) (map[string]uint64, error) {
+func ReadFlatKeyed(path string) (map[string]uint64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

@@ -3,9 +3,6 @@ package cgroups
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -180,24 +177,9 @@ func (t *Tree) OOMKills(pod *corev1.Pod) (int, error) {
 	if !ok {
 		return 0, nil
 	}
-	file := "memory.oom_control"
-	if t.mgr.Version() == 2 {
-		file = "memory.events"
-	}
-	b, err := os.ReadFile(filepath.Join(t.mgr.Path(name), file))
+	st, err := ReadMemoryStats(t.mgr, name)
 	if err != nil {
 		return 0, err
 	}
-	return parseOOMKills(string(b)), nil
-}
-
-// parseOOMKills reads the "oom_kill N" line of a memory event file.
-func parseOOMKills(s string) int {
-	for _, line := range strings.Split(s, "\n") {
-		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return 0
+	return int(st.OOMKills), nil
 }

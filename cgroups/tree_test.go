@@ -111,11 +111,3 @@ func describe(rc *ResourceConfig) string {
 	}
 	return strings.Join(parts, " ")
 }
-
-func TestParseOOMKills(t *testing.T) {
-	v1 := "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n"
-	v2 := "low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\noom_group_kill 0\n"
-	if parseOOMKills(v1) != 3 || parseOOMKills(v2) != 2 || parseOOMKills("") != 0 {
-		t.Errorf("v1 %d v2 %d", parseOOMKills(v1), parseOOMKills(v2))
-	}
-}

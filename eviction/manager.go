@@ -494,32 +494,20 @@ func (m *Manager) Conditions(now time.Time) []corev1.NodeCondition {
 	defer m.mu.Unlock()
 	var out []corev1.NodeCondition
 	for _, c := range []struct {
-		t               corev1.NodeConditionType
-		what, okR, badR string
+		t                 corev1.NodeConditionType
+		okReason, okMsg   string
+		badReason, badMsg string
 	}{
-		{corev1.NodeMemoryPressure, "memory", "KubeletHasSufficientMemory", "KubeletHasInsufficientMemory"},
-		{corev1.NodeDiskPressure, "disk", "KubeletHasNoDiskPressure", "KubeletHasDiskPressure"},
-		{corev1.NodePIDPressure, "PID", "KubeletHasSufficientPID", "KubeletHasInsufficientPID"},
+		{corev1.NodeMemoryPressure, "KubeletHasSufficientMemory", "nodeagent has sufficient memory available",
+			"KubeletHasInsufficientMemory", "nodeagent has insufficient memory available"},
+		{corev1.NodeDiskPressure, "KubeletHasNoDiskPressure", "nodeagent has no disk pressure",
+			"KubeletHasDiskPressure", "nodeagent has disk pressure"},
+		{corev1.NodePIDPressure, "KubeletHasSufficientPID", "nodeagent has sufficient PID available",
+			"KubeletHasInsufficientPID", "nodeagent has insufficient PID available"},
 	} {
-		cond := corev1.NodeCondition{Type: c.t, Status: corev1.ConditionFalse, Reason: c.okR, LastHeartbeatTime: metav1.NewTime(now)}
-		switch c.t {
-		case corev1.NodeMemoryPressure:
-			cond.Message = "nodeagent has sufficient memory available"
-		case corev1.NodeDiskPressure:
-			cond.Message = "nodeagent has no disk pressure"
-		default:
-			cond.Message = "nodeagent has sufficient PID available"
-		}
+		cond := corev1.NodeCondition{Type: c.t, Status: corev1.ConditionFalse, Reason: c.okReason, Message: c.okMsg, LastHeartbeatTime: metav1.NewTime(now)}
 		if m.pressureLocked(c.t, now) {
-			cond.Status, cond.Reason = corev1.ConditionTrue, c.badR
-			switch c.t {
-			case corev1.NodeMemoryPressure:
-				cond.Message = "nodeagent has insufficient memory available"
-			case corev1.NodeDiskPressure:
-				cond.Message = "nodeagent has disk pressure"
-			default:
-				cond.Message = "nodeagent has insufficient PID available"
-			}
+			cond.Status, cond.Reason, cond.Message = corev1.ConditionTrue, c.badReason, c.badMsg
 		}
 		on := cond.Status == corev1.ConditionTrue
 		if tr, ok := m.transitions[c.t]; !ok || tr.status != on {

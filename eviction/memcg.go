@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -139,5 +138,3 @@ func abs(x int64) int64 {
 func usageLine(capacity, line, inactiveFile int64) int64 {
 	return capacity - line + inactiveFile
 }
-
-func lineKey(t Threshold) string { return string(t.Signal) + "/" + strconv.FormatBool(t.Hard) }

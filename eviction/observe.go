@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -47,7 +45,10 @@ type HostSource struct {
 	MemoryAllocatable int64
 	NodeFsPath        string
 	ImageFs           ImageFs
-	Now               func() time.Time
+	// PIDMax is the node's PID capacity: min(pid_max, threads-max), as
+	// the machine facts have it.
+	PIDMax int64
+	Now    func() time.Time
 	// Memcg, on cgroup v1, gets a usage line for each memory threshold
 	// after every observation (the line moves with inactive_file).
 	Memcg *MemcgThresholds
@@ -56,6 +57,8 @@ type HostSource struct {
 	// memory.high, so memory.available is polled there).
 	Tripwires  *Tripwires
 	Thresholds []Threshold
+
+	imageFsMount string // learned from ImageFs on the first answer
 }
 
 // Observe implements NodeSource. Errors on one signal leave it missing and
@@ -96,7 +99,7 @@ func (h *HostSource) Observe(ctx context.Context) (Observations, error) {
 					continue
 				}
 				line := usageLine(m.capacity, t.Value.Of(m.capacity), int64(st.InactiveFile))
-				if err := h.Memcg.Arm(lineKey(t), h.Cgroups.Path(m.name), line); err != nil {
+				if err := h.Memcg.Arm(key(t), h.Cgroups.Path(m.name), line); err != nil {
 					errs = append(errs, fmt.Errorf("%s: %w", t, err))
 				}
 			}
@@ -107,19 +110,27 @@ func (h *HostSource) Observe(ctx context.Context) (Observations, error) {
 			errs = append(errs, err)
 		}
 	}
-	if h.ImageFs != nil {
+	if h.ImageFs != nil && h.imageFsMount == "" {
+		// Where the runtime keeps its images does not move: asked once
+		// (until it answers), not at every observation.
 		mount, err := h.ImageFs(ctx)
-		if err == nil && mount != "" {
-			err = statfs(obs, mount, ImageFsAvailable, ImageFsInodesFree, now)
-		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("imagefs: %w", err))
 		}
+		h.imageFsMount = mount
 	}
-	if o, err := pids(now); err == nil {
-		obs[PIDAvailable] = o
-	} else {
-		errs = append(errs, fmt.Errorf("pid.available: %w", err))
+	if h.imageFsMount != "" {
+		if err := statfs(obs, h.imageFsMount, ImageFsAvailable, ImageFsInodesFree, now); err != nil {
+			errs = append(errs, fmt.Errorf("imagefs: %w", err))
+		}
+	}
+	if h.PIDMax > 0 {
+		var si unix.Sysinfo_t
+		if err := unix.Sysinfo(&si); err == nil {
+			obs[PIDAvailable] = Observation{Available: h.PIDMax - int64(si.Procs), Capacity: h.PIDMax, Time: now}
+		} else {
+			errs = append(errs, fmt.Errorf("pid.available: %w", err))
+		}
 	}
 	return obs, errors.Join(errs...)
 }
@@ -134,24 +145,6 @@ func statfs(obs Observations, path string, bytes, inodes Signal, now time.Time) 
 		obs[inodes] = Observation{Available: int64(st.Ffree), Capacity: int64(st.Files), Time: now}
 	}
 	return nil
-}
-
-// pids is pid_max minus the tasks the kernel runs, as the kubelet's rlimit
-// stats.
-func pids(now time.Time) (Observation, error) {
-	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
-	if err != nil {
-		return Observation{}, err
-	}
-	max, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return Observation{}, err
-	}
-	var si unix.Sysinfo_t
-	if err := unix.Sysinfo(&si); err != nil {
-		return Observation{}, err
-	}
-	return Observation{Available: max - int64(si.Procs), Capacity: max, Time: now}, nil
 }
 
 // HostUsage reads pods' usage on the host: memory from their pod cgroups,

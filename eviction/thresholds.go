@@ -3,7 +3,8 @@ package eviction
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -116,7 +117,7 @@ func ParseThresholds(c Config) ([]Threshold, error) {
 	var out []Threshold
 	var errs []error
 	parse := func(field string, m map[string]string, hard bool) {
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			sig := Signal(k)
 			if _, _, _, ok := signalInfo(sig); !ok {
 				errs = append(errs, fmt.Errorf("%s.%s: invalid value %q: unknown eviction signal", field, k, m[k]))
@@ -159,12 +160,12 @@ func ParseThresholds(c Config) ([]Threshold, error) {
 	}
 	parse("evictionHard", c.Hard, true)
 	parse("evictionSoft", c.Soft, false)
-	for _, k := range sortedKeys(c.SoftGracePeriod) {
+	for _, k := range slices.Sorted(maps.Keys(c.SoftGracePeriod)) {
 		if _, ok := c.Soft[k]; !ok {
 			errs = append(errs, fmt.Errorf("evictionSoftGracePeriod.%s: invalid value %q: no evictionSoft threshold for this signal", k, c.SoftGracePeriod[k]))
 		}
 	}
-	for _, k := range sortedKeys(c.MinimumReclaim) {
+	for _, k := range slices.Sorted(maps.Keys(c.MinimumReclaim)) {
 		if _, _, _, ok := signalInfo(Signal(k)); !ok {
 			errs = append(errs, fmt.Errorf("evictionMinimumReclaim.%s: invalid value %q: unknown eviction signal", k, c.MinimumReclaim[k]))
 		}
@@ -232,13 +233,4 @@ func CheckAgainstCapacity(ts []Threshold, capacity map[Signal]int64) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"nodeagent/cgroups"
 )
 
 // Tripwires are the cgroup v2 counterpart of memcg thresholds, which v2
@@ -134,14 +136,13 @@ func readHigh(dir string) (int64, error) {
 
 // readEvent reads one counter of memory.events.
 func readEvent(dir, name string) (int64, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "memory.events"))
+	kv, err := cgroups.ReadFlatKeyed(filepath.Join(dir, "memory.events"))
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		}
+	v, ok := kv[name]
+	if !ok {
+		return 0, errors.New("no " + name + " in " + dir + "/memory.events")
 	}
-	return 0, errors.New("no " + name + " in " + dir + "/memory.events")
+	return int64(v), nil
 }

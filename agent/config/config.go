@@ -3,10 +3,12 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -271,7 +273,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	for field, m := range map[string]map[string]string{"systemReserved": c.SystemReserved, "kubeReserved": c.KubeReserved} {
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			if !reservableResources[k] {
 				bad(field+"."+k, m[k], "unknown resource; want cpu, memory, pid or ephemeral-storage")
 				continue
@@ -408,13 +410,4 @@ func (c *Config) ResolvConf() string {
 		return ""
 	}
 	return *c.ResolverConfig
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
