@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -30,6 +31,11 @@ func (notFoundRuntime) ContainerStatus(context.Context, *runtimeapi.ContainerSta
 }
 func (notFoundRuntime) StartContainer(context.Context, *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
 	return nil, status.Error(codes.Unknown, "failed to start: exec: not found")
+}
+
+// ExecSync times out the way containerd 1.6 says it: code Unknown.
+func (notFoundRuntime) ExecSync(context.Context, *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
+	return nil, status.Error(codes.Unknown, `failed to exec in container: timeout 1s exceeded: context deadline exceeded`)
 }
 
 func serve(t *testing.T) string {
@@ -66,6 +72,21 @@ func TestErrorsAreClassified(t *testing.T) {
 	var crierr *Error
 	if !errors.As(err, &crierr) || crierr.Op != "StartContainer" || IsNotFound(err) {
 		t.Errorf("StartContainer: want a classified non-NotFound Error, got %#v", err)
+	}
+}
+
+func TestExecTimeoutIsADeadline(t *testing.T) {
+	c, err := New(serve(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ExecSync(context.Background(), "x", []string{"sleep", "10"}, time.Second); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the runtime's exec timeout: want a deadline error, got %v", err)
+	}
+	// Without a timeout asked for, an Unknown answer stays what it is.
+	if _, err := c.ExecSync(context.Background(), "x", []string{"true"}, 0); errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("no timeout asked, yet a deadline error: %v", err)
 	}
 }
 

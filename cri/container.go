@@ -2,8 +2,11 @@ package cri
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -73,7 +76,14 @@ func (c *Client) ExecSync(ctx context.Context, id string, cmd []string, timeout 
 	ctx, cancel := context.WithTimeout(ctx, c.timeout+timeout)
 	defer cancel()
 	resp, err := c.runtime.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: int64(timeout / time.Second)})
-	return resp, c.classify("ExecSync", err)
+	err = c.classify("ExecSync", err)
+	// containerd answers its own timeout with code Unknown and "timeout
+	// ... exceeded": make it a deadline, as the client's own would be.
+	var e *Error
+	if timeout > 0 && errors.As(err, &e) && e.Code == codes.Unknown && strings.Contains(e.Msg, "timeout") && strings.Contains(e.Msg, "exceeded") {
+		e.Code = codes.DeadlineExceeded
+	}
+	return resp, err
 }
 
 // ReopenContainerLog makes the runtime reopen a container's log file, after

@@ -129,20 +129,26 @@ func (h *Handlers) execProbe(ctx context.Context, command []string, t Target, ti
 	cmd := expandCommand(command, t.Container)
 	resp, err := h.exec.ExecSync(ctx, t.ContainerID, cmd, timeout)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "DeadlineExceeded") || strings.Contains(err.Error(), "timeout") {
+		if errors.Is(err, context.DeadlineExceeded) {
 			return outcome{result: Failure, message: fmt.Sprintf("command %q timed out", strings.Join(cmd, " "))}
 		}
 		return outcome{result: Unknown, message: err.Error()}
 	}
-	out := append(append([]byte{}, resp.Stdout...), resp.Stderr...)
-	if len(out) > maxOutput {
-		out = out[:maxOutput]
-	}
+	out := execOutput(resp)
 	if resp.ExitCode != 0 {
 		msg := fmt.Sprintf("command %q exited with %d: %s", strings.Join(cmd, " "), resp.ExitCode, strings.TrimSpace(string(out)))
 		return outcome{result: Failure, message: msg}
 	}
 	return outcome{result: Success, message: string(out)}
+}
+
+// execOutput is stdout then stderr, capped at maxOutput.
+func execOutput(resp *runtimeapi.ExecSyncResponse) []byte {
+	out := append(append([]byte{}, resp.Stdout...), resp.Stderr...)
+	if len(out) > maxOutput {
+		out = out[:maxOutput]
+	}
+	return out
 }
 
 // expandCommand expands $(VAR) with the container's static env values,

@@ -2,7 +2,6 @@ package probes
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,11 +11,14 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/cri"
 )
 
 func hostPort(t *testing.T, rawURL string) (string, int) {
@@ -164,7 +166,7 @@ func TestExecProbe(t *testing.T) {
 	if out := h.probe(context.Background(), spec, Target{Container: c}); out.result != Failure || !strings.Contains(out.message, "can't open") {
 		t.Errorf("exit 1: %+v", out)
 	}
-	f.resp, f.err = nil, errors.New("ExecSync: rpc error: code = DeadlineExceeded desc = timeout 1s exceeded")
+	f.resp, f.err = nil, &cri.Error{Op: "ExecSync", Code: codes.DeadlineExceeded, Msg: "timeout 1s exceeded"}
 	if out := h.probe(context.Background(), spec, Target{Container: c}); out.result != Failure {
 		t.Errorf("timeout must be a failure: %+v", out)
 	}

@@ -27,11 +27,7 @@ func (h *Handlers) RunHook(ctx context.Context, lh *corev1.LifecycleHandler, t T
 			return fmt.Errorf("exec %q: %w", strings.Join(cmd, " "), err)
 		}
 		if resp.ExitCode != 0 {
-			out := append(append([]byte{}, resp.Stdout...), resp.Stderr...)
-			if len(out) > maxOutput {
-				out = out[:maxOutput]
-			}
-			return fmt.Errorf("command %q exited with %d, message: %q", strings.Join(cmd, " "), resp.ExitCode, strings.TrimSpace(string(out)))
+			return fmt.Errorf("command %q exited with %d, message: %q", strings.Join(cmd, " "), resp.ExitCode, strings.TrimSpace(string(execOutput(resp))))
 		}
 		return nil
 	case lh.HTTPGet != nil:

@@ -10,9 +10,6 @@ import (
 	"nodeagent/internal/metrics"
 )
 
-// durationBuckets are the upper bounds of prober_probe_duration_seconds.
-var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
-
 // Metrics counts probe runs by type and result and their durations, in the
 // kubelet's metric names, ready for the Prometheus text format. Labels are
 // limited to probe_type and result so that the series count does not grow
@@ -34,7 +31,7 @@ func (m *Metrics) observe(kind Kind, r Result, took time.Duration) {
 	m.total[[2]string{string(kind), r.String()}]++
 	h := m.hist[string(kind)]
 	if h == nil {
-		h = metrics.NewHistogram(durationBuckets)
+		h = metrics.NewHistogram(metrics.LatencyBuckets)
 		m.hist[string(kind)] = h
 	}
 	m.mu.Unlock()
