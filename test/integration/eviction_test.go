@@ -3,9 +3,7 @@
 package integration
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,45 +40,23 @@ spec:
 %s`, name, priority, testImage, resources)
 }
 
+// sleeperPod runs an idle shell with the container fields in resources.
 func sleeperPod(name, resources string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: %s}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: main
-    image: %s
-    command: ["sh", "-c", "while true; do sleep 1 & wait $!; done"]
-%s`, name, testImage, resources)
+	return scriptPod(name, "", "while true; do sleep 1 & wait $!; done", resources)
 }
 
 const guaranteed = "    resources: {limits: {cpu: 100m, memory: 64Mi}}\n"
 
 func (n *node) evictions() []eviction.Trace {
 	n.t.Helper()
-	resp, err := http.Get(n.url("/evictions"))
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var out []eviction.Trace
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		n.t.Fatal(err)
-	}
+	n.getJSON("/evictions", &out)
 	return out
 }
 
 func (n *node) condition(t corev1.NodeConditionType) corev1.NodeCondition {
 	n.t.Helper()
-	resp, err := http.Get(n.url("/node"))
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var node corev1.Node
-	json.NewDecoder(resp.Body).Decode(&node)
-	for _, c := range node.Status.Conditions {
+	for _, c := range n.nodeObject().Status.Conditions {
 		if c.Type == t {
 			return c
 		}

@@ -417,3 +417,27 @@ func (n *node) runOnce() (string, error) {
 		return out.String(), nil
 	}
 }
+
+// getJSON decodes an answer of the agent's API, failing the test on error.
+func (n *node) getJSON(path string, into any) {
+	n.t.Helper()
+	resp, err := http.Get(n.url(path))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		n.t.Fatalf("GET %s: %s", path, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+		n.t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+// nodeObject is the agent's /node.
+func (n *node) nodeObject() corev1.Node {
+	n.t.Helper()
+	var node corev1.Node
+	n.getJSON("/node", &node)
+	return node
+}

@@ -3,9 +3,7 @@
 package integration
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,15 +47,8 @@ spec:
 
 func (n *node) events(uid string) []corev1.Event {
 	n.t.Helper()
-	resp, err := http.Get(n.url("/events"))
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var list corev1.EventList
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		n.t.Fatal(err)
-	}
+	n.getJSON("/events", &list)
 	var out []corev1.Event
 	for _, e := range list.Items {
 		if string(e.InvolvedObject.UID) == uid {
@@ -551,14 +542,7 @@ func TestHostNamespaces(t *testing.T) {
 
 func (n *node) nodeIP() string {
 	n.t.Helper()
-	resp, err := http.Get(n.url("/node"))
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var node corev1.Node
-	json.NewDecoder(resp.Body).Decode(&node)
-	for _, a := range node.Status.Addresses {
+	for _, a := range n.nodeObject().Status.Addresses {
 		if a.Type == corev1.NodeInternalIP {
 			return a.Address
 		}

@@ -5,7 +5,6 @@ package integration
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -520,18 +519,9 @@ spec:
 		}
 		return nil
 	})
-	resp, err := http.Get(n.url("/events"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var list corev1.EventList
-	json.NewDecoder(resp.Body).Decode(&list)
-	resp.Body.Close()
 	seen := map[string]bool{}
-	for _, e := range list.Items {
-		if e.InvolvedObject.UID == p.UID {
-			seen[e.Reason+": "+e.Message] = true
-		}
+	for _, e := range n.events(string(p.UID)) {
+		seen[e.Reason+": "+e.Message] = true
 	}
 	for _, want := range []string{
 		`Pulling: Pulling image "127.0.0.1:5000/nodeagent/does-not-exist:1.0"`,

@@ -6,6 +6,7 @@ package benchkit
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -221,4 +222,38 @@ func (a *Agent) Stop() {
 		a.cmd.Process.Signal(syscall.SIGTERM)
 		<-a.exited
 	}
+}
+
+// Env is what `make bench` hands every bench program.
+type Env struct {
+	Endpoint, AgentBin, Image string
+}
+
+// Flags registers -cri, -agent and -image, defaulting to CRI_ENDPOINT,
+// NODEAGENT_BIN and TEST_IMAGE; call before flag.Parse.
+func Flags() *Env {
+	e := &Env{}
+	image := os.Getenv("TEST_IMAGE")
+	if image == "" {
+		image = "127.0.0.1:5000/nodeagent/test:latest"
+	}
+	flag.StringVar(&e.Endpoint, "cri", os.Getenv("CRI_ENDPOINT"), "CRI endpoint")
+	flag.StringVar(&e.AgentBin, "agent", os.Getenv("NODEAGENT_BIN"), "nodeagent binary")
+	flag.StringVar(&e.Image, "image", image, "the test image (memhog, probe-server)")
+	return e
+}
+
+// Connect checks the settings and dials the runtime.
+func (e *Env) Connect() *cri.Client {
+	if e.Endpoint == "" || e.AgentBin == "" {
+		Fail("need CRI_ENDPOINT and NODEAGENT_BIN (run `make bench`)")
+	}
+	rt, err := cri.New(e.Endpoint, cri.Options{Timeout: time.Minute})
+	Check(err)
+	return rt
+}
+
+// StartAgent is StartAgent with this environment's binary and endpoint.
+func (e *Env) StartAgent(rt *cri.Client, node, extraConfig string) *Agent {
+	return StartAgent(rt, e.AgentBin, e.Endpoint, node, extraConfig)
 }

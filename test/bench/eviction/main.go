@@ -10,7 +10,6 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"os"
@@ -20,18 +19,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"nodeagent/cri"
+	"nodeagent/agent/node"
 	"nodeagent/eviction"
 	"nodeagent/test/bench/benchkit"
 )
 
 var (
-	endpoint = flag.String("cri", os.Getenv("CRI_ENDPOINT"), "CRI endpoint")
-	agentBin = flag.String("agent", os.Getenv("NODEAGENT_BIN"), "nodeagent binary")
-	image    = flag.String("image", os.Getenv("TEST_IMAGE"), "image with memhog")
+	env      = benchkit.Flags()
 	runs     = flag.Int("runs", 20, "hogs per rate")
 	rates    = flag.String("rates", "100,0", "hog growth rates in MiB/s (0: as fast as it can)")
-	node     = "bench-eviction-" + strconv.Itoa(os.Getpid())
+	nodeName = "bench-eviction-" + strconv.Itoa(os.Getpid())
 )
 
 type sample struct {
@@ -41,15 +38,13 @@ type sample struct {
 
 func main() {
 	flag.Parse()
-	if *endpoint == "" || *agentBin == "" || *image == "" {
-		benchkit.Fail("need CRI_ENDPOINT, NODEAGENT_BIN and TEST_IMAGE (run `make bench`)")
-	}
-	rt, err := cri.New(*endpoint, cri.Options{Timeout: time.Minute})
-	benchkit.Check(err)
+	rt := env.Connect()
 	defer rt.Close()
 
-	reserved := memTotal() - 1<<30
-	a := benchkit.StartAgent(rt, *agentBin, *endpoint, node, fmt.Sprintf(
+	machine, err := node.ReadMachine()
+	benchkit.Check(err)
+	reserved := machine.MemoryBytes - 1<<30
+	a := env.StartAgent(rt, nodeName, fmt.Sprintf(
 		"kubeReserved: {memory: \"%d\"}\nevictionHard: {allocatableMemory.available: 300Mi}\nevictionPressureTransitionPeriod: 1s\n", reserved))
 	defer a.RemoveAll(os.Getenv("BENCH_KEEP") == "")
 	a.Write("innocent", fmt.Sprintf(`apiVersion: v1
@@ -63,7 +58,7 @@ spec:
     imagePullPolicy: IfNotPresent
     command: [sh, -c, "while true; do sleep 1 & wait $!; done"]
     resources: {limits: {cpu: 100m, memory: 64Mi}}
-`, *image))
+`, env.Image))
 	waitPhase(a, "innocent", corev1.PodRunning)
 
 	type row struct {
@@ -93,7 +88,7 @@ spec:
     image: %s
     imagePullPolicy: IfNotPresent
     command: [memhog, --mb, "2000", --rate, "%s"]
-`, name, *image, r))
+`, name, env.Image, r))
 			waitPhase(a, name, corev1.PodFailed)
 			samples = append(samples, lastSample(a, name))
 			benchkit.Check(os.Remove(a.Dir + "/manifests/" + name + ".yaml"))
@@ -234,21 +229,6 @@ func lastSample(a *benchkit.Agent, name string) sample {
 	}
 	benchkit.Fail("no eviction trace for " + name)
 	return sample{}
-}
-
-func memTotal() int64 {
-	f, err := os.Open("/proc/meminfo")
-	benchkit.Check(err)
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	benchkit.Fail("no MemTotal")
-	return 0
 }
 
 func vmstatOOMKills() int64 {

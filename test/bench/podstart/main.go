@@ -35,9 +35,7 @@ var (
 )
 
 var (
-	endpoint  = flag.String("cri", os.Getenv("CRI_ENDPOINT"), "CRI endpoint")
-	agentBin  = flag.String("agent", os.Getenv("NODEAGENT_BIN"), "nodeagent binary")
-	image     = flag.String("image", envOr("TEST_IMAGE", "127.0.0.1:5000/nodeagent/test:latest"), "pod image")
+	env       = benchkit.Flags()
 	singles   = flag.Int("singles", 20, "pods started one at a time, per side")
 	batch     = flag.Int("batch", 30, "pods started at once, per side")
 	idle      = flag.Duration("idle", 60*time.Second, "how long to watch the agent with the pods idle")
@@ -45,31 +43,20 @@ var (
 	floorRoot = "/nodeagent-bench-floor"
 )
 
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
 func main() {
 	flag.Parse()
-	if *endpoint == "" || *agentBin == "" {
-		fail("need CRI_ENDPOINT and NODEAGENT_BIN (run `make bench`)")
-	}
 	ctx := context.Background()
-	rt, err := cri.New(*endpoint, cri.Options{Timeout: time.Minute})
-	check(err)
+	rt := env.Connect()
 	defer rt.Close()
-	if img, err := rt.ImageStatus(ctx, *image); err != nil || img == nil {
-		fmt.Println("pulling", *image)
-		_, err := rt.PullImage(ctx, *image, nil)
+	if img, err := rt.ImageStatus(ctx, env.Image); err != nil || img == nil {
+		fmt.Println("pulling", env.Image)
+		_, err := rt.PullImage(ctx, env.Image, nil)
 		check(err)
 	}
 	f := &floor{rt: rt}
 	defer f.cleanup(ctx)
 	progress("warming up the runtime (first sandbox after a start is slow)")
-	_, err = f.start(ctx, "warmup")
+	_, err := f.start(ctx, "warmup")
 	check(err)
 
 	progress(fmt.Sprintf("direct CRI: %d pods one at a time", *singles))
@@ -83,7 +70,7 @@ func main() {
 	floorBatch := f.startBatch(ctx, *batch)
 	f.cleanup(ctx)
 
-	a := &agent{benchkit.StartAgent(rt, *agentBin, *endpoint, node, "")}
+	a := &agent{env.StartAgent(rt, node, "")}
 	defer a.Stop()
 	progress(fmt.Sprintf("nodeagent: %d pods one at a time", *singles))
 	agentSingle := make([]time.Duration, 0, *singles)
@@ -164,7 +151,7 @@ func (f *floor) startSince(ctx context.Context, name string, t0 time.Time) (time
 	f.mu.Unlock()
 	cid, err := f.rt.CreateContainer(ctx, id, &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
-		Image:    &runtimeapi.ImageSpec{Image: *image},
+		Image:    &runtimeapi.ImageSpec{Image: env.Image},
 		Command:  []string{"sleep", "3600"},
 		LogPath:  "main/0.log",
 		Linux:    &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{CpuShares: 10, MemoryLimitInBytes: 64 << 20, OomScoreAdj: 999}},
@@ -230,7 +217,7 @@ spec:
     resources:
       requests: {cpu: 10m, memory: 16Mi}
       limits: {memory: 64Mi}
-`, name, *image))
+`, name, env.Image))
 }
 
 // waitStarted returns, per pod, the container's start time minus t0.

@@ -26,14 +26,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"nodeagent/cri"
 	"nodeagent/test/bench/benchkit"
 )
 
 var (
-	endpoint = flag.String("cri", os.Getenv("CRI_ENDPOINT"), "CRI endpoint")
-	agentBin = flag.String("agent", os.Getenv("NODEAGENT_BIN"), "nodeagent binary")
-	image    = flag.String("image", os.Getenv("TEST_IMAGE"), "image with probe-server")
+	env      = benchkit.Flags()
 	pods     = flag.Int("pods", 100, "pods, each with an HTTP readiness and a TCP liveness probe")
 	watch    = flag.Duration("duration", 60*time.Second, "how long to watch the agent probing")
 	floorFor = flag.Duration("floor", 20*time.Second, "how long to run the floor")
@@ -43,18 +40,14 @@ var (
 
 func main() {
 	flag.Parse()
-	if *endpoint == "" || *agentBin == "" || *image == "" {
-		benchkit.Fail("need CRI_ENDPOINT, NODEAGENT_BIN and TEST_IMAGE (run `make bench`)")
-	}
-	rt, err := cri.New(*endpoint, cri.Options{Timeout: time.Minute})
-	benchkit.Check(err)
+	rt := env.Connect()
 	defer rt.Close()
 
 	extra := ""
 	if *profile != "" {
 		extra = "enableProfilingHandler: true\n"
 	}
-	a := benchkit.StartAgent(rt, *agentBin, *endpoint, node, extra)
+	a := env.StartAgent(rt, node, extra)
 	benchkit.Progress(fmt.Sprintf("starting %d probe-server pods (HTTP readiness + TCP liveness, periodSeconds 1)", *pods))
 	for i := 0; i < *pods; i++ {
 		a.Write(fmt.Sprintf("probed-%d", i), fmt.Sprintf(`apiVersion: v1
@@ -70,7 +63,7 @@ spec:
     resources: {requests: {cpu: 5m, memory: 8Mi}, limits: {memory: 32Mi}}
     readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
     livenessProbe: {tcpSocket: {port: 8081}, periodSeconds: 1}
-`, i, *image))
+`, i, env.Image))
 	}
 	ips := waitReady(a)
 
@@ -90,7 +83,7 @@ spec:
 	floorLat, floorCPU, floorRuns := floor(ips, *floorFor)
 
 	benchkit.Progress("cleaning up (an agent of the same node without manifests removes the pods)")
-	benchkit.StartAgent(rt, *agentBin, *endpoint, node, "").RemoveAll(true)
+	env.StartAgent(rt, node, "").RemoveAll(true)
 
 	expected := float64(2*len(ips)) * watch.Seconds()
 	runs := after.sum("prober_probe_total") - before.sum("prober_probe_total")
