@@ -100,3 +100,12 @@ func unmountVolumes(volumeDir string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// releaseVolumes tears down a pod's volume directory: tmpfs unmounted,
+// emptyDirs removed.
+func releaseVolumes(volumeDir string) error {
+	if err := unmountVolumes(volumeDir); err != nil {
+		return err
+	}
+	return os.RemoveAll(volumeDir)
+}

@@ -55,7 +55,7 @@ type worker struct {
 	attempted       *uint32         // the last sandbox attempt asked for: a failed one may still hold its name
 	failed          *terminalReason // the agent ended the pod (activeDeadlineSeconds, eviction)
 	stopGrace       *int64          // grace for stopping a failed pod (eviction), else the pod's
-	volumesReleased bool            // an evicted pod's emptyDirs are gone
+	volumesReleased bool            // a finished pod's volumes are torn down
 	lastPhase       corev1.PodPhase
 	lastIP          string
 }
@@ -201,16 +201,14 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 			}
 			rt = w.inspect(ctx, rt)
 		}
-		if w.failed != nil && w.failed.Reason == "Evicted" && !w.volumesReleased && !hasRunning(rt) {
-			// An eviction must give back what it was for: the kubelet tears
-			// down a terminated pod's volumes, and with them its emptyDirs.
-			dir := filepath.Join(w.m.opts.RootDir, "pods", string(w.uid), "volumes")
-			if err := unmountVolumes(dir); err == nil {
-				if err := os.RemoveAll(dir); err == nil {
-					w.volumesReleased = true
-				} else {
-					w.log.Warn("release an evicted pod's volumes", "err", err)
-				}
+		if !w.volumesReleased && !hasRunning(rt) {
+			// As the kubelet tears down a terminated pod's volumes: an
+			// eviction gives back the space it was for, a finished pod
+			// holds none.
+			if err := releaseVolumes(filepath.Join(w.m.opts.RootDir, "pods", string(w.uid), "volumes")); err != nil {
+				w.log.Warn("release a finished pod's volumes; will retry", "err", err)
+			} else {
+				w.volumesReleased = true
 			}
 		}
 		w.publish(rt)
