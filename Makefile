@@ -67,7 +67,7 @@ integration: build runtime-up ## integration tests in test/ against the real con
 	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent NODECTL_BIN=$(CURDIR)/$(BIN_DIR)/nodectl \
 		TEST_IMAGE=$(TEST_IMAGE) PAUSE_IMAGE=$(PAUSE_IMAGE) $(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration/ 2>&1 | tee $(BIN_DIR)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; \
 		exit $${PIPESTATUS[0]}
-	$(GO) test -count=1 -tags integration -run Live -v ./cgroups/
+	$(GO) test -count=1 -tags integration -run Live -v ./cgroups/ ./eviction/
 
 V2_WORK := $(BIN_DIR)/v2
 
@@ -78,6 +78,7 @@ test-v2: build runtime-up vm-image ## boot the cgroup v2 VM and run the v2 smoke
 	@rm -rf $(V2_WORK) && mkdir -p $(V2_WORK)/bin $(V2_WORK)/deploy
 	@cp $(BIN_DIR)/nodeagent $(BIN_DIR)/nodectl $(V2_WORK)/bin/
 	@$(GO) test -c -tags integration -o $(V2_WORK)/bin/cgroups.test ./cgroups
+	@$(GO) test -c -tags integration -o $(V2_WORK)/bin/eviction.test ./eviction
 	@cp -r examples $(V2_WORK)/ && cp -r deploy/containerd deploy/systemd $(V2_WORK)/deploy/
 	@cp test/v2/smoke.sh $(V2_WORK)/smoke.sh
 	@printf '#!/bin/sh\nexport PAUSE_IMAGE=$(PAUSE_IMAGE) TEST_IMAGE=$(TEST_IMAGE)\nexec /work/smoke.sh\n' > $(V2_WORK)/run.sh && chmod +x $(V2_WORK)/run.sh

@@ -173,7 +173,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	var evictor *eviction.Manager
 	var imageGC *images.GC
-	memcg := eviction.NewMemcgThresholds(func(at time.Time) { evictor.NotifyAt(at) })
+	memcg := eviction.NewMemcgThresholds(func(at time.Time, by string) { evictor.NotifyAt(at, by) })
 	defer memcg.Close()
 	signals := &eviction.HostSource{
 		Cgroups: mgr, Kubepods: tree.Kubepods(), MemoryCapacity: machine.MemoryBytes, MemoryAllocatable: podsMemory,
@@ -248,15 +248,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}, signals, manager, eviction.HostUsage{Tree: tree, RootDir: a.opts.RootDir, LogsDir: cfg.PodLogsDir})
 	// From here on a crossing has a manager to wake.
 	signals.Memcg, signals.Thresholds = memcg, thresholds
-	if mgr.Version() == 2 {
-		wires, err := eviction.NewTripwires(func(at time.Time) { evictor.NotifyAt(at) })
-		if err != nil {
-			log.Warn("no memory.high tripwires; allocatableMemory.available is polled", "err", err)
-		} else {
-			defer wires.Close()
-			signals.Tripwires = wires
-		}
-	}
+	defer watchMemoryPressure(mgr, tree, evictor, signals, log)()
 	if err := cache.Relist(ctx); err != nil {
 		return fmt.Errorf("list the runtime's pods: %w", err)
 	}
@@ -283,7 +275,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := eviction.WatchKernelOOM(ctx, "/dev/kmsg", func(k eviction.OOMKill) {
 		recorder.Event(recorder.NodeRef(), corev1.EventTypeWarning, "OOMKilling", oomMessage(k, store))
 		log.Warn("kernel OOM killer", "process", k.Process, "pid", k.PID, "cgroup", k.TaskMemcg, "limit_of", k.OOMMemcg, "constraint", k.Constraint)
-		evictor.Notify() // a kill is the strongest pressure signal there is
+		evictor.NotifyAt(k.Seen, eviction.WokenByKernelOOM) // a kill is the strongest pressure signal there is
 	}); err != nil {
 		log.Warn("kernel OOM kills are not observed (no kernel log)", "err", err)
 	}
@@ -525,4 +517,39 @@ func oomMessage(k eviction.OOMKill, store *status.Store) string {
 		return msg + ": the memory limit of " + k.OOMMemcg + " was reached"
 	}
 	return msg + ": the node ran out of memory"
+}
+
+// watchMemoryPressure starts the kernel notifications that wake the
+// eviction manager besides the memcg lines HostSource arms on cgroup v1:
+// memory.high tripwires on cgroup v2 and PSI triggers on the node's and
+// (v2) kubepods' memory pressure. The returned func stops them.
+func watchMemoryPressure(mgr cgroups.Manager, tree *cgroups.Tree, evictor *eviction.Manager, signals *eviction.HostSource, log *slog.Logger) func() {
+	var stops []func()
+	if mgr.Version() == 2 {
+		wires, err := eviction.NewTripwires(func(at time.Time) { evictor.NotifyAt(at, eviction.WokenByTripwire) })
+		if err != nil {
+			log.Warn("no memory.high tripwires; allocatableMemory.available is polled", "err", err)
+		} else {
+			stops = append(stops, wires.Close)
+			signals.Tripwires = wires
+		}
+	}
+	pressure := []string{"/proc/pressure/memory"}
+	if mgr.Version() == 2 {
+		pressure = append(pressure, filepath.Join(mgr.Path(tree.Kubepods()), "memory.pressure"))
+	}
+	for _, path := range pressure {
+		psi, err := eviction.WatchPressure(path, func(at time.Time) { evictor.NotifyAt(at, eviction.WokenByPSI) })
+		if err != nil {
+			log.Warn("no PSI trigger; memory stalls there are seen by the poll only", "err", err)
+			continue
+		}
+		log.Info("PSI trigger armed", "path", path, "trigger", psi.Trigger)
+		stops = append(stops, psi.Close)
+	}
+	return func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}
 }

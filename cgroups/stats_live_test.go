@@ -3,42 +3,18 @@
 package cgroups
 
 import (
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
+
+	"nodeagent/internal/testhog"
 )
 
-// The live test re-executes the test binary as a memory hog placed in a
-// real cgroup; TestMain turns it into the hog.
-const hogEnv = "NODEAGENT_CGROUPS_TEST_HOG"
-
 func TestMain(m *testing.M) {
-	if os.Getenv(hogEnv) != "" {
-		hog()
-	}
+	testhog.Main()
 	os.Exit(m.Run())
-}
-
-// hog waits for a line on stdin (it has been moved into its cgroup by
-// then), then touches memory until the OOM killer ends it.
-func hog() {
-	var b [1]byte
-	os.Stdin.Read(b[:])
-	var chunks [][]byte
-	for {
-		c := make([]byte, 1<<20)
-		for i := range c {
-			c[i] = 1
-		}
-		chunks = append(chunks, c)
-		if len(chunks)%8 == 0 {
-			fmt.Println(len(chunks))
-		}
-	}
 }
 
 // TestMemoryStatsLive runs against the host's real cgroup hierarchy (v1
@@ -63,21 +39,9 @@ func TestMemoryStatsLive(t *testing.T) {
 		}
 	})
 
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), hogEnv+"=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
 	// On v1 the memory hierarchy is enough: the limit lives there.
-	procs := filepath.Join(m.Path(name), "cgroup.procs")
-	if err := os.WriteFile(procs, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	hog := testhog.Start(t, filepath.Join(m.Path(name), "cgroup.procs"))
+	cmd := hog.Cmd
 
 	s, err := ReadMemoryStats(m, name)
 	if err != nil {
@@ -86,7 +50,7 @@ func TestMemoryStatsLive(t *testing.T) {
 	if s.Limit != uint64(limit) || s.OOMKills != 0 {
 		t.Errorf("before allocating: limit %d oom kills %d, want %d and 0", s.Limit, s.OOMKills, limit)
 	}
-	stdin.Write([]byte("\n"))
+	hog.Go()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {

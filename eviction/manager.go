@@ -75,7 +75,7 @@ type Manager struct {
 	Metrics *Metrics
 
 	triggerMu sync.Mutex
-	triggered time.Time // when a kernel notification last woke us
+	triggered wakeup // the kernel notification that last woke us
 
 	mu            sync.Mutex
 	obs           Observations
@@ -143,12 +143,27 @@ func (m *Manager) Notify() {
 	}
 }
 
-// NotifyAt is Notify from a kernel notification that fired at at; the
-// next decision's trace records it.
-func (m *Manager) NotifyAt(at time.Time) {
+// What woke the agent, as traces name it.
+const (
+	WokenByMemcgThreshold = "memcg threshold"
+	WokenByMemcgOOM       = "memcg OOM"
+	WokenByTripwire       = "memory.high tripwire"
+	WokenByPSI            = "PSI trigger"
+	WokenByKernelOOM      = "kernel OOM kill"
+)
+
+// wakeup is the first kernel notification since the last synchronization.
+type wakeup struct {
+	at time.Time
+	by string
+}
+
+// NotifyAt is Notify from a kernel notification (one of the WokenBy
+// sources) that fired at at; the next decision's trace records it.
+func (m *Manager) NotifyAt(at time.Time, by string) {
 	m.triggerMu.Lock()
-	if m.triggered.IsZero() {
-		m.triggered = at
+	if m.triggered.at.IsZero() {
+		m.triggered = wakeup{at: at, by: by}
 	}
 	m.triggerMu.Unlock()
 	m.Notify()
@@ -177,7 +192,7 @@ func (m *Manager) Synchronize(ctx context.Context) {
 	woke := m.opts.Clock.Now()
 	m.triggerMu.Lock()
 	triggered := m.triggered
-	m.triggered = time.Time{}
+	m.triggered = wakeup{}
 	m.triggerMu.Unlock()
 	// The pod manager calls Admit (and so takes m.mu) while holding its own
 	// lock: it is never called with m.mu held.
@@ -215,7 +230,7 @@ func (m *Manager) Synchronize(ctx context.Context) {
 
 // decideLocked updates the bookkeeping with a new observation and returns
 // the evictions to make, if any.
-func (m *Manager) decideLocked(active []*corev1.Pod, obs Observations, err error, woke, triggered time.Time, reclaimFirst bool) *evictionPlan {
+func (m *Manager) decideLocked(active []*corev1.Pod, obs Observations, err error, woke time.Time, triggered wakeup, reclaimFirst bool) *evictionPlan {
 	m.obs, m.obsErr = obs, err
 	if err != nil {
 		m.opts.Log.Debug("some eviction signals are unavailable; they are not acted on", "err", err)
@@ -277,7 +292,7 @@ type evictionPlan struct {
 // planLocked picks the smallest set of pods, in rank order, whose usage
 // covers the deficit (plus the minimum reclaim) that is not already on its
 // way out.
-func (m *Manager) planLocked(active []*corev1.Pod, t Threshold, o Observation, woke, triggered time.Time) *evictionPlan {
+func (m *Manager) planLocked(active []*corev1.Pod, t Threshold, o Observation, woke time.Time, triggered wakeup) *evictionPlan {
 	m.reclaiming[key(t)] = true
 	line := t.Value.Of(o.Capacity)
 	if t.MinReclaim != nil {
@@ -332,7 +347,7 @@ func (m *Manager) planLocked(active []*corev1.Pod, t Threshold, o Observation, w
 	m.nextID++
 	tr := Trace{
 		ID: m.nextID, Signal: t.Signal, Threshold: t.String(), ThresholdBytes: t.Value.Of(o.Capacity), Available: o.Available, Need: need,
-		TriggeredAt: triggered, ObservedAt: o.Time, WokeAt: woke, DecidedAt: decided, Ranking: m.opts.Ranking,
+		TriggeredAt: triggered.at, TriggeredBy: triggered.by, ObservedAt: o.Time, WokeAt: woke, DecidedAt: decided, Ranking: m.opts.Ranking,
 	}
 	res := t.Signal.Resource()
 	for _, v := range victims {

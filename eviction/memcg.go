@@ -18,13 +18,14 @@ import (
 // kernelMemcgNotification (off by default) and re-arms every 10 s; here a
 // line is re-armed whenever it moves by more than rearmSlack.
 type MemcgThresholds struct {
-	onCross func(at time.Time)
+	onCross func(at time.Time, by string)
 
 	mu    sync.Mutex
 	armed map[string]*memcgLine // by caller's key
 }
 
 type memcgLine struct {
+	by    string // WokenByMemcgThreshold or WokenByMemcgOOM
 	dir   string
 	usage int64
 	event *os.File
@@ -37,7 +38,7 @@ const rearmSlack = 1 << 20
 
 // NewMemcgThresholds returns an empty set; onCross is called from the
 // waiting goroutines.
-func NewMemcgThresholds(onCross func(at time.Time)) *MemcgThresholds {
+func NewMemcgThresholds(onCross func(at time.Time, by string)) *MemcgThresholds {
 	return &MemcgThresholds{onCross: onCross, armed: map[string]*memcgLine{}}
 }
 
@@ -53,9 +54,36 @@ func (m *MemcgThresholds) Arm(key, dir string, usage int64) error {
 		old.close()
 		delete(m.armed, key)
 	}
-	line, err := armLine(dir, usage)
+	if usage <= 0 {
+		return fmt.Errorf("memcg threshold %d on %s: must be positive", usage, dir)
+	}
+	return m.armLocked(key, dir, "memory.usage_in_bytes", usage)
+}
+
+// ArmOOM asks for a notification when the memory cgroup dir (or a cgroup
+// below it) hits its limit and the kernel's OOM killer is invoked in it:
+// for kubepods, that is the pods together outgrowing their allocatable.
+func (m *MemcgThresholds) ArmOOM(key, dir string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.armed[key]; ok {
+		if old.dir == dir {
+			return nil
+		}
+		old.close()
+		delete(m.armed, key)
+	}
+	return m.armLocked(key, dir, "memory.oom_control", 0)
+}
+
+func (m *MemcgThresholds) armLocked(key, dir, file string, usage int64) error {
+	line, err := armEvent(dir, file, usage)
 	if err != nil {
 		return err
+	}
+	line.by = WokenByMemcgThreshold
+	if usage == 0 {
+		line.by = WokenByMemcgOOM
 	}
 	m.armed[key] = line
 	go m.wait(line)
@@ -72,11 +100,10 @@ func (m *MemcgThresholds) Close() {
 	}
 }
 
-func armLine(dir string, usage int64) (*memcgLine, error) {
-	if usage <= 0 {
-		return nil, fmt.Errorf("memcg threshold %d on %s: must be positive", usage, dir)
-	}
-	ctl, err := os.Open(filepath.Join(dir, "memory.usage_in_bytes"))
+// armEvent registers an eventfd for file of the memory cgroup dir through
+// cgroup.event_control; usage is the threshold for memory.usage_in_bytes.
+func armEvent(dir, file string, usage int64) (*memcgLine, error) {
+	ctl, err := os.Open(filepath.Join(dir, file))
 	if err != nil {
 		return nil, err
 	}
@@ -88,11 +115,14 @@ func armLine(dir string, usage int64) (*memcgLine, error) {
 	// A non-blocking fd goes to Go's poller: Read parks the goroutine and
 	// Close wakes it.
 	event := os.NewFile(uintptr(efd), "memcg-threshold")
-	spec := fmt.Sprintf("%d %d %d", efd, ctl.Fd(), usage)
+	spec := fmt.Sprintf("%d %d", efd, ctl.Fd())
+	if usage > 0 {
+		spec += fmt.Sprintf(" %d", usage)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.event_control"), []byte(spec), 0o200); err != nil {
 		event.Close()
 		ctl.Close()
-		return nil, fmt.Errorf("arm memcg threshold on %s: %w", dir, err)
+		return nil, fmt.Errorf("arm memcg notification on %s/%s: %w", dir, file, err)
 	}
 	return &memcgLine{dir: dir, usage: usage, event: event, ctl: ctl}, nil
 }
@@ -121,7 +151,7 @@ func (m *MemcgThresholds) wait(l *memcgLine) {
 			}
 			return
 		}
-		m.onCross(time.Now())
+		m.onCross(time.Now(), l.by)
 	}
 }
 

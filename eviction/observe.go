@@ -50,7 +50,8 @@ type HostSource struct {
 	PIDMax int64
 	Now    func() time.Time
 	// Memcg, on cgroup v1, gets a usage line for each memory threshold
-	// after every observation (the line moves with inactive_file).
+	// after every observation (the line moves with inactive_file), and an
+	// OOM notification on kubepods.
 	Memcg *MemcgThresholds
 	// Tripwires, on cgroup v2, get kubepods' lowest allocatable usage line
 	// as memory.high (v2 has no usage thresholds; the root has no
@@ -94,6 +95,11 @@ func (h *HostSource) Observe(ctx context.Context) (Observations, error) {
 			}
 		}
 		if h.Memcg != nil && h.Cgroups.Version() == 1 {
+			if m.signal == AllocatableMemoryAvailable {
+				if err := h.Memcg.ArmOOM("oom", h.Cgroups.Path(m.name)); err != nil {
+					errs = append(errs, fmt.Errorf("kubepods OOM notification: %w", err))
+				}
+			}
 			for _, t := range h.Thresholds {
 				if t.Signal != m.signal {
 					continue

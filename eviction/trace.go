@@ -17,10 +17,11 @@ type Trace struct {
 	Available      int64     `json:"available"`
 	Need           int64     `json:"need"` // what the victims had to free
 	Ranking        Ranking   `json:"ranking"`
-	Reclaimed      string    `json:"reclaimed,omitempty"`  // node-level reclaim done before evicting
-	TriggeredAt    time.Time `json:"triggeredAt,omitzero"` // a kernel notification woke the agent (zero: the poll did)
-	ObservedAt     time.Time `json:"observedAt"`           // the reading that met the threshold
-	WokeAt         time.Time `json:"wokeAt"`               // the agent started this synchronization
+	Reclaimed      string    `json:"reclaimed,omitempty"`   // node-level reclaim done before evicting
+	TriggeredAt    time.Time `json:"triggeredAt,omitzero"`  // a kernel notification woke the agent (zero: the poll did)
+	TriggeredBy    string    `json:"triggeredBy,omitempty"` // which one (a WokenBy source)
+	ObservedAt     time.Time `json:"observedAt"`            // the reading that met the threshold
+	WokeAt         time.Time `json:"wokeAt"`                // the agent started this synchronization
 	DecidedAt      time.Time `json:"decidedAt"`
 	KillSentAt     time.Time `json:"killSentAt"`
 	FreedAt        time.Time `json:"freedAt,omitzero"` // every victim was gone

@@ -406,7 +406,7 @@ func (c *client) getEvictions(output string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tAT\tTHRESHOLD\tAVAILABLE\tNEED\tDECIDE\tKILL SENT\tFREED\tVICTIMS")
+	fmt.Fprintln(tw, "ID\tAT\tWOKEN BY\tTHRESHOLD\tAVAILABLE\tNEED\tDECIDE\tKILL SENT\tFREED\tVICTIMS")
 	for _, t := range traces {
 		var victims []string
 		for _, v := range t.Victims {
@@ -421,7 +421,11 @@ func (c *client) getEvictions(output string) error {
 		if !t.FreedAt.IsZero() {
 			freed = t.FreedAt.Sub(t.KillSentAt).Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.ObservedAt.Format("15:04:05.000"), t.Threshold,
+		woken := t.TriggeredBy
+		if woken == "" {
+			woken = "poll"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.ObservedAt.Format("15:04:05.000"), woken, t.Threshold,
 			resource.NewQuantity(t.Available, resource.BinarySI), resource.NewQuantity(t.Need, resource.BinarySI),
 			t.DecidedAt.Sub(t.WokeAt).Round(time.Microsecond), t.KillSentAt.Sub(t.ObservedAt).Round(time.Microsecond), freed, strings.Join(victims, ", "))
 	}

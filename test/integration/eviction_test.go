@@ -206,7 +206,7 @@ func TestFastHogIsEvictedBeforeTheOOMKiller(t *testing.T) {
 		t.Errorf("kernel OOM kills on the node went from %q to %q", before, after)
 	}
 	tr := n.evictions()
-	if len(tr) == 0 || tr[0].TriggeredAt.IsZero() {
+	if len(tr) == 0 || tr[0].TriggeredBy != eviction.WokenByMemcgThreshold || tr[0].TriggeredAt.IsZero() {
 		t.Fatalf("the decision was not woken by the memcg threshold: %+v", tr)
 	}
 	t.Logf("memcg notification -> decided %v, -> kill sent %v", tr[0].DecidedAt.Sub(tr[0].TriggeredAt), tr[0].KillSentAt.Sub(tr[0].TriggeredAt))

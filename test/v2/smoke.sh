@@ -33,6 +33,16 @@ else
 fi
 echo "$out" | grep -E 'stats_live_test|---' | sed 's/^/  /'
 
+echo "== kernel notifications the eviction manager wakes on (eviction package, live test)"
+# A memory.high tripwire and a PSI trigger on a cgroup whose process
+# outgrows the wire, and the node-wide PSI trigger.
+if out=$($W/bin/eviction.test -test.run 'Live' -test.v 2>&1); then
+	pass "eviction live notifications test"
+else
+	fail "eviction live notifications test"
+fi
+echo "$out" | grep -E 'notify_live_test|---' | sed 's/^/  /'
+
 echo "== containerd (registry through the host's loopback at 10.0.2.2)"
 # The guest's root is 9p, where inotify sees nothing: the runtime's state
 # (and the CNI directory containerd watches) live in memory.
@@ -194,6 +204,8 @@ for i in $(seq 60); do api && break; sleep 0.5; done
 # The first observation (right after start) arms it.
 for i in $(seq 20); do high=$(cat $s/memory.high); [ "$high" != max ] && break; sleep 0.5; done
 [ "$high" != max ] && pass "kubepods.slice memory.high set as a tripwire ($high)" || fail "kubepods.slice memory.high is max"
+psi=$(grep -c 'PSI trigger armed' $W/agent-evict.log)
+check "PSI triggers armed (node and kubepods.slice)" "$psi" 2
 ooms=$(sed -n 's/^oom_kill //p' /proc/vmstat)
 cat >/etc/nodeagent/manifests/hog.yaml <<EOF
 apiVersion: v1
@@ -213,7 +225,7 @@ for i in $(seq 120); do
 done
 check "BestEffort hog past the tripwire" "$reason" Evicted
 check "kernel OOM kill count unchanged by the eviction" "$(sed -n 's/^oom_kill //p' /proc/vmstat)" "$ooms"
-$W/bin/nodectl get evictions -o json | grep -q '"triggeredAt"' && pass "the decision was woken by memory.events" || fail "the decision was not event-driven: $($W/bin/nodectl get evictions)"
+$W/bin/nodectl get evictions -o json | grep -q '"triggeredBy": "\(memory.high tripwire\|PSI trigger\)"' && pass "the decision was woken by memory.events or PSI" || fail "the decision was not event-driven: $($W/bin/nodectl get evictions)"
 $W/bin/nodectl get evictions | sed 's/^/  /'
 rm /etc/nodeagent/manifests/hog.yaml
 kill $agent; wait $agent 2>/dev/null

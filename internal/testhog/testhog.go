@@ -1,0 +1,67 @@
+// Package testhog turns a test binary into a memory hog for live cgroup
+// tests: the test re-executes itself with Env set, places the child in a
+// cgroup, then lets it allocate until the OOM killer ends it.
+package testhog
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+)
+
+// Env marks the child process.
+const Env = "NODEAGENT_TEST_HOG"
+
+// Main runs the hog when the process is one; call it first in TestMain.
+func Main() {
+	if os.Getenv(Env) == "" {
+		return
+	}
+	// Wait for a line on stdin: the process is in its cgroup by then.
+	var b [1]byte
+	os.Stdin.Read(b[:])
+	var chunks [][]byte
+	for {
+		c := make([]byte, 1<<20)
+		for i := range c {
+			c[i] = 1
+		}
+		chunks = append(chunks, c)
+		if len(chunks)%8 == 0 {
+			fmt.Println(len(chunks))
+		}
+	}
+}
+
+// Hog is a started, still idle hog.
+type Hog struct {
+	Cmd   *exec.Cmd
+	stdin io.WriteCloser
+}
+
+// Start starts the hog idle and writes its pid into each cgroup.procs file.
+func Start(t *testing.T, procs ...string) *Hog {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), Env+"=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for _, p := range procs {
+		if err := os.WriteFile(p, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &Hog{Cmd: cmd, stdin: stdin}
+}
+
+// Go starts the allocation.
+func (h *Hog) Go() { h.stdin.Write([]byte("\n")) }
