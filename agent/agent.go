@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -239,13 +240,22 @@ func (a *Agent) Run(ctx context.Context) error {
 			recorder.Event(recorder.NodeRef(), eventType, reason, message)
 		},
 		Reclaim: func(ctx context.Context, _ eviction.Signal) string {
-			removed, err := imageGC.DeleteUnused(ctx)
+			// The kubelet's order: dead containers, then unused images
+			// (which the removed containers may have been holding).
+			var did []string
+			containers, err := manager.ReclaimContainers(ctx)
+			did = append(did, fmt.Sprintf("removed %d dead containers", containers))
 			if err != nil {
-				return "image garbage collection failed: " + err.Error()
+				did = append(did, "container garbage collection failed: "+err.Error())
 			}
-			return fmt.Sprintf("removed %d unused images", len(removed))
+			images, err := imageGC.DeleteUnused(ctx)
+			did = append(did, fmt.Sprintf("removed %d unused images", len(images)))
+			if err != nil {
+				did = append(did, "image garbage collection failed: "+err.Error())
+			}
+			return strings.Join(did, "; ")
 		},
-	}, signals, manager, eviction.HostUsage{Tree: tree, RootDir: a.opts.RootDir, LogsDir: cfg.PodLogsDir})
+	}, signals, manager, hostUsage(ctx, rt, tree, store, a.opts.RootDir, cfg.PodLogsDir, log))
 	// From here on a crossing has a manager to wake.
 	signals.Memcg, signals.Thresholds = memcg, thresholds
 	defer watchMemoryPressure(mgr, tree, evictor, signals, log)()
@@ -502,6 +512,53 @@ func imageFsMount(rt *cri.Client) eviction.ImageFs {
 		}
 		return "", nil
 	}
+}
+
+// hostUsage measures pods for eviction: cgroups (through cadvisor for
+// containers), their directories, and the runtime's writable layers.
+func hostUsage(ctx context.Context, rt *cri.Client, tree *cgroups.Tree, store *status.Store, rootDir, logsDir string, log *slog.Logger) eviction.HostUsage {
+	u := eviction.HostUsage{Tree: tree, RootDir: rootDir, LogsDir: logsDir,
+		ContainerNames: func(uid types.UID) map[string]string {
+			names := map[string]string{}
+			if pod, ok := store.Get(uid); ok {
+				for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+					for _, c := range list {
+						if _, id, ok := strings.Cut(c.ContainerID, "://"); ok {
+							names[id] = c.Name
+						}
+					}
+				}
+			}
+			return names
+		},
+		WritableLayers: func(uid types.UID) (bytes, inodes int64, err error) {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			stats, err := rt.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{LabelSelector: map[string]string{cri.LabelPodUID: string(uid)}})
+			for _, s := range stats {
+				bytes += int64(s.GetWritableLayer().GetUsedBytes().GetValue())
+				inodes += int64(s.GetWritableLayer().GetInodesUsed().GetValue())
+			}
+			return bytes, inodes, err
+		},
+	}
+	stats, err := eviction.NewCgroupStats()
+	if err != nil {
+		log.Warn("no per-container stats: eviction messages name pods only and pid pressure evicts nobody", "err", err)
+	} else {
+		u.Stats = stats
+	}
+	// Writable layers count against nodefs when they live on it.
+	if mount, err := imageFsMount(rt)(ctx); err == nil && mount != "" {
+		u.ImageFsShared = sameFilesystem(rootDir, mount)
+	}
+	return u
+}
+
+// sameFilesystem tells whether two paths are on one device.
+func sameFilesystem(a, b string) bool {
+	var sa, sb unix.Stat_t
+	return unix.Stat(a, &sa) == nil && unix.Stat(b, &sb) == nil && sa.Dev == sb.Dev
 }
 
 // oomMessage names the OOM killer's victim, its cgroup and pod, and whose

@@ -58,6 +58,18 @@ func (c *Client) ListContainers(ctx context.Context, filter *runtimeapi.Containe
 	return resp.Containers, nil
 }
 
+// ListContainerStats returns the runtime's stats of the containers
+// matching filter (nil: all): CPU, memory and the writable layer.
+func (c *Client) ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	resp, err := c.runtime.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{Filter: filter})
+	if err != nil {
+		return nil, c.classify("ListContainerStats", err)
+	}
+	return resp.Stats, nil
+}
+
 // ContainerStatus returns a container's full status (exit code, reason,
 // start and finish times).
 func (c *Client) ContainerStatus(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error) {

@@ -151,6 +151,8 @@ type fakePods struct {
 	usage   map[types.UID]int64
 	disk    map[types.UID]int64
 	empty   map[string]int64    // uid/volume
+	layers  map[types.UID]int64 // writable layers
+	procs   map[types.UID]int64 // processes, in container "c"
 	evicted map[types.UID]int64 // grace
 	msgs    map[types.UID]string
 }
@@ -176,6 +178,22 @@ func (f *fakePods) Memory(p *corev1.Pod) (int64, bool) { u, ok := f.usage[p.UID]
 func (f *fakePods) Disk(p *corev1.Pod) (int64, int64, bool) {
 	d, ok := f.disk[p.UID]
 	return d, d / 4096, ok
+}
+
+func (f *fakePods) ImageFs(p *corev1.Pod) (int64, int64, bool) {
+	d, ok := f.layers[p.UID]
+	return d, d / 4096, ok
+}
+
+// Containers puts the whole pod's memory and processes in its one
+// container "c".
+func (f *fakePods) Containers(p *corev1.Pod) map[string]ContainerUsage {
+	u, ok := f.usage[p.UID]
+	n, ok2 := f.procs[p.UID]
+	if !ok && !ok2 {
+		return nil
+	}
+	return map[string]ContainerUsage{"c": {WorkingSet: u, Processes: n}}
 }
 
 func (f *fakePods) EmptyDir(p *corev1.Pod, v string) (int64, bool) {
@@ -209,7 +227,7 @@ func TestManagerEvictsTheSmallestSetAndReportsPressure(t *testing.T) {
 	if len(pods.evicted) != 1 || pods.evicted["hog"] != 1 {
 		t.Fatalf("evicted %v, want only the hog with grace 1", pods.evicted)
 	}
-	if msg := pods.msgs["hog"]; !strings.HasPrefix(msg, "The node was low on resource: memory. Threshold quantity: 100Mi, available: 60Mi. Pod hog was using 400Mi, request is 0") {
+	if msg := pods.msgs["hog"]; msg != "The node was low on resource: memory. Threshold quantity: 100Mi, available: 60Mi. Container c was using 400Mi, request is 0, has larger consumption of memory. " {
 		t.Errorf("message %q", msg)
 	}
 	cond := m.Conditions(clock.Now())[0]
@@ -226,7 +244,7 @@ func TestManagerEvictsTheSmallestSetAndReportsPressure(t *testing.T) {
 	// The hog is still terminating and the reading has not moved: its usage
 	// is already counted as coming back, so nothing else is evicted.
 	pods.evicted = map[types.UID]int64{}
-	m.pending["hog"] = pendingEviction{pod: pods.pods[0], resource: corev1.ResourceMemory, usage: 400 * mi, since: clock.Now(), trace: 1}
+	m.pending["hog"] = pendingEviction{pod: pods.pods[0], signal: MemoryAvailable, usage: 400 * mi, since: clock.Now(), trace: 1}
 	pods.pods = pods.pods[:3]
 	clock.Step(time.Second)
 	src.set(MemoryAvailable, 60*mi, 1000*mi, clock.Now())
@@ -453,11 +471,62 @@ func TestAVictimDrainingAfterTheReadingDoesNotTakeAnInnocent(t *testing.T) {
 	m := NewManager(Options{Thresholds: ts, TransitionPeriod: time.Minute, Clock: clock}, src, fp, fp)
 	src.set(AllocatableMemoryAvailable, 280*mi, 1024*mi, clock.Now())
 	fp.usage["hog"] = 700 * mi
-	m.pending["hog"] = pendingEviction{pod: fp.pods[0], resource: corev1.ResourceMemory, usage: 700 * mi, since: clock.Now(), trace: 1}
+	m.pending["hog"] = pendingEviction{pod: fp.pods[0], signal: AllocatableMemoryAvailable, usage: 700 * mi, since: clock.Now(), trace: 1}
 	fp.evicted["hog"] = 1 // already evicted: not active
 	clock.Step(100 * time.Millisecond)
 	m.Synchronize(context.Background())
 	if _, ok := fp.evicted["innocent"]; ok {
 		t.Fatal("the innocent pod was evicted for memory its predecessor was already giving back")
+	}
+}
+
+func TestPIDAndImageFsPressureEvictByTheirOwnMeasure(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &fakeSource{obs: Observations{}}
+	pods := &fakePods{
+		pods: []*corev1.Pod{pod("forker", corev1.PodQOSBestEffort, 10), pod("low", corev1.PodQOSGuaranteed, 0),
+			pod("layers", corev1.PodQOSBurstable, 10), pod("critical", corev1.PodQOSBestEffort, 2000000000)},
+		procs:   map[types.UID]int64{"forker": 900, "low": 3, "layers": 5, "critical": 2000},
+		layers:  map[types.UID]int64{"forker": 1 << 20, "low": 1 << 20, "layers": 6 << 30, "critical": 9 << 30},
+		evicted: map[types.UID]int64{}, msgs: map[types.UID]string{},
+	}
+	ts, _ := ParseThresholds(Config{Hard: map[string]string{"pid.available": "1000", "imagefs.available": "15%"}})
+	m := NewManager(Options{Thresholds: ts, TransitionPeriod: time.Minute, Clock: clock}, src, pods, pods)
+
+	// 500 pids short: pods have no pid requests, so priority goes first
+	// (low, 3 processes, is not enough), then the process count.
+	src.set(PIDAvailable, 500, 100000, clock.Now())
+	m.Synchronize(context.Background())
+	if len(pods.evicted) != 2 || pods.evicted["low"] != 1 || pods.evicted["forker"] != 1 {
+		t.Fatalf("pid pressure evicted %v, want low then forker", pods.evicted)
+	}
+	if c := m.Conditions(clock.Now())[2]; c.Type != corev1.NodePIDPressure || c.Status != corev1.ConditionTrue {
+		t.Errorf("condition %+v", c)
+	}
+	if msg := pods.msgs["forker"]; msg != "The node was low on resource: pids. Threshold quantity: 1k, available: 500. Pod forker was using 900, request is 0, has larger consumption of pids. " {
+		t.Errorf("message %q", msg)
+	}
+
+	// imagefs ranks by writable layers: the 6 GiB of "layers" covers the
+	// 4 GiB missing; the critical pod with more is never a candidate.
+	clock.Step(time.Second)
+	src.set(PIDAvailable, 90000, 100000, clock.Now())
+	src.set(ImageFsAvailable, 11<<30, 100<<30, clock.Now())
+	m.Synchronize(context.Background())
+	if len(pods.evicted) != 3 || pods.evicted["layers"] != 1 {
+		t.Fatalf("imagefs pressure evicted %v, want layers", pods.evicted)
+	}
+}
+
+func TestContainerIDOfACgroupDirectory(t *testing.T) {
+	for dir, want := range map[string]string{
+		"3f2a9c":                                "3f2a9c", // cgroupfs driver
+		"cri-containerd-3f2a9c.scope":           "3f2a9c", // systemd driver
+		"crio-3f2a9c.scope":                     "3f2a9c",
+		"kubepods-besteffort-pod1234abcd.slice": "pod1234abcd.slice",
+	} {
+		if got := containerIDOf(dir); got != want {
+			t.Errorf("containerIDOf(%q) = %q, want %q", dir, got, want)
+		}
 	}
 }

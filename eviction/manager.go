@@ -36,6 +36,17 @@ type PodUsage interface {
 	Disk(pod *corev1.Pod) (bytes, inodes int64, ok bool)
 	// EmptyDir is the bytes a disk emptyDir volume of the pod holds.
 	EmptyDir(pod *corev1.Pod, volume string) (int64, bool)
+	// ImageFs is what the pod's containers hold on the image filesystem
+	// (their writable layers): bytes, inodes.
+	ImageFs(pod *corev1.Pod) (bytes, inodes int64, ok bool)
+	// Containers is each container's usage, by name; nil when unknown.
+	Containers(pod *corev1.Pod) map[string]ContainerUsage
+}
+
+// ContainerUsage is one container's share of its pod's usage.
+type ContainerUsage struct {
+	WorkingSet int64
+	Processes  int64
 }
 
 // Options configure a Manager.
@@ -97,7 +108,7 @@ type transition struct {
 
 type pendingEviction struct {
 	pod      *corev1.Pod
-	resource corev1.ResourceName
+	signal   Signal // its usage is of this signal's measure
 	usage    int64
 	since    time.Time
 	trace    int
@@ -281,6 +292,40 @@ func (m *Manager) decideLocked(active []*corev1.Pod, obs Observations, err error
 	return m.planLocked(active, t, obs[t.Signal], woke, triggered)
 }
 
+// usageOf is the pod's usage in the measure of signal s.
+func (m *Manager) usageOf(pod *corev1.Pod, s Signal) (int64, bool) {
+	switch s {
+	case MemoryAvailable, AllocatableMemoryAvailable:
+		return m.usage.Memory(pod)
+	case NodeFsAvailable, NodeFsInodesFree:
+		bytes, inodes, ok := m.usage.Disk(pod)
+		if s == NodeFsInodesFree {
+			return inodes, ok
+		}
+		return bytes, ok
+	case ImageFsAvailable, ImageFsInodesFree:
+		bytes, inodes, ok := m.usage.ImageFs(pod)
+		if s == ImageFsInodesFree {
+			return inodes, ok
+		}
+		return bytes, ok
+	case PIDAvailable:
+		containers := m.usage.Containers(pod)
+		var n int64
+		for _, c := range containers {
+			n += c.Processes
+		}
+		return n, containers != nil
+	}
+	return 0, false
+}
+
+// sameMeasure tells whether usage taken for one signal counts against
+// another's deficit.
+func sameMeasure(a, b Signal) bool {
+	return a == b || (a.Resource() == corev1.ResourceMemory && b.Resource() == corev1.ResourceMemory)
+}
+
 // evictionPlan is a decision waiting to be carried out: a node-level
 // reclaim to try first, or victims.
 type evictionPlan struct {
@@ -301,18 +346,12 @@ func (m *Manager) planLocked(active []*corev1.Pod, t Threshold, o Observation, w
 	r := t.Signal.Resource()
 	need := line - o.Available
 	for _, p := range m.pending {
-		if p.resource == r {
+		if sameMeasure(p.signal, t.Signal) {
 			need -= p.usage
 		}
 	}
 	if need <= 0 {
 		return nil // evictions in flight cover it
-	}
-	switch t.Signal {
-	case ImageFsAvailable, ImageFsInodesFree, PIDAvailable:
-		// Writable layers and process counts are not measured per pod yet:
-		// no pod is evicted on guesses. The condition still shows it.
-		return nil
 	}
 	var cands []Candidate
 	for _, pod := range active {
@@ -322,18 +361,12 @@ func (m *Manager) planLocked(active []*corev1.Pod, t Threshold, o Observation, w
 		if _, inFlight := m.pending[pod.UID]; inFlight {
 			continue
 		}
-		requests := qos.PodRequests(pod)
 		c := Candidate{Pod: pod}
-		switch t.Signal {
-		case MemoryAvailable, AllocatableMemoryAvailable:
-			c.Request = requests.Memory().Value()
-			c.Usage, c.HasStats = m.usage.Memory(pod)
-		case NodeFsAvailable:
-			c.Request = requests.StorageEphemeral().Value()
-			c.Usage, _, c.HasStats = m.usage.Disk(pod)
-		case NodeFsInodesFree:
-			_, c.Usage, c.HasStats = m.usage.Disk(pod)
+		if r == corev1.ResourceMemory || r == corev1.ResourceEphemeralStorage {
+			requests := qos.PodRequests(pod)
+			c.Request = requests.Name(r, resource.BinarySI).Value()
 		}
+		c.Usage, c.HasStats = m.usageOf(pod, t.Signal)
 		cands = append(cands, c)
 	}
 	if len(cands) == 0 {
@@ -362,7 +395,7 @@ func (m *Manager) planLocked(active []*corev1.Pod, t Threshold, o Observation, w
 			Pod: v.Pod.Namespace + "/" + v.Pod.Name, UID: v.Pod.UID, QoS: qos.Class(v.Pod), Priority: Priority(v.Pod),
 			Usage: v.Usage, Request: v.Request, Grace: grace, Message: message(res, t, o, v),
 		})
-		m.pending[v.Pod.UID] = pendingEviction{pod: v.Pod, resource: r, usage: v.Usage, since: decided, trace: tr.ID}
+		m.pending[v.Pod.UID] = pendingEviction{pod: v.Pod, signal: t.Signal, usage: v.Usage, since: decided, trace: tr.ID}
 	}
 	m.opts.Log.Info("evicting pods", "threshold", t.String(), "available", o.Available, "need", need, "victims", len(victims),
 		"decide_us", decided.Sub(woke).Microseconds())
@@ -377,11 +410,17 @@ func (m *Manager) execute(p *evictionPlan) {
 	}
 	var wg sync.WaitGroup
 	results := make([]error, len(p.victims))
+	res := p.trace.Signal.Resource()
 	for i, v := range p.trace.Victims {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = m.pods.Evict(v.UID, v.Grace, v.Message)
+			// Read here, off the decision path: cadvisor takes a while
+			// per container.
+			if res == corev1.ResourceMemory {
+				p.trace.Victims[i].Message += containersMessage(p.victims[i].Pod, m.usage.Containers(p.victims[i].Pod))
+			}
+			results[i] = m.pods.Evict(v.UID, v.Grace, p.trace.Victims[i].Message)
 		}()
 	}
 	wg.Wait()
@@ -406,10 +445,7 @@ func (m *Manager) execute(p *evictionPlan) {
 // trace with the time the last victim let go.
 func (m *Manager) expirePendingLocked(now time.Time) {
 	for uid, p := range m.pending {
-		usage, ok := m.usage.Memory(p.pod)
-		if p.resource != corev1.ResourceMemory {
-			usage, _, ok = m.usage.Disk(p.pod)
-		}
+		usage, ok := m.usageOf(p.pod, p.signal)
 		if ok && usage > drained && now.Sub(p.since) < pendingTimeout {
 			p.usage = usage
 			m.pending[uid] = p
@@ -490,8 +526,27 @@ func message(res corev1.ResourceName, t Threshold, o Observation, v Candidate) s
 	var b strings.Builder
 	fmt.Fprintf(&b, "The node was low on resource: %s. ", res)
 	fmt.Fprintf(&b, "Threshold quantity: %s, available: %s. ", quantity(res, t.Value.Of(o.Capacity)), quantity(res, o.Available))
-	if v.HasStats && v.Usage > v.Request {
+	if res != corev1.ResourceMemory && v.HasStats && v.Usage > v.Request {
+		// Disk is measured per pod, not per container.
 		fmt.Fprintf(&b, "Pod %s was using %s, request is %s, has larger consumption of %s. ", v.Pod.Name, quantity(res, v.Usage), quantity(res, v.Request), res)
+	}
+	return b.String()
+}
+
+// containersMessage is the kubelet's line for each container using more
+// memory than it requests.
+func containersMessage(pod *corev1.Pod, usage map[string]ContainerUsage) string {
+	var b strings.Builder
+	for _, c := range pod.Spec.Containers {
+		u, ok := usage[c.Name]
+		if !ok {
+			continue
+		}
+		request := c.Resources.Requests.Memory().Value()
+		if u.WorkingSet > request {
+			fmt.Fprintf(&b, "Container %s was using %s, request is %s, has larger consumption of memory. ", c.Name,
+				quantity(corev1.ResourceMemory, u.WorkingSet), quantity(corev1.ResourceMemory, request))
+		}
 	}
 	return b.String()
 }

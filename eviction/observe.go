@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"nodeagent/cgroups"
 )
@@ -154,13 +156,24 @@ func statfs(obs Observations, path string, bytes, inodes Signal, now time.Time) 
 }
 
 // HostUsage reads pods' usage on the host: memory from their pod cgroups,
-// disk from their emptyDir volumes and log directories (the kubelet's
-// nodefs measure without a dedicated imagefs, less the writable layers,
-// which are not measured yet).
+// per-container memory and process counts through cadvisor, disk from
+// their emptyDir volumes and log directories, and writable layers from the
+// runtime's container stats.
 type HostUsage struct {
 	Tree    *cgroups.Tree
 	RootDir string // emptyDirs under <RootDir>/pods/<uid>/volumes
 	LogsDir string // logs under <LogsDir>/<ns>_<name>_<uid>
+	// Stats reads container cgroups (nil: no per-container memory in
+	// eviction messages and no pid eviction).
+	Stats *CgroupStats
+	// ContainerNames maps the pod's container IDs to container names.
+	ContainerNames func(uid types.UID) map[string]string
+	// WritableLayers gives the pod's containers' writable layers (the
+	// CRI's container stats); nil: not counted.
+	WritableLayers func(uid types.UID) (bytes, inodes int64, err error)
+	// ImageFsShared is true when the images and writable layers live on
+	// the node filesystem, which then counts them, as the kubelet does.
+	ImageFsShared bool
 }
 
 // Memory implements PodUsage: the pod cgroup's working set.
@@ -176,7 +189,39 @@ func (u HostUsage) Memory(pod *corev1.Pod) (int64, bool) {
 	return int64(st.WorkingSet()), true
 }
 
-// Disk implements PodUsage: bytes and inodes of the pod's volumes and logs.
+// Containers implements PodUsage: each container's working set and
+// process count, by container name.
+func (u HostUsage) Containers(pod *corev1.Pod) map[string]ContainerUsage {
+	name, ok := u.Tree.PodCgroup(pod)
+	if !ok || u.Stats == nil || u.ContainerNames == nil {
+		return nil
+	}
+	names := u.ContainerNames(pod.UID)
+	mgr := u.Tree.Manager()
+	dir := mgr.Path(name)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	// cadvisor names a cgroup by its path below the hierarchy's root.
+	rel := strings.TrimPrefix(dir, mgr.Path(cgroups.Name{}))
+	out := map[string]ContainerUsage{}
+	for _, e := range entries {
+		container, ok := names[containerIDOf(e.Name())]
+		if !e.IsDir() || !ok {
+			continue // the sandbox, or not a container's cgroup
+		}
+		st, err := u.Stats.Stats(rel + "/" + e.Name())
+		if err != nil || st == nil {
+			continue
+		}
+		out[container] = ContainerUsage{WorkingSet: int64(st.Memory.WorkingSet), Processes: int64(st.Processes.ProcessCount)}
+	}
+	return out
+}
+
+// Disk implements PodUsage: bytes and inodes of the pod's volumes and logs,
+// and of its writable layers when they share the node filesystem.
 func (u HostUsage) Disk(pod *corev1.Pod) (bytes, inodes int64, ok bool) {
 	for _, dir := range []string{
 		filepath.Join(u.RootDir, "pods", string(pod.UID), "volumes"),
@@ -188,7 +233,23 @@ func (u HostUsage) Disk(pod *corev1.Pod) (bytes, inodes int64, ok bool) {
 		}
 		bytes, inodes = bytes+b, inodes+i
 	}
+	if u.ImageFsShared && u.WritableLayers != nil {
+		b, i, err := u.WritableLayers(pod.UID)
+		if err != nil {
+			return 0, 0, false
+		}
+		bytes, inodes = bytes+b, inodes+i
+	}
 	return bytes, inodes, true
+}
+
+// ImageFs implements PodUsage: the pod's writable layers.
+func (u HostUsage) ImageFs(pod *corev1.Pod) (bytes, inodes int64, ok bool) {
+	if u.WritableLayers == nil {
+		return 0, 0, false
+	}
+	b, i, err := u.WritableLayers(pod.UID)
+	return b, i, err == nil
 }
 
 // EmptyDir implements PodUsage: the bytes a disk emptyDir volume holds.

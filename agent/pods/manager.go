@@ -446,6 +446,35 @@ func (m *Manager) Active() []*corev1.Pod {
 	return out
 }
 
+// ReclaimContainers is the dead-container half of the reclaim that comes
+// before a disk eviction: a finished pod keeps only the newest record of
+// each container (its status; its lastState goes, as the kubelet removes
+// terminated pods' containers), and a running pod what prune already
+// leaves. It returns how many containers it removed.
+func (m *Manager) ReclaimContainers(ctx context.Context) (int, error) {
+	var removed int
+	var errs []error
+	for _, uid := range m.cache.UIDs() {
+		phase, ok := m.store.Phase(uid)
+		if !ok || (phase != corev1.PodSucceeded && phase != corev1.PodFailed) {
+			continue // a running pod's worker owns its containers
+		}
+		rt := m.cache.Get(uid)
+		if hasRunning(rt) {
+			continue
+		}
+		for _, c := range deadContainers(rt, 1) {
+			if err := m.rt.RemoveContainer(ctx, c.Id); err != nil {
+				errs = append(errs, fmt.Errorf("remove dead container %s of pod %s: %w", shortID(c.Id), uid, err))
+				continue
+			}
+			removeLogs(c.LogPath)
+			removed++
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
 // Evict ends a pod as the kubelet's eviction does: its containers stop
 // with grace seconds and it stays listed as Failed, reason Evicted, with
 // message and a DisruptionTarget condition, until its manifest changes.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
@@ -79,8 +82,8 @@ func (f *fakeRuntime) StartContainer(context.Context, string) error { return nil
 func (f *fakeRuntime) StopContainer(context.Context, string, int64) error {
 	return f.record("StopContainer")
 }
-func (f *fakeRuntime) RemoveContainer(context.Context, string) error {
-	return f.record("RemoveContainer")
+func (f *fakeRuntime) RemoveContainer(_ context.Context, id string) error {
+	return f.record("RemoveContainer " + id)
 }
 func (f *fakeRuntime) PullImage(context.Context, string, *runtimeapi.PodSandboxConfig) (string, error) {
 	return "sha256:x", nil
@@ -192,5 +195,50 @@ func TestAFailedSandboxAttemptIsNeverReused(t *testing.T) {
 	}
 	if fmt.Sprint(rt.attempts) != "[0 1 2]" {
 		t.Errorf("attempts %v: a failed attempt may still hold its name, so each retry needs the next number", rt.attempts)
+	}
+}
+
+// fixedCache is a runtime as the relist last saw it.
+type fixedCache map[types.UID]*pleg.PodRuntime
+
+func (c fixedCache) Get(uid types.UID) *pleg.PodRuntime { return c[uid] }
+func (c fixedCache) Inspect(_ context.Context, uid types.UID) (*pleg.PodRuntime, error) {
+	return c[uid], nil
+}
+func (c fixedCache) UIDs() []types.UID { return slices.Collect(maps.Keys(c)) }
+
+func TestReclaimContainersTakesOnlyFinishedPodsOldRecords(t *testing.T) {
+	ctr := func(id, name string, state runtimeapi.ContainerState) *runtimeapi.ContainerStatus {
+		return &runtimeapi.ContainerStatus{Id: id, Metadata: &runtimeapi.ContainerMetadata{Name: name}, State: state}
+	}
+	exited, running := runtimeapi.ContainerState_CONTAINER_EXITED, runtimeapi.ContainerState_CONTAINER_RUNNING
+	cache := fixedCache{
+		// Failed: the newest record of each container is its status.
+		"done": {UID: "done", Containers: []*runtimeapi.ContainerStatus{
+			ctr("done-main-2", "main", exited), ctr("done-side-1", "side", exited), ctr("done-main-1", "main", exited), ctr("done-main-0", "main", exited)}},
+		// Running: its worker owns its containers, the exited one is its lastState.
+		"live": {UID: "live", Containers: []*runtimeapi.ContainerStatus{
+			ctr("live-main-2", "main", running), ctr("live-main-1", "main", exited), ctr("live-main-0", "main", exited)}},
+		// Failed, but a container still runs (being stopped): left alone.
+		"stopping": {UID: "stopping", Containers: []*runtimeapi.ContainerStatus{
+			ctr("stopping-main-1", "main", running), ctr("stopping-main-0", "main", exited)}},
+	}
+	rt := &fakeRuntime{sandbox: map[string]*runtimeapi.PodSandboxStatus{}}
+	store := status.NewStore()
+	m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir()}, Deps{
+		Runtime: rt, Cache: cache, Store: store, Clock: clock.RealClock{},
+		Tree: cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true}),
+		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	for uid, phase := range map[types.UID]corev1.PodPhase{"done": corev1.PodFailed, "live": corev1.PodRunning, "stopping": corev1.PodFailed} {
+		store.Set(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid, Name: string(uid)}, Status: corev1.PodStatus{Phase: phase}})
+	}
+	n, err := m.ReclaimContainers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"RemoveContainer done-main-1", "RemoveContainer done-main-0"}
+	if n != 2 || !slices.Equal(rt.stopped, want) {
+		t.Errorf("removed %d: %v, want %v", n, rt.stopped, want)
 	}
 }

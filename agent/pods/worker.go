@@ -682,18 +682,13 @@ func (w *worker) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 // exited ones removed with their logs; old sandboxes that are not ready and
 // hold no containers are removed, as the kubelet's sandbox GC does.
 func (w *worker) prune(ctx context.Context, rt *pleg.PodRuntime) {
-	seen := map[string]int{}
-	for _, c := range rt.GetContainers() {
-		name := c.GetMetadata().GetName()
-		seen[name]++
-		if seen[name] > 2 && c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
-			w.actions++
-			if err := w.m.rt.RemoveContainer(ctx, c.Id); err != nil {
-				w.log.Warn("remove old container", "container", name, "err", err)
-				continue
-			}
-			removeLogs(c.LogPath)
+	for _, c := range deadContainers(rt, 2) {
+		w.actions++
+		if err := w.m.rt.RemoveContainer(ctx, c.Id); err != nil {
+			w.log.Warn("remove old container", "container", c.GetMetadata().GetName(), "err", err)
+			continue
 		}
+		removeLogs(c.LogPath)
 	}
 	sandboxes := rt.GetSandboxes() // newest first
 	for i := 1; i < len(sandboxes); i++ {
@@ -706,6 +701,21 @@ func (w *worker) prune(ctx context.Context, rt *pleg.PodRuntime) {
 			w.log.Warn("remove dead sandbox", "sandbox", shortID(sb.Id), "err", err)
 		}
 	}
+}
+
+// deadContainers are the exited containers beyond the keep newest
+// records of each container name.
+func deadContainers(rt *pleg.PodRuntime, keep int) []*runtimeapi.ContainerStatus {
+	var out []*runtimeapi.ContainerStatus
+	seen := map[string]int{}
+	for _, c := range rt.GetContainers() { // newest first
+		name := c.GetMetadata().GetName()
+		seen[name]++
+		if seen[name] > keep && c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // holdsContainers reports whether some container was created in the

@@ -244,8 +244,29 @@ func TestDiskPressureEvictsTheWriter(t *testing.T) {
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", root).Run() })
 	n.writeManifest("quiet.yaml", writerPod("quiet", "", "while true; do sleep 1 & wait $!; done"))
+	// A pod that failed once, then succeeded: two dead containers, of
+	// which the reclaim takes the older (the newer is its status).
+	done := strings.Replace(writerPod("done", "", "[ -f /data/ran ] && exit 0; touch /data/ran; exit 1"), "spec:\n", "spec:\n  restartPolicy: OnFailure\n", 1)
+	n.writeManifest("done.yaml", done)
 	n.start()
 	n.waitRunning("quiet")
+	d := n.waitPod("done", 60*time.Second, "Succeeded after one failure", func(p *corev1.Pod) error {
+		if p.Status.Phase != corev1.PodSucceeded {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		return nil
+	})
+	if d.Status.ContainerStatuses[0].RestartCount != 1 {
+		t.Fatalf("done pod: restartCount %d, want 1", d.Status.ContainerStatuses[0].RestartCount)
+	}
+	// A finished pod's emptyDir is torn down, as the kubelet does.
+	doneVolumes := filepath.Join(root, "pods", string(d.UID), "volumes", "kubernetes.io~empty-dir")
+	n.eventually("the finished pod's emptyDir removed", 10*time.Second, func() error {
+		if _, err := os.Stat(doneVolumes); !os.IsNotExist(err) {
+			return fmt.Errorf("%s: %v", doneVolumes, err)
+		}
+		return nil
+	})
 	n.writeManifest("writer.yaml", writerPod("writer", "", "dd if=/dev/zero of=/data/fill bs=1M count=180; while true; do sleep 1 & wait $!; done"))
 	p := n.waitEvicted("writer")
 	if !strings.HasPrefix(p.Status.Message, "The node was low on resource: ephemeral-storage. ") {
@@ -258,8 +279,15 @@ func TestDiskPressureEvictsTheWriter(t *testing.T) {
 		t.Errorf("the quiet pod went too: %s %s", q.Status.Phase, q.Status.Message)
 	}
 	tr := n.evictions()
-	if len(tr) == 0 || tr[0].Signal != eviction.NodeFsAvailable || !strings.HasPrefix(tr[0].Reclaimed, "removed ") {
-		t.Errorf("trace %+v: want a nodefs decision after the image reclaim", tr)
+	if len(tr) == 0 || tr[0].Signal != eviction.NodeFsAvailable || !strings.HasPrefix(tr[0].Reclaimed, "removed 1 dead containers; removed ") {
+		t.Errorf("trace %+v: want a nodefs decision after reclaiming the done pod's old container, then images", tr)
+	}
+	_, containers := n.runtimeObjects(string(d.UID))
+	if len(containers) != 1 {
+		t.Errorf("the done pod has %d containers after the reclaim, want its newest only", len(containers))
+	}
+	if p := n.mustPod("done"); p.Status.Phase != corev1.PodSucceeded || p.Status.ContainerStatuses[0].State.Terminated == nil {
+		t.Errorf("the done pod's status after the reclaim: %+v", p.Status)
 	}
 	// Under DiskPressure no pod is admitted.
 	n.writeManifest("late.yaml", sleeperPod("late", guaranteed))
