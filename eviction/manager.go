@@ -107,11 +107,11 @@ type transition struct {
 }
 
 type pendingEviction struct {
-	pod      *corev1.Pod
-	signal   Signal // its usage is of this signal's measure
-	usage    int64
-	since    time.Time
-	trace    int
+	pod    *corev1.Pod
+	signal Signal // its usage is of this signal's measure
+	usage  int64
+	since  time.Time
+	trace  int
 }
 
 // pendingTimeout bounds how long an evicted pod's usage is assumed to be
