@@ -58,7 +58,7 @@ func (m *Metrics) WriteText(w io.Writer) {
 		name, help string
 		h          *metrics.Histogram
 	}{
-		{"nodeagent_eviction_detection_seconds", "Kernel notification (memcg threshold) to the eviction manager awake.", m.Detection},
+		{"nodeagent_eviction_detection_seconds", "Kernel notification (memcg threshold or OOM, memory.high tripwire, PSI trigger, OOM kill) to the eviction manager awake.", m.Detection},
 		{"nodeagent_eviction_decision_seconds", "Eviction manager awake to victims chosen.", m.Decision},
 		{"nodeagent_eviction_kill_seconds", "Victims chosen to kills sent.", m.Kill},
 		{"nodeagent_eviction_reclaim_seconds", "Kills sent to every victim drained.", m.Reclaim},
