@@ -282,7 +282,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	run(func() { manager.Run(ctx, updates) })
 	run(func() { prober.Run(ctx) })
 	run(func() { evictor.Run(ctx) })
-	if err := eviction.WatchKernelOOM(ctx, a.opts.Clock.Now(), func(k eviction.OOMKill) {
+	if err := eviction.WatchKernelOOM(ctx, "/dev/kmsg", func(k eviction.OOMKill) {
 		recorder.Event(recorder.NodeRef(), corev1.EventTypeWarning, "OOMKilling", oomMessage(k, store))
 		log.Warn("kernel OOM killer", "process", k.Process, "pid", k.PID, "cgroup", k.TaskMemcg, "limit_of", k.OOMMemcg, "constraint", k.Constraint)
 		evictor.NotifyAt(k.Seen, eviction.WokenByKernelOOM) // a kill is the strongest pressure signal there is

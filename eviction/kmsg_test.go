@@ -1,46 +1,22 @@
 package eviction
 
-import (
-	"context"
-	"testing"
-	"time"
+import "testing"
 
-	"github.com/google/cadvisor/utils/oomparser"
-)
-
-func TestOOMKillsAreForwardedFromStart(t *testing.T) {
-	start := time.Unix(1000, 0)
-	stream := make(chan *oomparser.OomInstance, 3)
-	// From the ring buffer's past, a pod container over its limit, and a
-	// node-wide OOM (whose victim cgroup the kernel's summary line lacks).
-	stream <- &oomparser.OomInstance{Pid: 1, ProcessName: "old", TimeOfDeath: start.Add(-time.Minute), ContainerName: "/", VictimContainerName: "/"}
-	stream <- &oomparser.OomInstance{Pid: 12441, ProcessName: "memhog", TimeOfDeath: start.Add(time.Second), Constraint: "CONSTRAINT_MEMCG",
-		ContainerName: "/kubepods/besteffort/podd144c9e8/e2ac8ceb3a09", VictimContainerName: "/kubepods/besteffort/podd144c9e8/e2ac8ceb3a09"}
-	stream <- &oomparser.OomInstance{Pid: 7, ProcessName: "stress", TimeOfDeath: start.Add(2 * time.Second), Constraint: "CONSTRAINT_NONE",
-		ContainerName: "/", VictimContainerName: "/user.slice"}
-	ctx, cancel := context.WithCancel(context.Background())
-	got := make(chan OOMKill, 3)
-	done := make(chan struct{})
-	go func() { forwardOOMs(ctx, stream, start, func(k OOMKill) { got <- k }); close(done) }()
-	want := []OOMKill{
-		{PID: 12441, Process: "memhog", Constraint: "CONSTRAINT_MEMCG", OOMMemcg: "/kubepods/besteffort/podd144c9e8/e2ac8ceb3a09",
-			TaskMemcg: "/kubepods/besteffort/podd144c9e8/e2ac8ceb3a09", Seen: start.Add(time.Second)},
-		{PID: 7, Process: "stress", Constraint: "CONSTRAINT_NONE", TaskMemcg: "/user.slice", Seen: start.Add(2 * time.Second)},
+func TestParseOOMKill(t *testing.T) {
+	// A line this machine's kernel wrote.
+	line := "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=e2ac8ceb3a09,mems_allowed=0,oom_memcg=/nodeagent-bench/kubepods,task_memcg=/nodeagent-bench/kubepods/besteffort/podd144c9e8/e2ac8ceb3a09,task=memhog,pid=12441,uid=0\n"
+	k, ok := ParseOOMKill(line)
+	if !ok || k.PID != 12441 || k.Process != "memhog" || k.Constraint != "CONSTRAINT_MEMCG" ||
+		k.OOMMemcg != "/nodeagent-bench/kubepods" || k.TaskMemcg != "/nodeagent-bench/kubepods/besteffort/podd144c9e8/e2ac8ceb3a09" {
+		t.Errorf("got %+v %v", k, ok)
 	}
-	for _, w := range want {
-		select {
-		case k := <-got:
-			if k != w {
-				t.Errorf("got %+v, want %+v", k, w)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("no kill forwarded, want %+v", w)
-		}
+	// A node-wide OOM has no oom_memcg.
+	k, ok = ParseOOMKill("oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,task_memcg=/user.slice,task=stress,pid=7,uid=1000")
+	if !ok || k.Constraint != "CONSTRAINT_NONE" || k.OOMMemcg != "" || k.Process != "stress" || k.PID != 7 {
+		t.Errorf("global: %+v %v", k, ok)
 	}
-	cancel()
-	<-done
-	if len(got) != 0 {
-		t.Errorf("forwarded the past: %+v", <-got)
+	if _, ok := ParseOOMKill("Memory cgroup out of memory: Killed process 12441 (memhog)"); ok {
+		t.Error("the long form is not the summary line")
 	}
 }
 

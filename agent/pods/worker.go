@@ -235,6 +235,11 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 		rt = w.inspect(ctx, rt)
 	}
 	w.publish(rt)
+	if w.lastPhase == corev1.PodSucceeded || w.lastPhase == corev1.PodFailed {
+		// Just finished: the sandbox and volumes go now, not at the next
+		// runtime event, which a finished pod may never have.
+		return time.Millisecond
+	}
 	return retry
 }
 
