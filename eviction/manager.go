@@ -201,10 +201,6 @@ func key(t Threshold) string { return fmt.Sprintf("%s/%v", t.Signal, t.Hard) }
 // met. It is the kubelet's synchronize, without its one-pod-per-cycle limit.
 func (m *Manager) Synchronize(ctx context.Context) {
 	woke := m.opts.Clock.Now()
-	m.triggerMu.Lock()
-	triggered := m.triggered
-	m.triggered = wakeup{}
-	m.triggerMu.Unlock()
 	// The pod manager calls Admit (and so takes m.mu) while holding its own
 	// lock: it is never called with m.mu held.
 	active := m.pods.Active()
@@ -215,7 +211,22 @@ func (m *Manager) Synchronize(ctx context.Context) {
 	m.mu.Lock()
 	m.expirePendingLocked(m.opts.Clock.Now())
 	m.mu.Unlock()
+	reading := m.opts.Clock.Now()
 	obs, err := m.node.Observe(ctx)
+	// A notification that came in before the reading is what the reading
+	// shows, even if the poll had already woken us (then the agent was
+	// awake when the kernel fired). A later one is the next round's.
+	m.triggerMu.Lock()
+	triggered := m.triggered
+	if triggered.at.After(reading) {
+		triggered = wakeup{}
+	} else {
+		m.triggered = wakeup{}
+	}
+	m.triggerMu.Unlock()
+	if !triggered.at.IsZero() && triggered.at.After(woke) {
+		woke = triggered.at
+	}
 	m.mu.Lock()
 	plan := m.decideLocked(active, obs, err, woke, triggered, m.opts.Reclaim != nil)
 	m.mu.Unlock()
