@@ -18,7 +18,7 @@ LDFLAGS  := -X nodeagent/internal/version.Version=$(VERSION)
 export RUNTIME_DIR RUNTIME_RUN_DIR REGISTRY PAUSE_IMAGE TEST_IMAGE BIN_DIR
 
 .DEFAULT_GOAL := help
-.PHONY: help build images deps runtime-up runtime-down runtime-status run test unit integration test-v2 vm-image bench lint clean
+.PHONY: help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration test-v2 vm-image bench lint clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -26,6 +26,12 @@ help: ## show this help
 build: ## build bin/nodeagent and bin/nodectl
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/nodeagent ./cmd/nodeagent
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/nodectl ./cmd/nodectl
+
+install: build ## install binaries, the systemd unit and a default config under /etc/nodeagent (DESTDIR, PREFIX honoured)
+	@hack/install.sh install
+
+uninstall: ## remove what install put in place (a changed config is kept; pods keep running)
+	@hack/install.sh uninstall
 
 images: ## build the pause and test images (OCI layouts in bin/images/oci)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN_DIR)/images/pause ./cmd/pause

@@ -18,7 +18,8 @@ TEST_IMAGE=${TEST_IMAGE:-$REGISTRY/nodeagent/test:latest}
 BIN_DIR=${BIN_DIR:-bin}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 
-PACKAGES=(containerd runc containernetworking-plugins docker-registry busybox-static iptables iproute2 curl)
+# systemd: systemd-analyze checks the service unit in the tests (not run as PID 1).
+PACKAGES=(containerd runc containernetworking-plugins docker-registry busybox-static iptables iproute2 curl systemd)
 
 log() { printf 'runtime: %s\n' "$*" >&2; }
 die() { printf 'runtime: error: %s\n' "$*" >&2; exit 1; }

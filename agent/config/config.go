@@ -97,6 +97,26 @@ func Defaults() Config {
 	}}
 }
 
+// DefaultYAML is the defaults as a config file: the fields nodeagent
+// honours, with the values it uses when a file leaves them out.
+func DefaultYAML() ([]byte, error) {
+	data, err := yaml.Marshal(Defaults().KubeletConfiguration)
+	if err != nil {
+		return nil, err
+	}
+	var all map[string]any
+	if err := yaml.Unmarshal(data, &all); err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	for _, f := range append([]string{"apiVersion", "kind"}, Honoured...) {
+		if v, ok := all[f]; ok {
+			out[f] = v
+		}
+	}
+	return yaml.Marshal(out)
+}
+
 // Load reads file (YAML or JSON), applies defaults to unset fields and
 // validates. An empty file name returns the defaults.
 func Load(file string) (*Config, error) {

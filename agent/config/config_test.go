@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"reflect"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -131,5 +132,25 @@ func TestHeaderChecks(t *testing.T) {
 	}
 	if _, err := Load("/nonexistent/config.yaml"); err == nil || !strings.Contains(err.Error(), "/nonexistent/config.yaml") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// --print-default-config's output is a config file that loads back to the
+// defaults, with no field nodeagent would ignore.
+func TestDefaultYAMLLoadsBackToTheDefaults(t *testing.T) {
+	data, err := DefaultYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(write(t, string(data)))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if len(cfg.Warnings) > 0 {
+		t.Errorf("warnings: %v", cfg.Warnings)
+	}
+	want := Defaults()
+	if !reflect.DeepEqual(cfg.KubeletConfiguration, want.KubeletConfiguration) {
+		t.Errorf("loaded back:\n%+v\nwant\n%+v", cfg.KubeletConfiguration, want.KubeletConfiguration)
 	}
 }

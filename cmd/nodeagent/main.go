@@ -51,12 +51,30 @@ Flags:
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	printDefaults := fs.Bool("print-default-config", false, "print the default KubeletConfiguration, as nodeagent fills it in, and exit")
+	validate := fs.String("validate-config", "", "check a config `FILE` and exit: 0 when valid (ignored fields are listed), 1 with one line per error")
 	if err := fs.Parse(os.Args[1:]); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "nodeagent: unexpected argument %q (flags start with --; see --help)\n", fs.Arg(0))
 		return 2
 	}
 	if *showVersion {
 		fmt.Println("nodeagent", version.Version)
 		return 0
+	}
+	if *printDefaults {
+		out, err := config.DefaultYAML()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "nodeagent:", err)
+			return 1
+		}
+		os.Stdout.Write(out)
+		return 0
+	}
+	if *validate != "" {
+		return validateConfig(*validate)
 	}
 
 	if *evictionRanking != "kubelet" && *evictionRanking != "qos" {
@@ -110,5 +128,20 @@ Flags:
 		log.Error("nodeagent cannot run", "err", err)
 		return 1
 	}
+	return 0
+}
+
+// validateConfig prints what --validate-config found in file.
+func validateConfig(file string) int {
+	cfg, err := config.Load(file)
+	if err != nil {
+		// Load joins one error per field, each on its own line.
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Printf("%s: warning: %s\n", file, w)
+	}
+	fmt.Printf("%s: valid\n", file)
 	return 0
 }

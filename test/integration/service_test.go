@@ -1,0 +1,101 @@
+//go:build integration
+
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// makeTarget runs a Makefile target of the repository with extra variables.
+func makeTarget(t *testing.T, target string, vars ...string) string {
+	t.Helper()
+	out, err := exec.Command("make", append([]string{"-C", "../..", "--no-print-directory", target}, vars...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make %s: %v\n%s", target, err, out)
+	}
+	return string(out)
+}
+
+// TestInstallPutsAVerifiedServiceInPlace installs into a staging root as
+// an operator would into /: the binaries, a unit that systemd-analyze
+// verify accepts, and a default config that validates; uninstall takes it
+// all away again but keeps a config the operator changed.
+func TestInstallPutsAVerifiedServiceInPlace(t *testing.T) {
+	root := t.TempDir()
+	makeTarget(t, "install", "DESTDIR="+root)
+	for _, f := range []string{"usr/local/bin/nodeagent", "usr/local/bin/nodectl", "etc/systemd/system/nodeagent.service",
+		"etc/nodeagent/config.yaml", "usr/local/share/doc/nodeagent/README.md"} {
+		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
+			t.Errorf("not installed: %v", err)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(root, "etc/nodeagent/manifests")); err != nil || !fi.IsDir() {
+		t.Errorf("no manifest directory: %v", err)
+	}
+	agent := filepath.Join(root, "usr/local/bin/nodeagent")
+	config := filepath.Join(root, "etc/nodeagent/config.yaml")
+	if out, err := exec.Command(agent, "--validate-config", config).CombinedOutput(); err != nil || !strings.HasSuffix(string(out), ": valid\n") || strings.Contains(string(out), "warning") {
+		t.Errorf("the default config does not validate cleanly: %v\n%s", err, out)
+	}
+
+	// systemd-analyze checks the unit against the binary it starts; the
+	// staged binary stands in for /usr/local/bin. It reports bad settings
+	// ("Failed to parse ..., ignoring") on stderr with exit code 0.
+	unit, err := os.ReadFile(filepath.Join(root, "etc/systemd/system/nodeagent.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(unit), "ExecStart=/usr/local/bin/nodeagent --config /etc/nodeagent/config.yaml\n") {
+		t.Errorf("ExecStart does not start the installed binary on the installed config:\n%s", unit)
+	}
+	staged := filepath.Join(t.TempDir(), "nodeagent.service")
+	if err := os.WriteFile(staged, []byte(strings.Replace(string(unit), "/usr/local/bin/nodeagent", agent, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("systemd-analyze", "verify", "--man=no", staged).CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	for _, want := range []string{"Type=notify", "WatchdogSec=", "Restart=always", "KillMode=process", "Delegate=yes", "OOMScoreAdjust=-999"} {
+		if !strings.Contains(string(unit), "\n"+want) {
+			t.Errorf("unit lacks %s", want)
+		}
+	}
+
+	// A changed config survives uninstall; everything else goes.
+	if err := os.WriteFile(config, append([]byte("# tuned by the operator\n"), mustRead(t, config)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := makeTarget(t, "uninstall", "DESTDIR="+root); !strings.Contains(out, "kept "+config) {
+		t.Errorf("uninstall did not say it kept the changed config:\n%s", out)
+	}
+	for _, f := range []string{"usr/local/bin/nodeagent", "usr/local/bin/nodectl", "etc/systemd/system/nodeagent.service", "usr/local/share/doc/nodeagent"} {
+		if _, err := os.Stat(filepath.Join(root, f)); !os.IsNotExist(err) {
+			t.Errorf("%s left after uninstall (%v)", f, err)
+		}
+	}
+	if _, err := os.Stat(config); err != nil {
+		t.Errorf("the changed config was removed: %v", err)
+	}
+
+	// An untouched install leaves nothing behind.
+	root = t.TempDir()
+	makeTarget(t, "install", "DESTDIR="+root)
+	makeTarget(t, "uninstall", "DESTDIR="+root)
+	if _, err := os.Stat(filepath.Join(root, "etc/nodeagent")); !os.IsNotExist(err) {
+		t.Errorf("/etc/nodeagent left after uninstalling an untouched install (%v)", err)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
