@@ -62,6 +62,7 @@ type node struct {
 	port       int
 	configFile string
 	args       []string // extra agent flags
+	env        []string // extra environment
 	cri        *cri.Client
 
 	mu   sync.Mutex
@@ -128,6 +129,7 @@ func (n *node) start() {
 	n.cmd = exec.Command(agentBin, "--config", n.configFile, "--hostname-override", n.name,
 		"--root-dir", filepath.Join(n.dir, "root"), "--control-socket", filepath.Join(n.dir, "control.sock"), "--log-level", "debug")
 	n.cmd.Args = append(n.cmd.Args, n.args...)
+	n.cmd.Env = append(os.Environ(), n.env...)
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
 	if err := n.cmd.Start(); err != nil {
 		n.mu.Unlock()

@@ -3,11 +3,13 @@
 package integration
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // makeTarget runs a Makefile target of the repository with extra variables.
@@ -98,4 +100,75 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestSystemdNotifications gives the agent the NOTIFY_SOCKET and watchdog
+// interval systemd would: READY=1 once it serves, WATCHDOG=1 while healthy,
+// STOPPING=1 on SIGTERM.
+func TestSystemdNotifications(t *testing.T) {
+	n := newNode(t, "")
+	sock := filepath.Join(n.dir, "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	messages := make(chan string, 100)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			k, err := conn.Read(buf)
+			if err != nil {
+				close(messages)
+				return
+			}
+			messages <- string(buf[:k])
+		}
+	}()
+	next := func(what string) string {
+		t.Helper()
+		select {
+		case m, ok := <-messages:
+			if !ok {
+				t.Fatalf("notify socket closed while waiting for %s", what)
+			}
+			return m
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no %s on the notify socket within 30s", what)
+		}
+		return ""
+	}
+	n.env = []string{"NOTIFY_SOCKET=" + sock, "WATCHDOG_USEC=600000"}
+	n.start()
+	if m := next("READY=1"); m != "READY=1" {
+		t.Fatalf("first notification %q, want READY=1", m)
+	}
+	// The agent pets every third of the interval: several within 2 s.
+	deadline := time.After(2 * time.Second)
+	pets := 0
+	for waiting := true; waiting; {
+		select {
+		case m := <-messages:
+			if m == "WATCHDOG=1" {
+				pets++
+			}
+		case <-deadline:
+			waiting = false
+		}
+	}
+	if pets < 3 {
+		t.Errorf("%d WATCHDOG=1 in 2s with WATCHDOG_USEC=600000, want at least 3", pets)
+	}
+	if err := n.stop(); err != nil {
+		t.Fatalf("agent exit after SIGTERM: %v", err)
+	}
+	for {
+		m := next("STOPPING=1")
+		if m == "STOPPING=1" {
+			break
+		}
+		if m != "WATCHDOG=1" {
+			t.Fatalf("unexpected notification %q before STOPPING=1", m)
+		}
+	}
 }
