@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"nodeagent/agent"
 	"nodeagent/agent/config"
 	"nodeagent/internal/version"
@@ -98,6 +100,9 @@ Flags:
 		return 2
 	}
 	log := slog.New(handler)
+	// Libraries that log through klog (cadvisor, client-go) write into the
+	// same stream, in the same format.
+	klog.SetSlogLogger(log.With("source", "klog"))
 
 	cfg, err := config.Load(*configFile)
 	if err != nil {
