@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -112,7 +111,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		apiListener = l
 		defer l.Close()
 	}
-	rt, err := cri.New(cfg.ContainerRuntimeEndpoint, cri.Options{Timeout: cfg.RuntimeRequestTimeout.Duration})
+	metrics := newNodeMetrics()
+	rt, err := cri.New(cfg.ContainerRuntimeEndpoint, cri.Options{Timeout: cfg.RuntimeRequestTimeout.Duration, Observe: metrics.runtimeCall})
 	if err != nil {
 		return err
 	}
@@ -206,6 +206,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		Log: log.With("component", "probes"),
 	})
 	cache := pleg.New(rt, a.opts.NodeName, a.opts.Clock, log.With("component", "pleg"), func(uid types.UID) { manager.Wake(uid) })
+	cache.RelistObserved = func(d time.Duration) { metrics.relist.Observe(d.Seconds()) }
 	manager = pods.NewManager(pods.Options{
 		NodeName:          a.opts.NodeName,
 		NodeIP:            nodeIP,
@@ -226,6 +227,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}, pods.Deps{Runtime: rt, Cache: cache, Tree: tree, Store: store, Events: recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		Probes: prober, Hooks: hooks,
 		AdmitUnderPressure: func(pod *corev1.Pod) string { return evictor.Admit(pod) },
+		PodStarted:         metrics.podStarted,
 		NetworkReady: func() error {
 			if nodeStatus == nil {
 				return nil
@@ -283,6 +285,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	run(func() { prober.Run(ctx) })
 	run(func() { evictor.Run(ctx) })
 	if err := eviction.WatchKernelOOM(ctx, "/dev/kmsg", func(k eviction.OOMKill) {
+		metrics.kernelOOMKills.WithLabelValues(k.Constraint).Inc()
 		recorder.Event(recorder.NodeRef(), corev1.EventTypeWarning, "OOMKilling", oomMessage(k, store))
 		log.Warn("kernel OOM killer", "process", k.Process, "pid", k.PID, "cgroup", k.TaskMemcg, "limit_of", k.OOMMemcg, "constraint", k.Constraint)
 		evictor.NotifyAt(k.Seen, eviction.WokenByKernelOOM) // a kill is the strongest pressure signal there is
@@ -306,16 +309,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	var srv *http.Server
 	if apiListener != nil {
 		srv = server.NewServer(apiAddr, server.Handler(server.Sources{
-			Pods:   store.List,
-			Events: recorder.List,
-			Node:   func() *corev1.Node { return nodeStatus.Node(a.opts.Clock.Now()) },
-			Config: cfg.KubeletConfiguration,
-			Agent:  map[string]string{"controlSocket": a.opts.ControlSocket},
-			Probes: func(uid types.UID) any { return prober.Reports(uid) },
-			Metrics: func(w io.Writer) {
-				prober.Metrics.WriteText(w)
-				evictor.Metrics.WriteText(w)
-			},
+			Pods:      store.List,
+			Events:    recorder.List,
+			Node:      func() *corev1.Node { return nodeStatus.Node(a.opts.Clock.Now()) },
+			Config:    cfg.KubeletConfiguration,
+			Agent:     map[string]string{"controlSocket": a.opts.ControlSocket},
+			Probes:    func(uid types.UID) any { return prober.Reports(uid) },
+			Metrics:   metrics.registry(cache, prober.Metrics, evictor.Metrics),
 			Profiling: cfg.EnableProfilingHandler != nil && *cfg.EnableProfilingHandler,
 			Evictions: func() any { return evictor.Traces() },
 			Healthy: func() error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -18,6 +19,10 @@ type Options struct {
 	Timeout time.Duration
 	// PullTimeout bounds an image pull (default 10m).
 	PullTimeout time.Duration
+	// Observe, if set, is told of every unary call: its operation in the
+	// kubelet's naming (run_podsandbox, list_containers, ...), its
+	// duration and its error.
+	Observe func(operation string, took time.Duration, err error)
 }
 
 // maxMsgSize matches the kubelet's limit for CRI messages.
@@ -46,10 +51,19 @@ func New(endpoint string, opts Options) (*Client, error) {
 	if opts.PullTimeout <= 0 {
 		opts.PullTimeout = 10 * time.Minute
 	}
-	conn, err := grpc.NewClient(endpoint,
+	dial := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
-	)
+	}
+	if observe := opts.Observe; observe != nil {
+		dial = append(dial, grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			start := time.Now()
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			observe(OperationName(method), time.Since(start), err)
+			return err
+		}))
+	}
+	conn, err := grpc.NewClient(endpoint, dial...)
 	if err != nil {
 		return nil, fmt.Errorf("container runtime endpoint %q: %w", endpoint, err)
 	}
@@ -101,4 +115,22 @@ func Condition(st *runtimeapi.RuntimeStatus, name string) *runtimeapi.RuntimeCon
 		}
 	}
 	return nil
+}
+
+// OperationName turns a CRI method ("/runtime.v1.RuntimeService/RunPodSandbox")
+// into the kubelet's operation_type label ("run_podsandbox").
+func OperationName(method string) string {
+	name := method[strings.LastIndexByte(method, '/')+1:]
+	name = strings.ReplaceAll(name, "PodSandbox", "Podsandbox")
+	var b strings.Builder
+	for i, r := range name {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -113,3 +113,20 @@ func TestBadEndpoint(t *testing.T) {
 		}
 	}
 }
+
+func TestOperationNameIsTheKubelets(t *testing.T) {
+	for method, want := range map[string]string{
+		"/runtime.v1.RuntimeService/RunPodSandbox":      "run_podsandbox",
+		"/runtime.v1.RuntimeService/PodSandboxStatus":   "podsandbox_status",
+		"/runtime.v1.RuntimeService/ListPodSandbox":     "list_podsandbox",
+		"/runtime.v1.RuntimeService/ListContainers":     "list_containers",
+		"/runtime.v1.RuntimeService/ExecSync":           "exec_sync",
+		"/runtime.v1.RuntimeService/ReopenContainerLog": "reopen_container_log",
+		"/runtime.v1.ImageService/ImageFsInfo":          "image_fs_info",
+		"/runtime.v1.RuntimeService/Version":            "version",
+	} {
+		if got := OperationName(method); got != want {
+			t.Errorf("%s: %q, want %q", method, got, want)
+		}
+	}
+}

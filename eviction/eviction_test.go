@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"nodeagent/internal/metrics"
 )
 
 func TestParseThresholds(t *testing.T) {
@@ -272,11 +274,13 @@ func TestManagerEvictsTheSmallestSetAndReportsPressure(t *testing.T) {
 	if tr := m.Traces(); len(tr) != 1 || len(tr[0].Victims) != 1 || tr[0].Victims[0].QoS != corev1.PodQOSBestEffort {
 		t.Errorf("traces %+v", tr)
 	}
-	var text strings.Builder
-	m.Metrics.WriteText(&text)
+	text, err := metrics.Text(m.Metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, want := range []string{`kubelet_evictions{eviction_signal="memory.available"} 1`, "nodeagent_eviction_decision_seconds_count 1", "nodeagent_eviction_reclaim_seconds_count 1"} {
-		if !strings.Contains(text.String(), want) {
-			t.Errorf("metrics lack %q:\n%s", want, text.String())
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %q:\n%s", want, text)
 		}
 	}
 }

@@ -1,88 +1,67 @@
 package probes
 
 import (
-	"fmt"
-	"io"
-	"sort"
-	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"nodeagent/internal/metrics"
 )
 
 // Metrics counts probe runs by type and result and their durations, in the
-// kubelet's metric names, ready for the Prometheus text format. Labels are
-// limited to probe_type and result so that the series count does not grow
-// with the number of pods.
+// kubelet's metric names. Labels are limited to probe_type and result so
+// that the series count does not grow with the number of pods. It is a
+// prometheus.Collector.
 type Metrics struct {
-	mu     sync.Mutex
-	total  map[[2]string]uint64 // probe_type, result
-	missed map[string]uint64    // probe_type
-	hist   map[string]*metrics.Histogram
+	total    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	missed   *prometheus.CounterVec
 }
 
 // NewMetrics returns empty metrics.
 func NewMetrics() *Metrics {
-	return &Metrics{total: map[[2]string]uint64{}, missed: map[string]uint64{}, hist: map[string]*metrics.Histogram{}}
+	m := &Metrics{
+		total: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "prober_probe_total",
+			Help: "Cumulative number of liveness, readiness or startup probe runs, by result."}, []string{"probe_type", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "prober_probe_duration_seconds",
+			Help: "Duration of liveness, readiness or startup probe runs.", Buckets: metrics.LatencyBuckets}, []string{"probe_type"}),
+		missed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nodeagent_prober_missed_periods_total",
+			Help: "Probe periods skipped because the previous run was still in flight."}, []string{"probe_type"}),
+	}
+	for _, k := range []Kind{Liveness, Readiness, Startup} {
+		m.missed.WithLabelValues(string(k)) // zero until a period is missed
+	}
+	return m
 }
 
 func (m *Metrics) observe(kind Kind, r Result, took time.Duration) {
-	m.mu.Lock()
-	m.total[[2]string{string(kind), r.String()}]++
-	h := m.hist[string(kind)]
-	if h == nil {
-		h = metrics.NewHistogram(metrics.LatencyBuckets)
-		m.hist[string(kind)] = h
-	}
-	m.mu.Unlock()
-	h.Observe(took.Seconds())
+	m.total.WithLabelValues(string(kind), r.String()).Inc()
+	m.duration.WithLabelValues(string(kind)).Observe(took.Seconds())
 }
 
-func (m *Metrics) addMissed(kind Kind) {
-	m.mu.Lock()
-	m.missed[string(kind)]++
-	m.mu.Unlock()
-}
+func (m *Metrics) addMissed(kind Kind) { m.missed.WithLabelValues(string(kind)).Inc() }
 
 // Total is the number of runs of a probe type with a result.
 func (m *Metrics) Total(kind Kind, r Result) uint64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.total[[2]string{string(kind), r.String()}]
+	return uint64(metrics.CounterValue(m.total.WithLabelValues(string(kind), r.String())))
 }
 
 // Missed is the number of periods a probe type skipped because the
 // previous run had not finished.
 func (m *Metrics) Missed(kind Kind) uint64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.missed[string(kind)]
+	return uint64(metrics.CounterValue(m.missed.WithLabelValues(string(kind))))
 }
 
-// WriteText writes the metrics in the Prometheus text exposition format.
-func (m *Metrics) WriteText(w io.Writer) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	metrics.Header(w, "prober_probe_total", "counter", "Cumulative number of liveness, readiness or startup probe runs, by result.")
-	keys := make([][2]string, 0, len(m.total))
-	for k := range m.total {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1] < keys[j][0]+keys[j][1] })
-	for _, k := range keys {
-		fmt.Fprintf(w, "prober_probe_total{probe_type=%q,result=%q} %d\n", k[0], k[1], m.total[k])
-	}
-	metrics.Header(w, "prober_probe_duration_seconds", "histogram", "Duration of liveness, readiness or startup probe runs.")
-	kinds := make([]string, 0, len(m.hist))
-	for k := range m.hist {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	for _, k := range kinds {
-		m.hist[k].Write(w, "prober_probe_duration_seconds", fmt.Sprintf("probe_type=%q", k))
-	}
-	metrics.Header(w, "nodeagent_prober_missed_periods_total", "counter", "Probe periods skipped because the previous run was still in flight.")
-	for _, k := range []Kind{Liveness, Readiness, Startup} {
-		fmt.Fprintf(w, "nodeagent_prober_missed_periods_total{probe_type=%q} %d\n", k, m.missed[string(k)])
-	}
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	m.total.Describe(ch)
+	m.duration.Describe(ch)
+	m.missed.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.total.Collect(ch)
+	m.duration.Collect(ch)
+	m.missed.Collect(ch)
 }

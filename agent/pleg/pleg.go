@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -89,6 +90,9 @@ type Cache struct {
 
 	kick     chan struct{} // a runtime event asks for a relist now
 	relistMu sync.Mutex    // one relist at a time
+	// RelistObserved, if set before Run, is told how long each periodic
+	// or event-driven relist took.
+	RelistObserved func(time.Duration)
 
 	mu         sync.Mutex
 	pods       map[types.UID]*PodRuntime
@@ -124,7 +128,11 @@ func (c *Cache) Run(ctx context.Context) {
 		case <-t.C():
 		case <-c.kick:
 		}
+		start := c.clock.Now()
 		err := c.Relist(ctx)
+		if c.RelistObserved != nil && err == nil {
+			c.RelistObserved(c.clock.Since(start))
+		}
 		switch {
 		case ctx.Err() != nil:
 		case err != nil && err.Error() != failing:
@@ -350,6 +358,24 @@ func (c *Cache) Containers() []*runtimeapi.ContainerStatus {
 		out = append(out, st)
 	}
 	return out
+}
+
+// Running counts the pods with a ready sandbox and the containers by state
+// ("running", "exited", ...), as of the last relist.
+func (c *Cache) Running() (pods int, containers map[string]int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, sb := range c.sandboxes {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			pods++
+		}
+	}
+	containers = map[string]int{}
+	for _, st := range c.containers {
+		state := strings.ToLower(strings.TrimPrefix(st.State.String(), "CONTAINER_"))
+		containers[state]++
+	}
+	return pods, containers
 }
 
 // RelistThreshold is how long relisting may stall before the agent reports

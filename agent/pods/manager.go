@@ -71,6 +71,11 @@ type Deps struct {
 	// AdmitUnderPressure refuses a pod while the node is under pressure,
 	// with the kubelet's message ("": admit); nil admits.
 	AdmitUnderPressure func(pod *corev1.Pod) string
+	// PodStarted, if set, is told when a pod this agent started first has
+	// all its containers running: the time since the agent first saw it,
+	// and that time less image pulls and init containers (the kubelet's
+	// pod start SLI).
+	PodStarted func(total, sli time.Duration)
 }
 
 // Manager owns the desired pods, admits them and runs one worker per pod.
@@ -85,6 +90,7 @@ type Manager struct {
 	probes       Probes
 	hooks        Hooks
 	pressure     func(pod *corev1.Pod) string
+	podStarted   func(total, sli time.Duration)
 	clock        clock.WithTicker
 	log          *slog.Logger
 	restarts     *backOff // crash-loop back-off per container
@@ -121,7 +127,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 		deps.Events = events.NewRecorder(deps.Clock, opts.NodeName, 0)
 	}
 	return &Manager{
-		opts: opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.AdmitUnderPressure, clock: deps.Clock,
+		opts: opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.AdmitUnderPressure, podStarted: deps.PodStarted, clock: deps.Clock,
 		log:          deps.Log,
 		restarts:     newBackOff(deps.Clock, opts.MaxRestartBackOff),
 		imagePulls:   newBackOff(deps.Clock, 0),

@@ -58,6 +58,9 @@ type worker struct {
 	volumesReleased bool            // a finished pod's volumes are torn down
 	lastPhase       corev1.PodPhase
 	lastIP          string
+	seen            time.Time     // when this agent first synced the pod
+	pulling         time.Duration // spent pulling images for it
+	startReported   bool          // its start was measured (or it was adopted running)
 }
 
 func newWorker(m *Manager, uid types.UID, pod *corev1.Pod) *worker {
@@ -164,6 +167,10 @@ func (w *worker) run(ctx context.Context) {
 func (w *worker) sync(ctx context.Context) time.Duration {
 	pod := w.pod
 	rt := w.m.cache.Get(w.uid)
+	if w.seen.IsZero() {
+		// A pod adopted with its sandbox was started by someone else.
+		w.seen, w.startReported = w.m.clock.Now(), len(rt.GetSandboxes()) > 0
+	}
 	if w.startTime.IsZero() {
 		w.startTime = metav1.NewTime(w.m.clock.Now())
 		if n := len(rt.GetSandboxes()); n > 0 {
@@ -662,6 +669,7 @@ func (w *worker) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 	w.event(c.Name, corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
 	pullStart := w.m.clock.Now()
 	ref, err := w.m.rt.PullImage(ctx, c.Image, sandboxCfg)
+	w.pulling += w.m.clock.Since(pullStart)
 	if err != nil {
 		now := w.m.clock.Now()
 		w.pullFailed[c.Image] = now
@@ -747,6 +755,7 @@ func (w *worker) publish(rt *pleg.PodRuntime) {
 		hostIP: w.m.opts.NodeIP, runtimeName: w.m.opts.RuntimeName, startTime: w.startTime, now: w.m.clock.Now(), probes: w.m.probes,
 	})
 	w.m.store.Set(pod)
+	w.reportStart(&pod.Status)
 	w.reportContainers(rt, w.isTerminating())
 	if pod.Status.Phase != w.lastPhase || pod.Status.PodIP != w.lastIP {
 		ready := 0
@@ -759,6 +768,28 @@ func (w *worker) publish(rt *pleg.PodRuntime) {
 			"ready", fmt.Sprintf("%d/%d", ready, len(pod.Spec.Containers)))
 		w.lastPhase, w.lastIP = pod.Status.Phase, pod.Status.PodIP
 	}
+}
+
+// reportStart measures the pod's start the first time all its containers
+// run, as the kubelet's pod start metrics do.
+func (w *worker) reportStart(st *corev1.PodStatus) {
+	if w.startReported || w.m.podStarted == nil || st.Phase != corev1.PodRunning {
+		return
+	}
+	for _, cs := range st.ContainerStatuses {
+		if cs.State.Running == nil {
+			return
+		}
+	}
+	w.startReported = true
+	total := w.m.clock.Since(w.seen)
+	sli := total - w.pulling
+	for _, cs := range st.InitContainerStatuses {
+		if t := cs.State.Terminated; t != nil && !t.StartedAt.IsZero() {
+			sli -= t.FinishedAt.Sub(t.StartedAt.Time)
+		}
+	}
+	w.m.podStarted(total, max(sli, 0))
 }
 
 // reportContainers tells the probe manager the newest container of each

@@ -7,11 +7,12 @@ package server
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/pprof"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,8 +28,9 @@ type Sources struct {
 	Healthy func() error // nil error: healthy
 	// Probes reports a pod's probes (results, last run); nil: none.
 	Probes func(uid types.UID) any
-	// Metrics writes the Prometheus text exposition; nil: no /metrics.
-	Metrics func(w io.Writer)
+	// Metrics gathers what /metrics serves in the Prometheus formats;
+	// nil: no /metrics.
+	Metrics prometheus.Gatherer
 	// Evictions lists the eviction decisions; nil: none.
 	Evictions func() any
 	// Profiling serves Go's pprof under /debug/pprof/ (enableProfilingHandler).
@@ -77,10 +79,7 @@ func Handler(src Sources) http.Handler {
 		writeJSON(w, traces)
 	})
 	if src.Metrics != nil {
-		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-			src.Metrics(w)
-		})
+		mux.Handle("GET /metrics", promhttp.HandlerFor(src.Metrics, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	}
 	if src.Profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

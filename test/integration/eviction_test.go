@@ -86,8 +86,16 @@ func TestMemoryAllocatableEviction(t *testing.T) {
 	n.writeManifest("hog.yaml", hogPod("hog", "", ""))
 
 	p := n.waitEvicted("hog")
-	if !strings.HasPrefix(p.Status.Message, "The node was low on resource: memory. Threshold quantity: 300Mi, available: ") {
-		t.Errorf("message %q", p.Status.Message)
+	if !strings.HasPrefix(p.Status.Message, "The node was low on resource: memory. Threshold quantity: 300Mi, available: ") ||
+		!strings.Contains(p.Status.Message, "Container main was using ") {
+		t.Errorf("message %q: want the kubelet's, naming the container", p.Status.Message)
+	}
+	fams := n.metricFamilies()
+	if v, _ := metricValue(fams, "kubelet_evictions", "eviction_signal=allocatableMemory.available"); v != 1 {
+		t.Errorf("kubelet_evictions{eviction_signal=allocatableMemory.available} = %v, want 1", v)
+	}
+	if v, _ := metricValue(fams, "nodeagent_eviction_decision_seconds"); v < 1 {
+		t.Errorf("nodeagent_eviction_decision_seconds count %v, want >= 1", v)
 	}
 	var disruption bool
 	for _, c := range p.Status.Conditions {

@@ -432,6 +432,9 @@ spec:
 		}
 		return fmt.Errorf("no OOMKilling event for memhog in %v", n.events(n.name))
 	})
+	if v, _ := metricValue(n.metricFamilies(), "nodeagent_kernel_oom_kills_total", "constraint=CONSTRAINT_MEMCG"); v < 1 {
+		t.Errorf("nodeagent_kernel_oom_kills_total{constraint=CONSTRAINT_MEMCG} = %v, want >= 1", v)
+	}
 }
 
 func TestEditedManifestReplacesThePodAfterItStops(t *testing.T) {

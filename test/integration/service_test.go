@@ -3,13 +3,19 @@
 package integration
 
 import (
+	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // makeTarget runs a Makefile target of the repository with extra variables.
@@ -170,5 +176,120 @@ func TestSystemdNotifications(t *testing.T) {
 		if m != "WATCHDOG=1" {
 			t.Fatalf("unexpected notification %q before STOPPING=1", m)
 		}
+	}
+}
+
+// metricFamilies scrapes /metrics and parses it with the upstream parser.
+func (n *node) metricFamilies() map[string]*dto.MetricFamily {
+	n.t.Helper()
+	resp, err := http.Get(n.url("/metrics"))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var parser expfmt.TextParser
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		n.t.Fatalf("/metrics does not parse: %v", err)
+	}
+	return families
+}
+
+// metricValue is a counter's or gauge's value, or a histogram's count, of
+// the series with the given labels ("k=v" pairs); ok is false when absent.
+func metricValue(families map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
+	f, ok := families[name]
+	if !ok {
+		return 0, false
+	}
+	for _, m := range f.GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		match := true
+		for _, kv := range labels {
+			k, v, _ := strings.Cut(kv, "=")
+			match = match && have[k] == v
+		}
+		if !match {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.GetCounter().GetValue(), true
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.GetHistogram().GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// TestMetricsAfterAPodStartsAndIsProbed reads /metrics with the upstream
+// parser after one pod started and passed its readiness probe: the
+// kubelet's series are there, with values that match what happened.
+func TestMetricsAfterAPodStartsAndIsProbed(t *testing.T) {
+	n := newNode(t, "")
+	n.writeManifest("probed.yaml", scriptPod("probed", "", "while true; do sleep 1 & wait $!; done",
+		"    readinessProbe: {exec: {command: [\"true\"]}, periodSeconds: 1}\n"))
+	n.start()
+	n.waitPod("probed", 60*time.Second, "ready", func(p *corev1.Pod) error {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("not ready: %+v", p.Status.Conditions)
+	})
+	// Running pods and containers are as the last periodic relist saw
+	// them: wait for two.
+	var fams map[string]*dto.MetricFamily
+	n.eventually("two relists measured", 10*time.Second, func() error {
+		fams = n.metricFamilies()
+		if v, _ := metricValue(fams, "kubelet_pleg_relist_duration_seconds"); v < 2 {
+			return fmt.Errorf("%v relists", v)
+		}
+		return nil
+	})
+	for _, c := range []struct {
+		name   string
+		labels []string
+		min    float64
+		max    float64
+	}{
+		{"kubelet_running_pods", nil, 1, 1},
+		{"kubelet_running_containers", []string{"container_state=running"}, 1, 1},
+		{"kubelet_pod_start_duration_seconds", nil, 1, 1},
+		{"kubelet_pod_start_sli_duration_seconds", nil, 1, 1},
+		{"kubelet_pleg_relist_duration_seconds", nil, 1, 1e9},
+		{"kubelet_runtime_operations_duration_seconds", []string{"operation_type=run_podsandbox"}, 1, 1},
+		{"kubelet_runtime_operations_duration_seconds", []string{"operation_type=create_container"}, 1, 1},
+		{"kubelet_runtime_operations_duration_seconds", []string{"operation_type=list_containers"}, 1, 1e9},
+		{"kubelet_runtime_operations_duration_seconds", []string{"operation_type=exec_sync"}, 1, 1e9},
+		{"prober_probe_total", []string{"probe_type=Readiness", "result=successful"}, 1, 1e9},
+		{"prober_probe_duration_seconds", []string{"probe_type=Readiness"}, 1, 1e9},
+		{"nodeagent_prober_missed_periods_total", []string{"probe_type=Readiness"}, 0, 0},
+		{"process_resident_memory_bytes", nil, 1 << 20, 1 << 30},
+	} {
+		v, ok := metricValue(fams, c.name, c.labels...)
+		if !ok || v < c.min || v > c.max {
+			t.Errorf("%s%v = %v (present %v), want %v..%v", c.name, c.labels, v, ok, c.min, c.max)
+		}
+	}
+	if t.Failed() {
+		var names []string
+		for name, f := range fams {
+			names = append(names, fmt.Sprintf("%s(%d)", name, len(f.GetMetric())))
+		}
+		t.Logf("families: %v", names)
+	}
+	// The start took what it took: between 0 and the wait above, and the
+	// SLI (less pulls and init containers) no more than the whole.
+	total := fams["kubelet_pod_start_duration_seconds"].GetMetric()[0].GetHistogram().GetSampleSum()
+	sli := fams["kubelet_pod_start_sli_duration_seconds"].GetMetric()[0].GetHistogram().GetSampleSum()
+	if total <= 0 || total > 60 || sli > total {
+		t.Errorf("pod start %vs, SLI %vs", total, sli)
 	}
 }
