@@ -259,6 +259,9 @@ func TestDiskPressureEvictsTheWriter(t *testing.T) {
 	n.start()
 	n.waitRunning("quiet")
 	d := n.waitPod("done", 60*time.Second, "Succeeded after one failure", func(p *corev1.Pod) error {
+		if p == nil {
+			return fmt.Errorf("not listed yet")
+		}
 		if p.Status.Phase != corev1.PodSucceeded {
 			return fmt.Errorf("phase %s", p.Status.Phase)
 		}

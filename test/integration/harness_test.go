@@ -280,9 +280,6 @@ func (n *node) waitPod(name string, timeout time.Duration, what string, check fu
 		if err != nil {
 			return err
 		}
-		if p == nil {
-			return fmt.Errorf("pod %s not listed", name)
-		}
 		got = p
 		return check(p)
 	})

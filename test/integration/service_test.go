@@ -236,6 +236,9 @@ func TestMetricsAfterAPodStartsAndIsProbed(t *testing.T) {
 		"    readinessProbe: {exec: {command: [\"true\"]}, periodSeconds: 1}\n"))
 	n.start()
 	n.waitPod("probed", 60*time.Second, "ready", func(p *corev1.Pod) error {
+		if p == nil {
+			return fmt.Errorf("not listed yet")
+		}
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
 				return nil
