@@ -257,7 +257,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			return strings.Join(did, "; ")
 		},
-	}, signals, manager, hostUsage(ctx, rt, tree, store, a.opts.RootDir, cfg.PodLogsDir, log))
+	}, signals, manager, hostUsage(ctx, rt, tree, manager, a.opts.RootDir, cfg.PodLogsDir, log))
 	// From here on a crossing has a manager to wake.
 	signals.Memcg, signals.Thresholds = memcg, thresholds
 	defer watchMemoryPressure(mgr, tree, evictor, signals, log)()
@@ -516,21 +516,9 @@ func imageFsMount(rt *cri.Client) eviction.ImageFs {
 
 // hostUsage measures pods for eviction: cgroups (through cadvisor for
 // containers), their directories, and the runtime's writable layers.
-func hostUsage(ctx context.Context, rt *cri.Client, tree *cgroups.Tree, store *status.Store, rootDir, logsDir string, log *slog.Logger) eviction.HostUsage {
+func hostUsage(ctx context.Context, rt *cri.Client, tree *cgroups.Tree, manager *pods.Manager, rootDir, logsDir string, log *slog.Logger) eviction.HostUsage {
 	u := eviction.HostUsage{Tree: tree, RootDir: rootDir, LogsDir: logsDir,
-		ContainerNames: func(uid types.UID) map[string]string {
-			names := map[string]string{}
-			if pod, ok := store.Get(uid); ok {
-				for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
-					for _, c := range list {
-						if _, id, ok := strings.Cut(c.ContainerID, "://"); ok {
-							names[id] = c.Name
-						}
-					}
-				}
-			}
-			return names
-		},
+		ContainerNames: manager.ContainerNames,
 		WritableLayers: func(uid types.UID) (bytes, inodes int64, err error) {
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()

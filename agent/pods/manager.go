@@ -481,6 +481,16 @@ func (m *Manager) ReclaimContainers(ctx context.Context) (int, error) {
 	return removed, errors.Join(errs...)
 }
 
+// ContainerNames maps the IDs of the pod's containers, as the last relist
+// saw them, to their names: how eviction tells a container's cgroup.
+func (m *Manager) ContainerNames(uid types.UID) map[string]string {
+	names := map[string]string{}
+	for _, c := range m.cache.Get(uid).GetContainers() {
+		names[c.Id] = c.GetMetadata().GetName()
+	}
+	return names
+}
+
 // Evict ends a pod as the kubelet's eviction does: its containers stop
 // with grace seconds and it stays listed as Failed, reason Evicted, with
 // message and a DisruptionTarget condition, until its manifest changes.
