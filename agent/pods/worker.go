@@ -197,29 +197,8 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 			w.event("", corev1.EventTypeNormal, "DeadlineExceeded", w.failed.Message)
 		}
 	}
-	if w.failed != nil || w.lastPhase == corev1.PodSucceeded || w.lastPhase == corev1.PodFailed {
-		// Terminal: nothing restarts; stop what still runs and release the
-		// sandbox (and its IP). The pod stays listed until it is deleted.
-		clear(w.waiting)
-		if hasRunning(rt) {
-			w.actions++
-			if err := w.stopAll(ctx, rt, gracePeriod(pod, w.stopGrace)); err != nil && ctx.Err() == nil {
-				w.log.Warn("stop finished pod", "err", err)
-			}
-			rt = w.inspect(ctx, rt)
-		}
-		if !w.volumesReleased && !hasRunning(rt) {
-			// As the kubelet tears down a terminated pod's volumes: an
-			// eviction gives back the space it was for, a finished pod
-			// holds none.
-			if err := releaseVolumes(filepath.Join(w.m.opts.RootDir, "pods", string(w.uid), "volumes")); err != nil {
-				w.log.Warn("release a finished pod's volumes; will retry", "err", err)
-			} else {
-				w.volumesReleased = true
-			}
-		}
-		w.publish(rt)
-		return 0
+	if w.terminal() {
+		return w.finish(ctx, rt)
 	}
 
 	before := w.actions
@@ -242,11 +221,49 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 		rt = w.inspect(ctx, rt)
 	}
 	w.publish(rt)
-	if w.lastPhase == corev1.PodSucceeded || w.lastPhase == corev1.PodFailed {
+	if w.terminal() {
 		// Just finished: the sandbox and volumes go now, not at the next
 		// runtime event, which a finished pod may never have.
-		return time.Millisecond
+		return w.finish(ctx, rt)
 	}
+	return retry
+}
+
+// terminal reports whether the pod is over: ended by the agent, or
+// Succeeded or Failed by its own containers.
+func (w *worker) terminal() bool {
+	return w.failed != nil || w.lastPhase == corev1.PodSucceeded || w.lastPhase == corev1.PodFailed
+}
+
+// finish winds a terminal pod down: nothing restarts, what still runs is
+// stopped, and the sandbox (with its IP) and volumes are released. The pod
+// stays listed until it is deleted. It returns when to try again if
+// something could not be released yet.
+func (w *worker) finish(ctx context.Context, rt *pleg.PodRuntime) time.Duration {
+	clear(w.waiting)
+	var retry time.Duration
+	if hasRunning(rt) {
+		w.actions++
+		if err := w.stopAll(ctx, rt, gracePeriod(w.pod, w.stopGrace)); err != nil && ctx.Err() == nil {
+			w.log.Warn("stop finished pod; will retry", "err", err)
+		}
+		rt = w.inspect(ctx, rt)
+		if hasRunning(rt) {
+			retry = time.Second
+		}
+	}
+	if !w.volumesReleased && !hasRunning(rt) {
+		// As the kubelet tears down a terminated pod's volumes: an
+		// eviction gives back the space it was for, a finished pod
+		// holds none.
+		if err := releaseVolumes(filepath.Join(w.m.opts.RootDir, "pods", string(w.uid), "volumes")); err != nil {
+			w.log.Warn("release a finished pod's volumes; will retry", "err", err)
+			retry = 10 * time.Second
+		} else {
+			w.volumesReleased = true
+		}
+	}
+	w.publish(rt)
 	return retry
 }
 
