@@ -29,7 +29,13 @@ default_config() {
 	sed -e "s|@CRI_ENDPOINT@|$endpoint|" -e "s|@MANIFESTS@|/etc/nodeagent/manifests|" examples/nodeagent.yaml
 }
 
+# Writing to the live system needs root; say so before any file moves.
+need_root() {
+	[ -n "$root" ] || [ "$(id -u)" = 0 ] || die "installing into / needs root (or set DESTDIR to stage it)"
+}
+
 install_all() {
+	need_root
 	for b in nodeagent nodectl; do
 		[ -x "$bin_dir/$b" ] || die "$bin_dir/$b is missing: run make build first"
 	done
@@ -61,8 +67,9 @@ install_all() {
 }
 
 uninstall_all() {
-	if live_systemd && systemctl is-active --quiet nodeagent; then
-		die "nodeagent.service is running: stop it first (systemctl disable --now nodeagent; pods keep running)"
+	need_root
+	if live_systemd && { systemctl is-active --quiet nodeagent || systemctl is-enabled --quiet nodeagent; }; then
+		die "nodeagent.service is running or enabled: systemctl disable --now nodeagent first (pods keep running)"
 	fi
 	rm -f "$bindir/nodeagent" "$bindir/nodectl" "$unit"
 	rm -rf "$docdir"
