@@ -23,25 +23,27 @@ for c in cpu memory pids; do
 done
 [ -r /proc/pressure/memory ] && pass "PSI available" || fail "no /proc/pressure/memory"
 
+# live_test PACKAGE FILE: run a package's Live tests (built by make test-v2
+# into $W/bin/PACKAGE.test) and show their log lines from FILE.
+live_test() {
+	local out
+	if out=$($W/bin/$1.test -test.run 'Live' -test.v 2>&1); then
+		pass "$1 live test"
+	else
+		fail "$1 live test"
+	fi
+	echo "$out" | grep -E "$2|---" | sed 's/^/  /'
+}
+
 echo "== memory stats on the real kernel (cgroups package, live test)"
 # memory.current, memory.stat inactive_file, memory.events and
 # memory.pressure of a cgroup whose process is OOM-killed, and the root's.
-if out=$($W/bin/cgroups.test -test.run 'Live' -test.v 2>&1); then
-	pass "cgroups live stats test"
-else
-	fail "cgroups live stats test"
-fi
-echo "$out" | grep -E 'stats_live_test|---' | sed 's/^/  /'
+live_test cgroups stats_live_test
 
 echo "== kernel notifications the eviction manager wakes on (eviction package, live test)"
 # A memory.high tripwire and a PSI trigger on a cgroup whose process
 # outgrows the wire, and the node-wide PSI trigger.
-if out=$($W/bin/eviction.test -test.run 'Live' -test.v 2>&1); then
-	pass "eviction live notifications test"
-else
-	fail "eviction live notifications test"
-fi
-echo "$out" | grep -E 'notify_live_test|---' | sed 's/^/  /'
+live_test eviction notify_live_test
 
 echo "== containerd (registry through the host's loopback at 10.0.2.2)"
 # The guest's root is 9p, where inotify sees nothing: the runtime's state

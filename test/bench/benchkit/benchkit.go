@@ -156,6 +156,22 @@ func (a *Agent) Write(name, body string) {
 	a.written = append(a.written, name)
 }
 
+// WritePod writes a one-container pod ("main", the image, pulled only if
+// absent) with the given grace period; fields are the container's other
+// lines (command, resources, probes), each indented by four spaces.
+func (a *Agent) WritePod(name, image string, grace int, fields string) {
+	a.Write(name, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  terminationGracePeriodSeconds: %d
+  containers:
+  - name: main
+    image: %s
+    imagePullPolicy: IfNotPresent
+%s`, name, grace, image, fields))
+}
+
 // Watch samples the agent's RSS every second and its CPU time over d.
 func (a *Agent) Watch(d time.Duration) (rss []int64, cpu time.Duration) {
 	pid := a.Pid()

@@ -47,18 +47,9 @@ func main() {
 	a := env.StartAgent(rt, nodeName, fmt.Sprintf(
 		"kubeReserved: {memory: \"%d\"}\nevictionHard: {allocatableMemory.available: 300Mi}\nevictionPressureTransitionPeriod: 1s\n", reserved))
 	defer a.RemoveAll(os.Getenv("BENCH_KEEP") == "")
-	a.Write("innocent", fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: innocent}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: main
-    image: %s
-    imagePullPolicy: IfNotPresent
-    command: [sh, -c, "while true; do sleep 1 & wait $!; done"]
+	a.WritePod("innocent", env.Image, 2, `    command: [sh, -c, "while true; do sleep 1 & wait $!; done"]
     resources: {limits: {cpu: 100m, memory: 64Mi}}
-`, env.Image))
+`)
 	waitPhase(a, "innocent", corev1.PodRunning)
 
 	type row struct {
@@ -78,17 +69,7 @@ spec:
 		for i := 0; i < *runs; i++ {
 			waitNoPressure(a) // else admission refuses the BestEffort hog
 			name := fmt.Sprintf("hog-%s-%d", r, i)
-			a.Write(name, fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: %s}
-spec:
-  terminationGracePeriodSeconds: 30
-  containers:
-  - name: main
-    image: %s
-    imagePullPolicy: IfNotPresent
-    command: [memhog, --mb, "2000", --rate, "%s"]
-`, name, env.Image, r))
+			a.WritePod(name, env.Image, 30, fmt.Sprintf("    command: [memhog, --mb, \"2000\", --rate, %q]\n", r))
 			waitPhase(a, name, corev1.PodFailed)
 			samples = append(samples, lastSample(a, name))
 			benchkit.Check(os.Remove(a.Dir + "/manifests/" + name + ".yaml"))

@@ -204,20 +204,11 @@ func (f *floor) cleanup(ctx context.Context) {
 type agent struct{ *benchkit.Agent }
 
 func (a *agent) write(name string) {
-	a.Write(name, fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: %s}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: main
-    image: %s
-    imagePullPolicy: IfNotPresent
-    command: ["sleep", "3600"]
+	a.WritePod(name, env.Image, 2, `    command: ["sleep", "3600"]
     resources:
       requests: {cpu: 10m, memory: 16Mi}
       limits: {memory: 64Mi}
-`, name, env.Image))
+`)
 }
 
 // waitStarted returns, per pod, the container's start time minus t0.

@@ -50,20 +50,11 @@ func main() {
 	a := env.StartAgent(rt, node, extra)
 	benchkit.Progress(fmt.Sprintf("starting %d probe-server pods (HTTP readiness + TCP liveness, periodSeconds 1)", *pods))
 	for i := 0; i < *pods; i++ {
-		a.Write(fmt.Sprintf("probed-%d", i), fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: probed-%d}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: main
-    image: %s
-    imagePullPolicy: IfNotPresent
-    command: [probe-server, --grpc=]
+		a.WritePod(fmt.Sprintf("probed-%d", i), env.Image, 2, `    command: [probe-server, --grpc=]
     resources: {requests: {cpu: 5m, memory: 8Mi}, limits: {memory: 32Mi}}
     readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
     livenessProbe: {tcpSocket: {port: 8081}, periodSeconds: 1}
-`, i, env.Image))
+`)
 	}
 	ips := waitReady(a)
 
