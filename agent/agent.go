@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,6 +32,7 @@ import (
 	"nodeagent/agent/pods"
 	"nodeagent/agent/server"
 	"nodeagent/agent/source"
+	"nodeagent/agent/stats"
 	"nodeagent/agent/status"
 	"nodeagent/cgroups"
 	"nodeagent/cri"
@@ -267,6 +269,13 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	nodeStatus = node.NewStatus(a.opts.NodeName, nodeIP, "nodeagent/"+version.Version, ver.RuntimeName+"://"+ver.RuntimeVersion, machine, capacity, allocatable)
 	nodeStatus.SetPressure(evictor.Conditions)
+	driver := cfg.CgroupDriver
+	if driver == "" {
+		driver = "cgroupfs"
+	}
+	nodeStatus.Annotate(node.AnnotationCgroupVersion, "v"+strconv.Itoa(mgr.Version()))
+	nodeStatus.Annotate(node.AnnotationCgroupDriver, driver)
+	nodeStatus.Annotate(node.AnnotationCgroupRoot, mgr.Path(tree.Kubepods()))
 	a.updateNodeStatus(ctx, rt, nodeStatus, recorder)
 
 	var wg sync.WaitGroup
@@ -306,34 +315,62 @@ func (a *Agent) Run(ctx context.Context) error {
 		loop.Every(ctx, a.opts.Clock, runtimeCheckPeriod, func(ctx context.Context) { a.updateNodeStatus(ctx, rt, nodeStatus, recorder) })
 	})
 
+	statsProvider := &stats.Provider{
+		NodeName: a.opts.NodeName, Tree: tree, Pods: store.List, RootDir: a.opts.RootDir, LogsDir: cfg.PodLogsDir,
+		MemoryCapacity: machine.MemoryBytes, PIDMax: machine.PIDMax, DefaultInterface: machine.DefaultInterface, BootTime: machine.BootTime,
+		ContainerStats: func(ctx context.Context) ([]*runtimeapi.ContainerStats, error) {
+			return rt.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
+		},
+		ImageFs: rt.ImageFsInfo,
+	}
+	var summary func(context.Context) (any, error)
+	var resourceMetrics, cadvisorMetrics prometheus.Gatherer
+	if cad, err := cgroups.NewCadvisor(); err != nil {
+		log.Warn("no /stats/summary, /metrics/resource or /metrics/cadvisor", "err", err)
+	} else {
+		statsProvider.Cadvisor = cad
+		summary = func(ctx context.Context) (any, error) { return statsProvider.Summary(ctx) }
+		resourceMetrics, cadvisorMetrics = gatherer(statsProvider.ResourceMetrics()), gatherer(statsProvider.CadvisorMetrics())
+		// CPU rates need an earlier reading, as cadvisor's housekeeping keeps.
+		run(func() {
+			loop.Every(ctx, a.opts.Clock, statsSamplePeriod, func(context.Context) { statsProvider.Sample() })
+		})
+	}
+
 	var srv *http.Server
 	if apiListener != nil {
 		srv = server.NewServer(apiAddr, server.Handler(server.Sources{
-			Pods:      store.List,
-			Events:    recorder.List,
-			Node:      func() *corev1.Node { return nodeStatus.Node(a.opts.Clock.Now()) },
-			Config:    cfg.KubeletConfiguration,
-			Agent:     map[string]string{"controlSocket": a.opts.ControlSocket},
-			Probes:    func(uid types.UID) any { return prober.Reports(uid) },
-			Metrics:   metrics.registry(cache, prober.Metrics, evictor.Metrics),
-			Profiling: cfg.EnableProfilingHandler != nil && *cfg.EnableProfilingHandler,
-			Evictions: func() any { return evictor.Traces() },
-			Healthy: func() error {
-				if err := cache.Healthy(); err != nil {
-					return err
-				}
-				if err := nodeStatus.RuntimeError(); err != "" {
-					return fmt.Errorf("container runtime is down: %s", err)
-				}
-				return nil
+			Pods:            store.List,
+			Events:          recorder.List,
+			Node:            func() *corev1.Node { return nodeStatus.Node(a.opts.Clock.Now()) },
+			Config:          cfg.KubeletConfiguration,
+			Agent:           map[string]string{"controlSocket": a.opts.ControlSocket},
+			Probes:          func(uid types.UID) any { return prober.Reports(uid) },
+			Metrics:         metrics.registry(cache, prober.Metrics, evictor.Metrics),
+			Summary:         summary,
+			ResourceMetrics: resourceMetrics,
+			CadvisorMetrics: cadvisorMetrics,
+			Profiling:       cfg.EnableProfilingHandler != nil && *cfg.EnableProfilingHandler,
+			Evictions:       func() any { return evictor.Traces() },
+			Checks: []server.HealthCheck{
+				{Name: "runtime", Check: func() error {
+					if err := nodeStatus.RuntimeError(); err != "" {
+						return fmt.Errorf("container runtime at %s is down: %s", cfg.ContainerRuntimeEndpoint, err)
+					}
+					return nil
+				}},
+				{Name: "pleg", Check: cache.Healthy},
+				{Name: "cgroups", Check: tree.Healthy},
+				{Name: "eviction", Check: evictor.Healthy},
 			},
+			Cgroups: func() (any, error) { return cgroupTree(tree, store) },
 		}))
 		run(func() {
 			if err := srv.Serve(apiListener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("read-only API stopped", "err", err)
 			}
 		})
-		log.Info("read-only API listening", "addr", "http://"+apiAddr, "endpoints", "/healthz /pods /pods/{ns}/{name}/probes /node /events /evictions /configz /metrics")
+		log.Info("read-only API listening", "addr", "http://"+apiAddr, "endpoints", "/healthz /pods /pods/{ns}/{name}/probes /node /events /evictions /configz /metrics /metrics/resource /metrics/cadvisor /stats/summary /cgroups")
 	}
 	var ctl *http.Server
 	if controlListener != nil {
@@ -457,6 +494,28 @@ func (a *Agent) ensureNetwork(ctx context.Context, info map[string]string) {
 	}
 }
 
+// cgroupTree is /cgroups: the QoS tree with each cgroup's values.
+func cgroupTree(tree *cgroups.Tree, store *status.Store) ([]cgroups.TreeEntry, error) {
+	entries, err := tree.Inspect()
+	for i, e := range entries {
+		if pod, ok := store.Get(e.PodUID); ok && e.PodUID != "" {
+			entries[i].Pod, entries[i].QOS = pod.Namespace+"/"+pod.Name, string(pod.Status.QOSClass)
+		}
+	}
+	return entries, err
+}
+
+// statsSamplePeriod is how often cgroups are read for CPU rates, the
+// kubelet's cadvisor housekeeping interval.
+const statsSamplePeriod = 10 * time.Second
+
+// gatherer is a registry holding one collector.
+func gatherer(c prometheus.Collector) prometheus.Gatherer {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	return reg
+}
+
 // runtimeCheckPeriod is how often the runtime's status is read.
 const runtimeCheckPeriod = 2 * time.Second
 
@@ -530,7 +589,7 @@ func hostUsage(ctx context.Context, rt *cri.Client, tree *cgroups.Tree, manager 
 			return bytes, inodes, err
 		},
 	}
-	stats, err := eviction.NewCgroupStats()
+	stats, err := cgroups.NewCadvisor()
 	if err != nil {
 		log.Warn("no per-container stats: eviction messages name pods only and pid pressure evicts nobody", "err", err)
 	} else {

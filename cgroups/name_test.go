@@ -33,3 +33,16 @@ func TestNames(t *testing.T) {
 		t.Error("Child must not alias its parent")
 	}
 }
+
+func TestContainerIDOfACgroupDirectory(t *testing.T) {
+	for dir, want := range map[string]string{
+		"3f2a9c":                                "3f2a9c", // cgroupfs driver
+		"cri-containerd-3f2a9c.scope":           "3f2a9c", // systemd driver
+		"crio-3f2a9c.scope":                     "3f2a9c",
+		"kubepods-besteffort-pod1234abcd.slice": "pod1234abcd.slice",
+	} {
+		if got := ContainerIDOf(dir); got != want {
+			t.Errorf("ContainerIDOf(%q) = %q, want %q", dir, got, want)
+		}
+	}
+}

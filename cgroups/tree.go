@@ -3,6 +3,8 @@ package cgroups
 import (
 	"errors"
 	"fmt"
+	"os"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -25,9 +27,10 @@ type TreeConfig struct {
 // Tree lays out and keeps correct the QoS cgroup tree. Methods are safe for
 // concurrent use; QoS-level writes are serialized.
 type Tree struct {
-	mgr Manager
-	cfg TreeConfig
-	mu  sync.Mutex
+	mgr    Manager
+	cfg    TreeConfig
+	mu     sync.Mutex
+	qosErr error // the last QoS-level write's failure, for Healthy
 }
 
 // NewTree returns a Tree that writes through mgr.
@@ -110,7 +113,26 @@ func (t *Tree) syncQoS(active []*corev1.Pod) error {
 	if err := t.mgr.Set(t.QoSParent(corev1.PodQOSBestEffort), BestEffortConfig()); err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	t.qosErr = errors.Join(errs...)
+	return t.qosErr
+}
+
+// Healthy fails when the last write of kubepods or the QoS cgroups failed,
+// or kubepods is gone.
+func (t *Tree) Healthy() error {
+	if !t.cfg.PerQOS {
+		return nil
+	}
+	t.mu.Lock()
+	err := t.qosErr
+	t.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("QoS cgroups cannot be written: %w", err)
+	}
+	if !t.mgr.Exists(t.Kubepods()) {
+		return fmt.Errorf("%s is missing (it is recreated at the next reconcile)", t.mgr.Path(t.Kubepods()))
+	}
+	return nil
 }
 
 // EnsurePod creates the pod's cgroup if missing and writes its values.
@@ -182,4 +204,58 @@ func (t *Tree) OOMKills(pod *corev1.Pod) (int, error) {
 		return 0, err
 	}
 	return int(st.OOMKills), nil
+}
+
+// TreeEntry is one cgroup of the QoS tree as Inspect lists it.
+type TreeEntry struct {
+	Values
+	Depth  int       `json:"depth"`            // 0 for kubepods
+	PodUID types.UID `json:"podUID,omitempty"` // set on pod cgroups
+	// Pod (namespace/name) and QOS are filled in by who knows the pods.
+	Pod string `json:"pod,omitempty"`
+	QOS string `json:"qos,omitempty"`
+}
+
+// Inspect lists the QoS tree depth first: kubepods, its Guaranteed pods,
+// then burstable and besteffort with their pods, each with its values.
+func (t *Tree) Inspect() ([]TreeEntry, error) {
+	var out []TreeEntry
+	add := func(name Name, depth int, uid types.UID) error {
+		v, err := Inspect(t.mgr, name)
+		if err != nil {
+			return err
+		}
+		out = append(out, TreeEntry{Values: v, Depth: depth, PodUID: uid})
+		return nil
+	}
+	pods, err := t.PodCgroups()
+	if err != nil {
+		return nil, err
+	}
+	if err := add(t.Kubepods(), 0, ""); err != nil {
+		return nil, err
+	}
+	for _, class := range []corev1.PodQOSClass{corev1.PodQOSGuaranteed, corev1.PodQOSBurstable, corev1.PodQOSBestEffort} {
+		parent, depth := t.QoSParent(class), 1
+		if class != corev1.PodQOSGuaranteed {
+			if err := add(parent, 1, ""); err != nil {
+				return nil, err
+			}
+			depth = 2
+		}
+		var uids []string
+		for uid, name := range pods {
+			if name.Cgroupfs() == parent.Child("pod"+string(uid)).Cgroupfs() {
+				uids = append(uids, string(uid))
+			}
+		}
+		sort.Strings(uids)
+		for _, uid := range uids {
+			// A pod that ends between the listing and the reading is skipped.
+			if err := add(pods[types.UID(uid)], depth, types.UID(uid)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
 }

@@ -521,16 +521,3 @@ func TestPIDAndImageFsPressureEvictByTheirOwnMeasure(t *testing.T) {
 		t.Fatalf("imagefs pressure evicted %v, want layers", pods.evicted)
 	}
 }
-
-func TestContainerIDOfACgroupDirectory(t *testing.T) {
-	for dir, want := range map[string]string{
-		"3f2a9c":                                "3f2a9c", // cgroupfs driver
-		"cri-containerd-3f2a9c.scope":           "3f2a9c", // systemd driver
-		"crio-3f2a9c.scope":                     "3f2a9c",
-		"kubepods-besteffort-pod1234abcd.slice": "pod1234abcd.slice",
-	} {
-		if got := containerIDOf(dir); got != want {
-			t.Errorf("containerIDOf(%q) = %q, want %q", dir, got, want)
-		}
-	}
-}

@@ -99,6 +99,7 @@ type Manager struct {
 	traces        []Trace
 	nextID        int
 	lastLocal     time.Time // last emptyDir sizeLimit check
+	lastSync      time.Time // last observation, for Healthy
 }
 
 type transition struct {
@@ -195,6 +196,21 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 }
 
+// Healthy fails when the manager has not observed the node for three
+// periods: its loop is stuck (a hung read, a deadlock).
+func (m *Manager) Healthy() error {
+	m.mu.Lock()
+	last := m.lastSync
+	m.mu.Unlock()
+	if last.IsZero() {
+		return nil // not started yet
+	}
+	if since := m.opts.Clock.Since(last); since > 3*m.opts.Period {
+		return fmt.Errorf("no observation of the node for %s (period %s)", since.Round(time.Second), m.opts.Period)
+	}
+	return nil
+}
+
 func key(t Threshold) string { return fmt.Sprintf("%s/%v", t.Signal, t.Hard) }
 
 // Synchronize observes, updates conditions and evicts if a threshold is
@@ -254,6 +270,7 @@ func (m *Manager) Synchronize(ctx context.Context) {
 // the evictions to make, if any.
 func (m *Manager) decideLocked(active []*corev1.Pod, obs Observations, err error, woke time.Time, triggered wakeup, reclaimFirst bool) *evictionPlan {
 	m.obs, m.obsErr = obs, err
+	m.lastSync = m.opts.Clock.Now()
 	if err != nil {
 		m.opts.Log.Debug("some eviction signals are unavailable; they are not acted on", "err", err)
 	}

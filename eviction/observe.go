@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -165,7 +164,7 @@ type HostUsage struct {
 	LogsDir string // logs under <LogsDir>/<ns>_<name>_<uid>
 	// Stats reads container cgroups (nil: no per-container memory in
 	// eviction messages and no pid eviction).
-	Stats *CgroupStats
+	Stats *cgroups.Cadvisor
 	// ContainerNames maps the pod's container IDs to container names.
 	ContainerNames func(uid types.UID) map[string]string
 	// WritableLayers gives the pod's containers' writable layers (the
@@ -204,10 +203,10 @@ func (u HostUsage) Containers(pod *corev1.Pod) map[string]ContainerUsage {
 		return nil
 	}
 	// cadvisor names a cgroup by its path below the hierarchy's root.
-	rel := strings.TrimPrefix(dir, mgr.Path(cgroups.Name{}))
+	rel := cgroups.CadvisorName(mgr, dir)
 	out := map[string]ContainerUsage{}
 	for _, e := range entries {
-		container, ok := names[containerIDOf(e.Name())]
+		container, ok := names[cgroups.ContainerIDOf(e.Name())]
 		if !e.IsDir() || !ok {
 			continue // the sandbox, or not a container's cgroup
 		}

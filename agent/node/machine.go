@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,9 @@ type Machine struct {
 	OSImage       string
 	MachineID     string
 	BootID        string
+	BootTime      time.Time
+	// DefaultInterface carries the default route.
+	DefaultInterface string
 }
 
 // ReadMachine reads cpu count, memory, pid limit and OS facts.
@@ -52,6 +56,8 @@ func ReadMachine() (Machine, error) {
 	m.OSImage = osImage("/etc/os-release")
 	m.MachineID = readString("/etc/machine-id")
 	m.BootID = readString("/proc/sys/kernel/random/boot_id")
+	m.BootTime = bootTime("/proc/stat")
+	m.DefaultInterface = defaultRouteInterface("/proc/net/route")
 	return m, nil
 }
 
@@ -72,6 +78,18 @@ func memTotal(path string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no MemTotal in %s", path)
+}
+
+// bootTime is the kernel's btime in /proc/stat.
+func bootTime(path string) time.Time {
+	for _, line := range strings.Split(readString(path), "\n") {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			if secs, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				return time.Unix(secs, 0)
+			}
+		}
+	}
+	return time.Time{}
 }
 
 func readString(path string) string {

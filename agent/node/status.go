@@ -52,6 +52,23 @@ func NewStatus(name, ip, version, runtimeVersion string, m Machine, capacity, al
 	return s
 }
 
+// Annotation keys for what the Node API has no field for.
+const (
+	AnnotationCgroupVersion = "nodeagent.io/cgroup-version" // v1 or v2
+	AnnotationCgroupDriver  = "nodeagent.io/cgroup-driver"  // cgroupfs or systemd
+	AnnotationCgroupRoot    = "nodeagent.io/kubepods"       // the kubepods cgroup's directory
+)
+
+// Annotate sets an annotation on the node.
+func (s *Status) Annotate(key, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.node.Annotations == nil {
+		s.node.Annotations = map[string]string{}
+	}
+	s.node.Annotations[key] = value
+}
+
 // SetRuntime records the runtime's readiness: runtimeErr and networkErr
 // are empty when RuntimeReady and NetworkReady hold. It reports whether
 // the node's readiness changed (the first call counts as a change).

@@ -1,14 +1,17 @@
 // Package server is the agent's local read-only API, on the kubelet's
 // read-only port: /healthz and /pods as the kubelet serves them, plus
-// /node (the node object), /events (the agent's events) and /configz (the
-// configuration in effect).
+// /metrics, /metrics/resource, /metrics/cadvisor and /stats/summary in the
+// kubelet's formats, /node (the node object), /events (the agent's events)
+// and /configz (the configuration in effect).
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,17 +23,25 @@ import (
 
 // Sources are what the API serves.
 type Sources struct {
-	Pods    func() []corev1.Pod
-	Events  func() []corev1.Event
-	Node    func() *corev1.Node
-	Config  any
-	Agent   any          // nodeagent's own settings, beside the kubelet config in /configz
-	Healthy func() error // nil error: healthy
+	Pods   func() []corev1.Pod
+	Events func() []corev1.Event
+	Node   func() *corev1.Node
+	Config any
+	Agent  any // nodeagent's own settings, beside the kubelet config in /configz
+	// Checks are /healthz's components, each also at /healthz/{name}.
+	Checks []HealthCheck
 	// Probes reports a pod's probes (results, last run); nil: none.
 	Probes func(uid types.UID) any
 	// Metrics gathers what /metrics serves in the Prometheus formats;
 	// nil: no /metrics.
 	Metrics prometheus.Gatherer
+	// ResourceMetrics and CadvisorMetrics serve /metrics/resource and
+	// /metrics/cadvisor; nil: not served.
+	ResourceMetrics, CadvisorMetrics prometheus.Gatherer
+	// Cgroups is /cgroups, the QoS tree's values; nil: not served.
+	Cgroups func() (any, error)
+	// Summary is /stats/summary (the Summary API); nil: not served.
+	Summary func(ctx context.Context) (any, error)
 	// Evictions lists the eviction decisions; nil: none.
 	Evictions func() any
 	// Profiling serves Go's pprof under /debug/pprof/ (enableProfilingHandler).
@@ -40,12 +51,15 @@ type Sources struct {
 // Handler returns the API's HTTP handler.
 func Handler(src Sources) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if err := src.Healthy(); err != nil {
-			http.Error(w, "unhealthy: "+err.Error(), http.StatusInternalServerError)
-			return
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { serveHealth(w, r, src.Checks) })
+	mux.HandleFunc("GET /healthz/{check}", func(w http.ResponseWriter, r *http.Request) {
+		for _, c := range src.Checks {
+			if c.Name == r.PathValue("check") {
+				serveHealth(w, r, []HealthCheck{c})
+				return
+			}
 		}
-		w.Write([]byte("ok"))
+		http.Error(w, "no health check "+r.PathValue("check"), http.StatusNotFound)
 	})
 	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: src.Pods()})
@@ -81,6 +95,31 @@ func Handler(src Sources) http.Handler {
 	if src.Metrics != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(src.Metrics, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	}
+	for path, g := range map[string]prometheus.Gatherer{"/metrics/resource": src.ResourceMetrics, "/metrics/cadvisor": src.CadvisorMetrics} {
+		if g != nil {
+			mux.Handle("GET "+path, promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+		}
+	}
+	if src.Cgroups != nil {
+		mux.HandleFunc("GET /cgroups", func(w http.ResponseWriter, r *http.Request) {
+			tree, err := src.Cgroups()
+			if err != nil {
+				http.Error(w, "cgroups: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+			writeJSON(w, tree)
+		})
+	}
+	if src.Summary != nil {
+		mux.HandleFunc("GET /stats/summary", func(w http.ResponseWriter, r *http.Request) {
+			s, err := src.Summary(r.Context())
+			if err != nil {
+				http.Error(w, "stats: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+			writeJSON(w, s)
+		})
+	}
 	if src.Profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -92,6 +131,39 @@ func Handler(src Sources) http.Handler {
 		writeJSON(w, map[string]any{"kubeletconfig": src.Config, "nodeagent": src.Agent})
 	})
 	return mux
+}
+
+// HealthCheck is one component of /healthz.
+type HealthCheck struct {
+	Name  string
+	Check func() error // nil: healthy
+}
+
+// serveHealth answers as the Kubernetes components' healthz does: "ok",
+// or 500 listing each check as [+]name ok or [-]name failed: reason (the
+// list always with ?verbose).
+func serveHealth(w http.ResponseWriter, r *http.Request, checks []HealthCheck) {
+	var report strings.Builder
+	failed := false
+	for _, c := range checks {
+		if err := c.Check(); err != nil {
+			failed = true
+			fmt.Fprintf(&report, "[-]%s failed: %v\n", c.Name, err)
+		} else {
+			fmt.Fprintf(&report, "[+]%s ok\n", c.Name)
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	switch {
+	case failed:
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprint(w, report.String()+"healthz check failed\n")
+	case r.URL.Query().Has("verbose"):
+		fmt.Fprint(w, report.String()+"healthz check passed\n")
+	default:
+		fmt.Fprint(w, "ok")
+	}
 }
 
 // NewServer returns an http.Server for addr with sane timeouts.

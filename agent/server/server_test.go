@@ -18,10 +18,10 @@ func TestEndpoints(t *testing.T) {
 		Pods: func() []corev1.Pod {
 			return []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}}
 		},
-		Node:    func() *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}} },
-		Events:  func() []corev1.Event { return []corev1.Event{{Reason: "Started"}} },
-		Config:  map[string]string{"staticPodPath": "/m"},
-		Healthy: func() error { return healthy },
+		Node:   func() *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}} },
+		Events: func() []corev1.Event { return []corev1.Event{{Reason: "Started"}} },
+		Config: map[string]string{"staticPodPath": "/m"},
+		Checks: []HealthCheck{{Name: "runtime", Check: func() error { return nil }}, {Name: "pleg", Check: func() error { return healthy }}},
 	})
 	get := func(path string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
@@ -31,9 +31,21 @@ func TestEndpoints(t *testing.T) {
 	if rec := get("/healthz"); rec.Code != 200 || rec.Body.String() != "ok" {
 		t.Errorf("healthz: %d %q", rec.Code, rec.Body)
 	}
+	if rec := get("/healthz?verbose"); rec.Code != 200 || rec.Body.String() != "[+]runtime ok\n[+]pleg ok\nhealthz check passed\n" {
+		t.Errorf("healthz?verbose: %d %q", rec.Code, rec.Body)
+	}
 	healthy = errors.New("relist stalled")
-	if rec := get("/healthz"); rec.Code != 500 || !strings.Contains(rec.Body.String(), "relist stalled") {
+	if rec := get("/healthz"); rec.Code != 500 || rec.Body.String() != "[+]runtime ok\n[-]pleg failed: relist stalled\nhealthz check failed\n" {
 		t.Errorf("unhealthy: %d %q", rec.Code, rec.Body)
+	}
+	if rec := get("/healthz/runtime"); rec.Code != 200 || rec.Body.String() != "ok" {
+		t.Errorf("healthz/runtime: %d %q", rec.Code, rec.Body)
+	}
+	if rec := get("/healthz/pleg"); rec.Code != 500 || !strings.Contains(rec.Body.String(), "relist stalled") {
+		t.Errorf("healthz/pleg: %d %q", rec.Code, rec.Body)
+	}
+	if rec := get("/healthz/nope"); rec.Code != 404 {
+		t.Errorf("healthz/nope: %d", rec.Code)
 	}
 	var list corev1.PodList
 	rec := get("/pods")

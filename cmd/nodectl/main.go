@@ -32,6 +32,9 @@ Usage:
   nodectl get pod NAME [-o json|yaml]     one pod
   nodectl get node [-o json|yaml]         the node
   nodectl get evictions [-o json|yaml]    the last eviction decisions: signal, threshold, victims, timings
+  nodectl top pods [--containers]         pods' CPU (millicores) and memory working set, from /stats/summary
+  nodectl top node                        the node's CPU and memory use, and their share of capacity
+  nodectl cgroups [-o json|yaml]          the QoS cgroup tree: CPU shares and quota, memory limit and use, pids
   nodectl describe pod NAME               details: status, cgroup, containers, conditions
   nodectl describe node                   capacity, allocatable, conditions, system info
   nodectl events [--pod NAME]             the agent's events (pulls, starts, kills, back-offs, rejections)
@@ -80,6 +83,7 @@ func (e usageError) Error() string { return string(e) + " (see nodectl --help)" 
 type flags struct {
 	server, manifestDir, output, file, podFilter, container        string
 	wait, follow, previous, timestamps, interactive, tty, it, help bool
+	containers                                                     bool
 	tail                                                           int
 	timeout                                                        time.Duration
 	grace                                                          int64
@@ -96,7 +100,9 @@ func newFlags(verb string) (*flag.FlagSet, *flags) {
 	fs.BoolVar(&f.help, "help", false, "")
 	fs.BoolVar(&f.help, "h", false, "")
 	switch verb {
-	case "get", "events":
+	case "top":
+		fs.BoolVar(&f.containers, "containers", false, "")
+	case "get", "events", "cgroups":
 		fs.StringVar(&f.output, "o", "", "")
 		fs.StringVar(&f.podFilter, "pod", "", "")
 	case "apply":
@@ -180,6 +186,12 @@ func run(args []string, out io.Writer) error {
 		return c.getNode(f.output)
 	case verb == "get" && len(rest) == 1 && (rest[0] == "evictions" || rest[0] == "eviction"):
 		return c.getEvictions(f.output)
+	case verb == "top" && len(rest) == 1 && isPod(rest[0]):
+		return c.topPods(f.containers)
+	case verb == "top" && len(rest) == 1 && isNode(rest[0]):
+		return c.topNode()
+	case verb == "cgroups" && len(rest) == 0:
+		return c.cgroups(f.output)
 	case verb == "describe" && len(rest) == 2 && isPod(rest[0]):
 		return c.describePod(rest[1])
 	case verb == "describe" && len(rest) >= 1 && isNode(rest[0]):

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"nodeagent/agent/node"
 	"nodeagent/agent/source"
 	"nodeagent/cgroups"
 	"nodeagent/eviction"
@@ -83,15 +84,15 @@ func (c *client) getNode(output string) error {
 		return emit(c.out, output, &n)
 	}
 	tw := tabwriter.NewWriter(c.out, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATUS\tVERSION\tINTERNAL-IP\tOS-IMAGE\tKERNEL\tRUNTIME")
+	fmt.Fprintln(tw, "NAME\tSTATUS\tVERSION\tINTERNAL-IP\tOS-IMAGE\tKERNEL\tRUNTIME\tCGROUPS")
 	ip := ""
 	for _, a := range n.Status.Addresses {
 		if a.Type == corev1.NodeInternalIP {
 			ip = a.Address
 		}
 	}
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, nodeReadyWord(&n), n.Status.NodeInfo.KubeletVersion, ip,
-		n.Status.NodeInfo.OSImage, n.Status.NodeInfo.KernelVersion, n.Status.NodeInfo.ContainerRuntimeVersion)
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, nodeReadyWord(&n), n.Status.NodeInfo.KubeletVersion, ip,
+		n.Status.NodeInfo.OSImage, n.Status.NodeInfo.KernelVersion, n.Status.NodeInfo.ContainerRuntimeVersion, cgroupsText(&n))
 	return tw.Flush()
 }
 
@@ -545,6 +546,7 @@ func (c *client) describeNode() error {
 	kv("OS Image", info.OSImage)
 	kv("Container Runtime", info.ContainerRuntimeVersion)
 	kv("Agent Version", info.KubeletVersion)
+	kv("Cgroups", cgroupsText(&n)+" (kubepods "+orNone(n.Annotations[node.AnnotationCgroupRoot])+")")
 	w.Flush()
 	fmt.Fprintln(c.out, "Conditions:")
 	tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
@@ -553,6 +555,11 @@ func (c *client) describeNode() error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", cond.Type, cond.Status, cond.Reason, cond.Message)
 	}
 	return tw.Flush()
+}
+
+// cgroupsText is the node's cgroup version and driver, "v1/cgroupfs".
+func cgroupsText(n *corev1.Node) string {
+	return orNone(n.Annotations[node.AnnotationCgroupVersion]) + "/" + orNone(n.Annotations[node.AnnotationCgroupDriver])
 }
 
 func typeMeta(kind string) metav1.TypeMeta { return metav1.TypeMeta{Kind: kind, APIVersion: "v1"} }

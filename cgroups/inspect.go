@@ -1,0 +1,75 @@
+package cgroups
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Values are a cgroup's key limits and usage as the files show them, for
+// `nodectl cgroups`. Limits are -1 when unlimited.
+type Values struct {
+	Name string `json:"name"` // cgroupfs path
+	Dir  string `json:"dir"`  // its directory (memory hierarchy on v1)
+	// CPUShares is v1 cpu.shares; CPUWeight is v2 cpu.weight.
+	CPUShares uint64 `json:"cpuShares,omitempty"`
+	CPUWeight uint64 `json:"cpuWeight,omitempty"`
+	// CPUQuota and CPUPeriod are in microseconds (cfs_quota_us or cpu.max).
+	CPUQuota    int64  `json:"cpuQuota"`
+	CPUPeriod   uint64 `json:"cpuPeriod"`
+	MemoryLimit int64  `json:"memoryLimit"`
+	Memory      uint64 `json:"memoryUsage"`
+	WorkingSet  uint64 `json:"workingSet"`
+	PidsLimit   int64  `json:"pidsLimit"`
+	Pids        uint64 `json:"pids"`
+}
+
+// Inspect reads a cgroup's values. Files a host lacks read as zero.
+func Inspect(m Manager, name Name) (Values, error) {
+	v := Values{Name: name.Cgroupfs(), Dir: m.Path(name), CPUQuota: -1, MemoryLimit: -1, PidsLimit: -1}
+	mem, err := ReadMemoryStats(m, name)
+	if err != nil {
+		return v, err
+	}
+	v.Memory, v.WorkingSet = mem.Usage, mem.WorkingSet()
+	if mem.Limit > 0 {
+		v.MemoryLimit = int64(mem.Limit)
+	}
+	dir := func(controller string) string { return v.Dir }
+	if m.Version() == 1 {
+		// v1 keeps each controller in its own hierarchy, beside memory's.
+		root := filepath.Dir(m.Path(Name{}))
+		dir = func(controller string) string { return filepath.Join(root, controller, name.Cgroupfs()) }
+		v.CPUShares = valueOf(filepath.Join(dir("cpu"), "cpu.shares"))
+		v.CPUPeriod = valueOf(filepath.Join(dir("cpu"), "cpu.cfs_period_us"))
+		if q, err := strconv.ParseInt(readTrimmed(filepath.Join(dir("cpu"), "cpu.cfs_quota_us")), 10, 64); err == nil && q > 0 {
+			v.CPUQuota = q
+		}
+		v.Pids = valueOf(filepath.Join(dir("pids"), "pids.current"))
+	} else {
+		v.CPUWeight = valueOf(filepath.Join(v.Dir, "cpu.weight"))
+		if f := strings.Fields(readTrimmed(filepath.Join(v.Dir, "cpu.max"))); len(f) == 2 {
+			if q, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+				v.CPUQuota = q
+			}
+			v.CPUPeriod, _ = strconv.ParseUint(f[1], 10, 64)
+		}
+		v.Pids = valueOf(filepath.Join(v.Dir, "pids.current"))
+	}
+	if l, err := strconv.ParseInt(readTrimmed(filepath.Join(dir("pids"), "pids.max")), 10, 64); err == nil {
+		v.PidsLimit = l
+	}
+	return v, nil
+}
+
+func readTrimmed(path string) string {
+	b, _ := os.ReadFile(path)
+	return strings.TrimSpace(string(b))
+}
+
+// valueOf is readUint for files a host may lack: zero then.
+func valueOf(path string) uint64 {
+	n, _ := readUint(path)
+	return n
+}
