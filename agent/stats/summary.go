@@ -111,7 +111,12 @@ func (p *Provider) podStats(pr podReading, rootfs map[string]*statsapi.FsStats, 
 	if len(pr.Pids) > 0 && !pod.Spec.HostNetwork {
 		ps.Network = networkStats(fmt.Sprintf("/proc/%d/net/dev", pr.Pids[0]), "eth0", now)
 	}
-	procs := pr.Cgroup.Stats.Processes.ProcessCount
+	// cadvisor counts a cgroup's own processes; a pod cgroup holds none
+	// itself, so the pod's are its containers', as the kubelet sums them.
+	var procs uint64
+	for _, c := range pr.Containers {
+		procs += c.Stats.Processes.ProcessCount
+	}
 	ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: &procs}
 
 	// Ephemeral storage: the containers' writable layers and logs, and

@@ -182,7 +182,13 @@ func TestSystemdNotifications(t *testing.T) {
 // metricFamilies scrapes /metrics and parses it with the upstream parser.
 func (n *node) metricFamilies() map[string]*dto.MetricFamily {
 	n.t.Helper()
-	resp, err := http.Get(n.url("/metrics"))
+	return n.scrape("/metrics")
+}
+
+// scrape parses one of the agent's Prometheus endpoints.
+func (n *node) scrape(path string) map[string]*dto.MetricFamily {
+	n.t.Helper()
+	resp, err := http.Get(n.url(path))
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -190,7 +196,7 @@ func (n *node) metricFamilies() map[string]*dto.MetricFamily {
 	var parser expfmt.TextParser
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		n.t.Fatalf("/metrics does not parse: %v", err)
+		n.t.Fatalf("%s does not parse: %v", path, err)
 	}
 	return families
 }
