@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -58,15 +59,19 @@ type Options struct {
 	// EvictionRanking orders eviction candidates: "kubelet" (default) or
 	// "qos" (BestEffort, then Burstable, then Guaranteed).
 	EvictionRanking string
-	Logger          *slog.Logger
-	Clock           clock.WithTicker
+	// Reload signals a config reload (SIGHUP): the reloadable fields of the
+	// config file are taken, the others logged as needing a restart.
+	Reload <-chan struct{}
+	Logger *slog.Logger
+	Clock  clock.WithTicker
 }
 
 // Agent is one node agent.
 type Agent struct {
-	cfg  *config.Config
-	opts Options
-	log  *slog.Logger
+	cfg       *config.Config
+	opts      Options
+	log       *slog.Logger
+	effective atomic.Pointer[config.Config] // cfg with reloads applied, for /configz
 }
 
 // New checks the options and returns an agent; Run does the work.
@@ -83,7 +88,9 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Agent{cfg: cfg, opts: opts, log: opts.Logger}, nil
+	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger}
+	a.effective.Store(cfg)
+	return a, nil
 }
 
 // Run connects to the runtime, sets up the node and runs until ctx is done.
@@ -312,6 +319,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	rotator := logs.NewRotator(rt, cache, cfg.LogMaxSize(), cfg.LogMaxFiles(), a.opts.Clock, log.With("component", "logs"))
 	run(func() { rotator.Run(ctx, cfg.LogMonitorInterval()) })
 	run(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-a.opts.Reload:
+				a.reload(imageGC, rotator)
+			}
+		}
+	})
+	run(func() {
 		loop.Every(ctx, a.opts.Clock, runtimeCheckPeriod, func(ctx context.Context) { a.updateNodeStatus(ctx, rt, nodeStatus, recorder) })
 	})
 
@@ -343,7 +360,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			Pods:            store.List,
 			Events:          recorder.List,
 			Node:            func() *corev1.Node { return nodeStatus.Node(a.opts.Clock.Now()) },
-			Config:          cfg.KubeletConfiguration,
+			Config:          func() any { return a.effective.Load().KubeletConfiguration },
 			Agent:           map[string]string{"controlSocket": a.opts.ControlSocket},
 			Probes:          func(uid types.UID) any { return prober.Reports(uid) },
 			Metrics:         metrics.registry(cache, prober.Metrics, evictor.Metrics),
@@ -411,6 +428,38 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// reload re-reads the config file and applies its reloadable fields; a
+// file that does not load leaves the running configuration as it is.
+func (a *Agent) reload(imageGC *images.GC, rotator *logs.Rotator) {
+	cur := a.effective.Load()
+	if cur.File == "" {
+		a.log.Warn("config reload: the agent was started without --config; nothing to reload")
+		return
+	}
+	next, err := config.Load(cur.File)
+	if err != nil {
+		a.log.Error("config reload refused; the running configuration stays", "err", err)
+		return
+	}
+	reloadable, restart, err := config.Changed(cur, next)
+	if err != nil {
+		a.log.Error("config reload refused; the running configuration stays", "err", err)
+		return
+	}
+	high, low := next.ImageGCThresholds()
+	imageGC.SetPolicy(images.Policy{HighThresholdPercent: high, LowThresholdPercent: low, MinAge: next.ImageMinimumGCAge.Duration})
+	rotator.SetLimits(next.LogMaxSize(), next.LogMaxFiles())
+	eff := *cur
+	eff.ImageGCHighThresholdPercent, eff.ImageGCLowThresholdPercent = next.ImageGCHighThresholdPercent, next.ImageGCLowThresholdPercent
+	eff.ImageMinimumGCAge = next.ImageMinimumGCAge
+	eff.ContainerLogMaxSize, eff.ContainerLogMaxFiles = next.ContainerLogMaxSize, next.ContainerLogMaxFiles
+	a.effective.Store(&eff)
+	a.log.Info("config reloaded", "file", cur.File, "applied", reloadable)
+	if len(restart) > 0 {
+		a.log.Warn("config fields changed that take effect only after a restart (systemctl restart nodeagent)", "fields", restart)
+	}
 }
 
 // checkDriverAgreement refuses to run when the runtime places containers

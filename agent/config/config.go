@@ -100,12 +100,9 @@ func Defaults() Config {
 // DefaultYAML is the defaults as a config file: the fields nodeagent
 // honours, with the values it uses when a file leaves them out.
 func DefaultYAML() ([]byte, error) {
-	data, err := yaml.Marshal(Defaults().KubeletConfiguration)
+	defaults := Defaults()
+	all, err := defaults.fields()
 	if err != nil {
-		return nil, err
-	}
-	var all map[string]any
-	if err := yaml.Unmarshal(data, &all); err != nil {
 		return nil, err
 	}
 	out := map[string]any{}
@@ -430,4 +427,45 @@ func (c *Config) ResolvConf() string {
 		return ""
 	}
 	return *c.ResolverConfig
+}
+
+// Reloadable are the honoured fields a running agent takes on SIGHUP; the
+// others need a restart.
+var Reloadable = []string{
+	"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
+	"containerLogMaxSize", "containerLogMaxFiles",
+}
+
+// Changed lists the honoured fields whose values differ between a and b,
+// split into those a running agent can take and those needing a restart.
+func Changed(a, b *Config) (reloadable, restart []string, err error) {
+	fa, err := a.fields()
+	if err != nil {
+		return nil, nil, err
+	}
+	fb, err := b.fields()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, f := range Honoured {
+		if reflect.DeepEqual(fa[f], fb[f]) {
+			continue
+		}
+		if slices.Contains(Reloadable, f) {
+			reloadable = append(reloadable, f)
+		} else {
+			restart = append(restart, f)
+		}
+	}
+	return reloadable, restart, nil
+}
+
+// fields is the configuration as its file's field names and values.
+func (c *Config) fields() (map[string]any, error) {
+	data, err := yaml.Marshal(c.KubeletConfiguration)
+	if err != nil {
+		return nil, err
+	}
+	var all map[string]any
+	return all, yaml.Unmarshal(data, &all)
 }

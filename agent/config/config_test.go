@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,5 +153,23 @@ func TestDefaultYAMLLoadsBackToTheDefaults(t *testing.T) {
 	want := Defaults()
 	if !reflect.DeepEqual(cfg.KubeletConfiguration, want.KubeletConfiguration) {
 		t.Errorf("loaded back:\n%+v\nwant\n%+v", cfg.KubeletConfiguration, want.KubeletConfiguration)
+	}
+}
+
+func TestChangedSplitsReloadableFieldsFromRestartOnes(t *testing.T) {
+	a, b := Defaults(), Defaults()
+	files := int32(9)
+	b.ContainerLogMaxFiles = &files
+	b.CgroupRoot = "/elsewhere"
+	b.FeatureGates = map[string]bool{"X": true} // not honoured: not reported
+	reload, restart, err := Changed(&a, &b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(reload, []string{"containerLogMaxFiles"}) || !slices.Equal(restart, []string{"cgroupRoot"}) {
+		t.Errorf("reloadable %v, restart %v", reload, restart)
+	}
+	if reload, restart, _ := Changed(&a, &a); len(reload)+len(restart) != 0 {
+		t.Errorf("no change reported %v %v", reload, restart)
 	}
 }

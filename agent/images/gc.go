@@ -62,6 +62,14 @@ func NewGC(rt Runtime, policy Policy, sandboxImage string, clk clock.WithTicker,
 	return &GC{rt: rt, policy: policy, sandbox: sandboxImage, clock: clk, log: log, records: map[string]*record{}, statfs: statfs}
 }
 
+// SetPolicy takes a new policy (a config reload), after any collection
+// under way.
+func (g *GC) SetPolicy(p Policy) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.policy = p
+}
+
 func statfs(path string) (uint64, uint64, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(path, &st); err != nil {

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -38,15 +39,30 @@ type Containers interface {
 type Rotator struct {
 	rt         Runtime
 	containers Containers
-	maxSize    int64
-	maxFiles   int
 	clock      clock.WithTicker
 	log        *slog.Logger
+
+	mu       sync.Mutex // limits change on a config reload
+	maxSize  int64
+	maxFiles int
 }
 
 // NewRotator returns a rotator; maxFiles counts the current file too (>= 2).
 func NewRotator(rt Runtime, containers Containers, maxSize int64, maxFiles int, clk clock.WithTicker, log *slog.Logger) *Rotator {
 	return &Rotator{rt: rt, containers: containers, maxSize: maxSize, maxFiles: maxFiles, clock: clk, log: log}
+}
+
+// SetLimits takes new limits (a config reload); the next check uses them.
+func (r *Rotator) SetLimits(maxSize int64, maxFiles int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.maxSize, r.maxFiles = maxSize, maxFiles
+}
+
+func (r *Rotator) limits() (int64, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.maxSize, r.maxFiles
 }
 
 // Run rotates every interval until ctx is done.
@@ -77,11 +93,12 @@ func (r *Rotator) rotate(ctx context.Context, c *runtimeapi.ContainerStatus) err
 		}
 		return err
 	}
-	if st.Size() < r.maxSize {
+	maxSize, maxFiles := r.limits()
+	if st.Size() < maxSize {
 		return nil
 	}
 	// Keep room for the file about to be rotated and the new current one.
-	if err := r.trim(c.LogPath, r.maxFiles-2); err != nil {
+	if err := r.trim(c.LogPath, maxFiles-2); err != nil {
 		return err
 	}
 	if err := compressAllBut(c.LogPath, 0); err != nil {

@@ -26,8 +26,8 @@ type Sources struct {
 	Pods   func() []corev1.Pod
 	Events func() []corev1.Event
 	Node   func() *corev1.Node
-	Config any
-	Agent  any // nodeagent's own settings, beside the kubelet config in /configz
+	Config func() any // the KubeletConfiguration in effect
+	Agent  any        // nodeagent's own settings, beside the kubelet config in /configz
 	// Checks are /healthz's components, each also at /healthz/{name}.
 	Checks []HealthCheck
 	// Probes reports a pod's probes (results, last run); nil: none.
@@ -128,7 +128,7 @@ func Handler(src Sources) http.Handler {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	mux.HandleFunc("GET /configz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]any{"kubeletconfig": src.Config, "nodeagent": src.Agent})
+		writeJSON(w, map[string]any{"kubeletconfig": src.Config(), "nodeagent": src.Agent})
 	})
 	return mux
 }

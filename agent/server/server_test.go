@@ -20,7 +20,7 @@ func TestEndpoints(t *testing.T) {
 		},
 		Node:   func() *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}} },
 		Events: func() []corev1.Event { return []corev1.Event{{Reason: "Started"}} },
-		Config: map[string]string{"staticPodPath": "/m"},
+		Config: func() any { return map[string]string{"staticPodPath": "/m"} },
 		Checks: []HealthCheck{{Name: "runtime", Check: func() error { return nil }}, {Name: "pleg", Check: func() error { return healthy }}},
 	})
 	get := func(path string) *httptest.ResponseRecorder {

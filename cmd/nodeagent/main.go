@@ -36,7 +36,9 @@ Usage: nodeagent [--config FILE] [flags]
 
 The config file is a KubeletConfiguration (kubelet.config.k8s.io/v1beta1);
 see examples/nodeagent.yaml for the fields nodeagent honours and their
-defaults.
+defaults. SIGHUP re-reads it and applies the image GC and container log
+fields; other changed fields are logged as needing a restart. SIGTERM and
+SIGINT stop the agent and leave the pods running.
 
 Flags:
 `)
@@ -122,7 +124,17 @@ Flags:
 	if *cniBinDir != "" {
 		binDirs = strings.Split(*cniBinDir, ",")
 	}
-	a, err := agent.New(cfg, agent.Options{NodeName: name, RootDir: *rootDir, CNIConfDir: *cniConfDir, CNIBinDirs: binDirs, ControlSocket: *controlSocket, ImageGCPeriod: *imageGCPeriod, EvictionRanking: *evictionRanking, Logger: log})
+	// SIGHUP reloads the config file's reloadable fields.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	reload := make(chan struct{})
+	go func() {
+		for range hup {
+			reload <- struct{}{}
+		}
+	}()
+	a, err := agent.New(cfg, agent.Options{NodeName: name, RootDir: *rootDir, CNIConfDir: *cniConfDir, CNIBinDirs: binDirs, ControlSocket: *controlSocket,
+		ImageGCPeriod: *imageGCPeriod, EvictionRanking: *evictionRanking, Reload: reload, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodeagent:", err)
 		return 1

@@ -176,6 +176,16 @@ func (n *node) stop() error {
 	return err
 }
 
+// signal sends the running agent a signal.
+func (n *node) signal(sig os.Signal) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		n.t.Fatal("agent not running")
+	}
+	n.cmd.Process.Signal(sig)
+}
+
 func (n *node) logText() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()

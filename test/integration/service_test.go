@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -300,5 +301,62 @@ func TestMetricsAfterAPodStartsAndIsProbed(t *testing.T) {
 	sli := fams["kubelet_pod_start_sli_duration_seconds"].GetMetric()[0].GetHistogram().GetSampleSum()
 	if total <= 0 || total > 60 || sli > total {
 		t.Errorf("pod start %vs, SLI %vs", total, sli)
+	}
+}
+
+// SIGHUP takes the reloadable fields of the edited config file, names the
+// ones that need a restart, and refuses a file that does not load while
+// the agent keeps running on the old one.
+func TestSIGHUPReloadsWhatIsSafe(t *testing.T) {
+	n := newNode(t, "containerLogMaxFiles: 4\n")
+	n.start()
+	cfg, err := os.ReadFile(n.configFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(cfg), "containerLogMaxFiles: 4\n", "containerLogMaxFiles: 3\nimageGCHighThresholdPercent: 90\n", 1)
+	edited = strings.Replace(edited, "fileCheckFrequency: 2s\n", "fileCheckFrequency: 3s\n", 1)
+	if err := os.WriteFile(n.configFile, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.signal(syscall.SIGHUP)
+	n.eventually("the reload logged", 10*time.Second, func() error {
+		log := n.logText()
+		if !strings.Contains(log, `msg="config reloaded"`) || !strings.Contains(log, `applied="[containerLogMaxFiles imageGCHighThresholdPercent]"`) {
+			return fmt.Errorf("no reload with the two applied fields in the log")
+		}
+		if !strings.Contains(log, `take effect only after a restart`) || !strings.Contains(log, `fields=[fileCheckFrequency]`) {
+			return fmt.Errorf("fileCheckFrequency not named as needing a restart")
+		}
+		return nil
+	})
+	var configz struct {
+		Kubelet struct {
+			ContainerLogMaxFiles        int32  `json:"containerLogMaxFiles"`
+			ImageGCHighThresholdPercent int32  `json:"imageGCHighThresholdPercent"`
+			FileCheckFrequency          string `json:"fileCheckFrequency"`
+		} `json:"kubeletconfig"`
+	}
+	n.getJSON("/configz", &configz)
+	if k := configz.Kubelet; k.ContainerLogMaxFiles != 3 || k.ImageGCHighThresholdPercent != 90 || k.FileCheckFrequency != "2s" {
+		t.Errorf("configz after reload %+v, want the two reloaded fields and fileCheckFrequency still 2s", k)
+	}
+
+	if err := os.WriteFile(n.configFile, []byte(edited+"evictionHard: {memory.available: lots}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.signal(syscall.SIGHUP)
+	n.eventually("the refused reload logged", 10*time.Second, func() error {
+		if log := n.logText(); !strings.Contains(log, "config reload refused; the running configuration stays") || !strings.Contains(log, "lots") {
+			return fmt.Errorf("no refusal naming the bad value in the log")
+		}
+		return nil
+	})
+	n.getJSON("/configz", &configz)
+	if configz.Kubelet.ContainerLogMaxFiles != 3 {
+		t.Errorf("a refused reload changed the config: %+v", configz.Kubelet)
+	}
+	if resp, err := http.Get(n.url("/healthz")); err != nil || resp.StatusCode != 200 {
+		t.Errorf("agent unhealthy after a refused reload: %v %v", resp, err)
 	}
 }
