@@ -100,6 +100,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	for _, w := range cfg.Warnings {
 		log.Warn("config: " + w)
 	}
+	if err := os.MkdirAll(a.opts.RootDir, 0o750); err != nil {
+		return fmt.Errorf("root directory: %w (set --root-dir to a directory the agent may create)", err)
+	}
 	// The control socket first: a live one means another agent runs here.
 	var controlListener net.Listener
 	if a.opts.ControlSocket != "" {
@@ -115,7 +118,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if cfg.ReadOnlyPort > 0 {
 		l, err := net.Listen("tcp", apiAddr)
 		if err != nil {
-			return fmt.Errorf("read-only API on %s: %w (set readOnlyPort: 0 to disable it)", apiAddr, err)
+			return fmt.Errorf("read-only API on %s: %w: another process (a kubelet, another agent) holds the port; stop it, or set readOnlyPort to a free port (0 disables the API)", apiAddr, err)
 		}
 		apiListener = l
 		defer l.Close()
@@ -167,7 +170,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		Allocatable: cgroups.NodeAllocatableConfig(capacity, cfg.Reserved(), cfg.EnforcePods()),
 	})
 	if err := tree.SyncQoS(nil); err != nil {
-		return fmt.Errorf("set up QoS cgroups under %s: %w", tree.Kubepods().Cgroupfs(), err)
+		// One line: the first failure says it (the others repeat it for the
+		// QoS cgroups below).
+		if joined, ok := err.(interface{ Unwrap() []error }); ok && len(joined.Unwrap()) > 0 {
+			err = joined.Unwrap()[0]
+		}
+		return fmt.Errorf("cannot write the QoS cgroups under cgroupRoot %q (%s): %w; run nodeagent as root with %s writable, or set cgroupRoot to a cgroup it may create",
+			cfg.CgroupRoot, mgr.Path(tree.Kubepods()), err, cgroups.DefaultMountpoint)
 	}
 	log.Info("QoS cgroup tree ready", "cgroups", "v"+strconv.Itoa(mgr.Version()), "kubepods", mgr.Path(tree.Kubepods()))
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -190,5 +191,57 @@ func TestImageGCRemovesOnlyUnusedImages(t *testing.T) {
 	}
 	if !strings.Contains(n.logText(), "removed unused image") {
 		t.Error("no log line for the removal")
+	}
+}
+
+// Start-up faults end with exit code 1 and one error line that names the
+// problem and the fix, never a panic.
+func TestStartupFaultsAreOneClearLine(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	busyPort := busy.Addr().(*net.TCPAddr).Port
+	for _, tc := range []struct {
+		name, config string
+		want         []string
+	}{
+		{"port in use", fmt.Sprintf("readOnlyPort: %d\n", busyPort),
+			[]string{fmt.Sprintf("read-only API on 127.0.0.1:%d", busyPort), "address already in use", "another process", "readOnlyPort"}},
+		{"cgroup root not creatable", "cgroupRoot: /cgroup.procs\n",
+			[]string{"under cgroupRoot", "/cgroup.procs", "not a directory", "set cgroupRoot"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t, "")
+			cfg, _ := os.ReadFile(n.configFile)
+			// The fault's line replaces the harness's own setting.
+			key, _, _ := strings.Cut(tc.config, ":")
+			var lines []string
+			for _, l := range strings.Split(string(cfg), "\n") {
+				if !strings.HasPrefix(l, key+":") {
+					lines = append(lines, l)
+				}
+			}
+			os.WriteFile(n.configFile, []byte(strings.Join(lines, "\n")+"\n"+tc.config), 0o644)
+			out, err := n.runOnce()
+			if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 1 {
+				t.Fatalf("want exit code 1, got %v\n%s", err, out)
+			}
+			var errors []string
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "level=ERROR") {
+					errors = append(errors, l)
+				}
+			}
+			if len(errors) != 1 || strings.Contains(out, "panic") || strings.Contains(out, "goroutine ") {
+				t.Fatalf("want one error line and no panic:\n%s", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errors[0], w) {
+					t.Errorf("error line lacks %q: %s", w, errors[0])
+				}
+			}
+		})
 	}
 }
