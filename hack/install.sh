@@ -16,6 +16,9 @@ bindir=$root$prefix/bin
 unit=$root/etc/systemd/system/nodeagent.service
 confdir=$root/etc/nodeagent
 config=$confdir/config.yaml
+# What install wrote, so uninstall can tell an untouched config from a
+# changed one whatever INSTALL_CRI_ENDPOINT was then.
+config_sum=$confdir/.config.yaml.installed.sha256
 docdir=$root$prefix/share/doc/nodeagent
 
 say() { echo "$cmd: $*"; }
@@ -54,6 +57,7 @@ install_all() {
 		say "kept the existing $config"
 	else
 		default_config >"$config.tmp" && chmod 0644 "$config.tmp" && mv "$config.tmp" "$config"
+		sha256sum <"$config" >"$config_sum"
 		say "default config $config (runtime $endpoint)"
 	fi
 	"$bindir/nodeagent" --validate-config "$config" >/dev/null ||
@@ -74,12 +78,15 @@ uninstall_all() {
 	rm -f "$bindir/nodeagent" "$bindir/nodectl" "$unit"
 	rm -rf "$docdir"
 	if [ -e "$config" ]; then
-		if default_config | cmp -s - "$config"; then
+		if [ -e "$config_sum" ] && sha256sum <"$config" | cmp -s - "$config_sum"; then
+			rm -f "$config" "$config_sum"
+		elif [ ! -e "$config_sum" ] && default_config | cmp -s - "$config"; then
 			rm -f "$config"
 		else
 			say "kept $config: it was changed after install (remove it by hand)"
 		fi
 	fi
+	[ -e "$config" ] || rm -f "$config_sum"
 	rmdir "$confdir/manifests" 2>/dev/null || [ ! -d "$confdir/manifests" ] || say "kept $confdir/manifests: it holds manifests"
 	rmdir "$confdir" 2>/dev/null || true
 	live_systemd && systemctl daemon-reload

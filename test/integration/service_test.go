@@ -91,9 +91,10 @@ func TestInstallPutsAVerifiedServiceInPlace(t *testing.T) {
 		t.Errorf("the changed config was removed: %v", err)
 	}
 
-	// An untouched install leaves nothing behind.
+	// An untouched install leaves nothing behind, whichever runtime its
+	// config was pointed at.
 	root = t.TempDir()
-	makeTarget(t, "install", "DESTDIR="+root)
+	makeTarget(t, "install", "DESTDIR="+root, "INSTALL_CRI_ENDPOINT=unix:///run/elsewhere.sock")
 	makeTarget(t, "uninstall", "DESTDIR="+root)
 	if _, err := os.Stat(filepath.Join(root, "etc/nodeagent")); !os.IsNotExist(err) {
 		t.Errorf("/etc/nodeagent left after uninstalling an untouched install (%v)", err)
