@@ -409,12 +409,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	log.Info("nodeagent running", "node", a.opts.NodeName, "ip", nodeIP, "manifests", cfg.StaticPodPath, "version", version.Version)
 	// Under systemd (Type=notify): ready now, and the watchdog is petted
-	// only while relisting, and so the pod loops, stay healthy.
+	// only while relisting (and so the pod loops) and the eviction loop stay
+	// healthy. A runtime that is down is not the agent's fault: a restart
+	// would not mend it, so /healthz reports it instead.
 	daemon.SdNotify(false, daemon.SdNotifyReady)
 	if interval, err := daemon.SdWatchdogEnabled(false); err == nil && interval > 0 {
 		run(func() {
 			loop.Every(ctx, a.opts.Clock, interval/3, func(context.Context) {
-				if err := cache.Healthy(); err != nil {
+				if err := errors.Join(cache.Healthy(), evictor.Healthy()); err != nil {
 					log.Warn("not petting the systemd watchdog", "err", err)
 					return
 				}
