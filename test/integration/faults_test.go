@@ -121,7 +121,7 @@ func TestContainerdRestartIsRiddenOut(t *testing.T) {
 		return resp.StatusCode, string(body)
 	}
 	n.eventually("/healthz reports the runtime down", 30*time.Second, func() error {
-		if code, body := health(); code != 500 || !strings.Contains(body, "container runtime is down") {
+		if code, body := health(); code != 500 || !strings.Contains(body, "[-]runtime failed: container runtime at "+criEndpoint+" is down") || !strings.Contains(body, "[+]pleg ok") {
 			return fmt.Errorf("%d %q", code, body)
 		}
 		return nil
