@@ -18,7 +18,7 @@ LDFLAGS  := -X nodeagent/internal/version.Version=$(VERSION)
 export RUNTIME_DIR RUNTIME_RUN_DIR REGISTRY PAUSE_IMAGE TEST_IMAGE BIN_DIR
 
 .DEFAULT_GOAL := help
-.PHONY: help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration test-v2 vm-image bench lint clean
+.PHONY: help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance test-v2 vm-image bench lint clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -63,7 +63,7 @@ run: build runtime-up ## bring the node up and run the agent in the foreground w
 	@echo "nodeagent: config $(RUN_DIR)/nodeagent.yaml, manifests $(RUN_DIR)/manifests; Ctrl-C stops the agent (pods keep running)"
 	$(BIN_DIR)/nodeagent --config $(RUN_DIR)/nodeagent.yaml
 
-test: unit integration ## unit tests, then integration tests against the real runtime
+test: unit integration ## unit tests, then integration tests against the real runtime (the conformance suite among them)
 
 unit: ## unit tests (no root, no daemons)
 	$(GO) vet ./...
@@ -74,6 +74,9 @@ integration: build runtime-up ## integration tests in test/ against the real con
 		TEST_IMAGE=$(TEST_IMAGE) PAUSE_IMAGE=$(PAUSE_IMAGE) $(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration/ 2>&1 | tee $(BIN_DIR)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; \
 		exit $${PIPESTATUS[0]}
 	$(GO) test -count=1 -tags integration -run Live -v ./cgroups/ ./eviction/
+
+conformance: build runtime-up ## run the node conformance suite against an agent started on this node (ARGS="--focus RE ...")
+	@BIN_DIR=$(BIN_DIR) CRI_ENDPOINT=$(CRI_ENDPOINT) TEST_IMAGE=$(TEST_IMAGE) hack/conformance.sh --junit $(BIN_DIR)/conformance/junit.xml $(ARGS)
 
 V2_WORK := $(BIN_DIR)/v2
 

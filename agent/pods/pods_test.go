@@ -442,6 +442,11 @@ func TestTerminationMessage(t *testing.T) {
 	if !strings.HasPrefix(got, "line 20\n") || len(got) > 2048 || strings.Contains(got, "line 19\n") {
 		t.Errorf("fallback must be the last 80 lines cut to 2048 bytes: %d bytes starting %q", len(got), got[:min(len(got), 20)])
 	}
+	// "echo -n DONE; exit 1": an unterminated last line stays unterminated.
+	os.WriteFile(log, []byte("2026-01-01T00:00:00Z stdout F first\n2026-01-01T00:00:00Z stdout P DONE\n"), 0o644)
+	if got := terminationMessage(rec(1, corev1.TerminationMessageFallbackToLogsOnError)); got != "first\nDONE" {
+		t.Errorf("fallback of an unterminated line: %q, want \"first\\nDONE\"", got)
+	}
 	if joinMessage("OOMKilled", "bye") != "OOMKilled: bye" || joinMessage("", "bye") != "bye" || joinMessage("x", "") != "x" {
 		t.Error("joinMessage")
 	}

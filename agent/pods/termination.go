@@ -61,7 +61,9 @@ func terminationMessage(rec *runtimeapi.ContainerStatus) string {
 	var b bytes.Buffer
 	for _, r := range recs {
 		b.Write(r.Content)
-		b.WriteByte('\n')
+		if !r.Unterminated { // "echo -n DONE; exit 1" leaves "DONE", as with the kubelet
+			b.WriteByte('\n')
+		}
 	}
 	out := b.Bytes()
 	if len(out) > fallbackLogBytes {

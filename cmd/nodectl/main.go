@@ -35,6 +35,9 @@ Usage:
   nodectl top pods [--containers]         pods' CPU (millicores) and memory working set, from /stats/summary
   nodectl top node                        the node's CPU and memory use, and their share of capacity
   nodectl cgroups [-o json|yaml]          the QoS cgroup tree: CPU shares and quota, memory limit and use, pids
+  nodectl conformance [--focus RE] [--skip RE] [--parallel N] [--junit FILE] [--json] [--list] [--image REF]
+                                          run the node conformance suite against the agent (on the node:
+                                          it writes manifests into the agent's staticPodPath)
   nodectl describe pod NAME               details: status, cgroup, containers, conditions
   nodectl describe node                   capacity, allocatable, conditions, system info
   nodectl events [--pod NAME]             the agent's events (pulls, starts, kills, back-offs, rejections)
@@ -84,6 +87,7 @@ type flags struct {
 	server, manifestDir, output, file, podFilter, container        string
 	wait, follow, previous, timestamps, interactive, tty, it, help bool
 	containers                                                     bool
+	conformance                                                    conformanceOptions
 	tail                                                           int
 	timeout                                                        time.Duration
 	grace                                                          int64
@@ -100,6 +104,14 @@ func newFlags(verb string) (*flag.FlagSet, *flags) {
 	fs.BoolVar(&f.help, "help", false, "")
 	fs.BoolVar(&f.help, "h", false, "")
 	switch verb {
+	case "conformance":
+		fs.StringVar(&f.conformance.focus, "focus", "", "")
+		fs.StringVar(&f.conformance.skip, "skip", "", "")
+		fs.StringVar(&f.conformance.junit, "junit", "", "")
+		fs.StringVar(&f.conformance.image, "image", "127.0.0.1:5000/nodeagent/test:latest", "")
+		fs.BoolVar(&f.conformance.json, "json", false, "")
+		fs.BoolVar(&f.conformance.list, "list", false, "")
+		fs.IntVar(&f.conformance.parallel, "parallel", 4, "")
 	case "top":
 		fs.BoolVar(&f.containers, "containers", false, "")
 	case "get", "events", "cgroups":
@@ -190,6 +202,8 @@ func run(args []string, out io.Writer) error {
 		return c.topPods(f.containers)
 	case verb == "top" && len(rest) == 1 && isNode(rest[0]):
 		return c.topNode()
+	case verb == "conformance" && len(rest) == 0:
+		return c.runConformance(f.conformance)
 	case verb == "cgroups" && len(rest) == 0:
 		return c.cgroups(f.output)
 	case verb == "describe" && len(rest) == 2 && isPod(rest[0]):

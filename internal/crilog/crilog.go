@@ -17,6 +17,9 @@ type Record struct {
 	Time    time.Time
 	Stream  string // stdout or stderr
 	Content []byte // without the trailing newline
+	// Unterminated is true for a line the container never ended with a
+	// newline (a partial still open at the end of the log).
+	Unterminated bool
 }
 
 // ParseLine splits one CRI log record. partial is true for a P record.
@@ -83,6 +86,7 @@ func (r *Reader) Next() (Record, error) {
 	}
 	for stream, rec := range r.pending {
 		delete(r.pending, stream)
+		rec.Unterminated = true
 		return *rec, nil
 	}
 	return Record{}, io.EOF

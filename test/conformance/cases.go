@@ -1,0 +1,510 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Cases are the suite, in the order they are listed. Names are the
+// kubelet's test names (Describe path and It), with their tags.
+func Cases() []Case {
+	return []Case{
+		{"[sig-node] Pods should get a host IP [NodeConformance] [Conformance]", podsGetAHostIP},
+		{"[sig-node] Container Runtime blackbox test when starting a container that exits should run with the expected status [NodeConformance] [Conformance]", containerExitsWithExpectedStatus},
+		{"[sig-node] Container Runtime blackbox test on terminated container should report termination message from file when pod succeeds and FallbackToLogsOnError is set [NodeConformance] [Conformance]", terminationMessageFromFile},
+		{"[sig-node] Container Runtime blackbox test on terminated container should report termination message from log output if TerminationMessagePolicy FallbackToLogsOnError is set [NodeConformance] [Conformance]", terminationMessageFromLogs},
+		{"[sig-node] Kubelet when scheduling a busybox command in a pod should print the output to logs [NodeConformance] [Conformance]", busyboxPrintsToLogs},
+		{"[sig-node] Kubelet when scheduling a busybox command that always fails in a pod should have an terminated reason [NodeConformance] [Conformance]", alwaysFailingHasTerminatedReason},
+		{"[sig-node] Kubelet when scheduling a read only busybox container should not write to root filesystem [LinuxOnly] [NodeConformance] [Conformance]", readOnlyRootFilesystem},
+		{"[sig-node] Kubelet when scheduling a busybox Pod with hostAliases should write entries to /etc/hosts [NodeConformance] [Conformance]", hostAliasesInEtcHosts},
+		{"[sig-node] Variable Expansion should allow composing env vars into new env vars [NodeConformance] [Conformance]", composedEnvVars},
+		{"[sig-node] Downward API should provide pod name, namespace and IP address as env vars [NodeConformance] [Conformance]", downwardAPIEnv},
+		{"[sig-node] InitContainer [NodeConformance] should invoke init containers on a RestartNever pod [Conformance]", initContainersOnRestartNever},
+		{"[sig-node] InitContainer [NodeConformance] should not start app containers and fail the pod if init containers fail on a RestartNever pod [Conformance]", failingInitFailsThePod},
+		{"[sig-node] Probing container should be restarted with a exec \"cat /tmp/health\" liveness probe [NodeConformance] [Conformance]", execLivenessRestarts},
+		{"[sig-node] Probing container with readiness probe should not be ready before initial delay and never restart [NodeConformance] [Conformance]", readinessWaitsForInitialDelay},
+		{"[sig-node] Container Lifecycle Hook when create a pod with lifecycle hook should execute poststart exec hook properly [NodeConformance] [Conformance]", postStartExecHook},
+		{"[sig-node] Container Lifecycle Hook when create a pod with lifecycle hook should execute prestop exec hook properly [NodeConformance] [Conformance]", preStopExecHook},
+		{"[sig-node] Kubelet Cgroup Manager QOS containers On enabling QOS cgroup hierarchy Top level QoS containers should have been created [NodeConformance]", topLevelQoSCgroups},
+		{"[sig-node] Kubelet Cgroup Manager Pod containers On scheduling a Guaranteed, Burstable and BestEffort Pod Pod containers should have been created under their QoS cgroup [NodeConformance]", podCgroupsUnderTheirQoS},
+		{"[sig-node] OOMKiller [LinuxOnly] [NodeConformance] The containers terminated by OOM killer should have the reason set to OOMKilled", oomKilledReason},
+	}
+}
+
+// Pod builders.
+
+func shellPod(name string, policy corev1.RestartPolicy, script string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{RestartPolicy: policy, Containers: []corev1.Container{{
+			Name: "main", Command: []string{"sh", "-c", script},
+		}}},
+	}
+}
+
+func running(p *corev1.Pod) error {
+	if p == nil {
+		return errors.New("not listed yet")
+	}
+	if p.Status.Phase != corev1.PodRunning {
+		return fmt.Errorf("phase %s", p.Status.Phase)
+	}
+	return nil
+}
+
+func phase(want corev1.PodPhase) func(*corev1.Pod) error {
+	return func(p *corev1.Pod) error {
+		if p == nil {
+			return errors.New("not listed yet")
+		}
+		if p.Status.Phase != want {
+			return fmt.Errorf("phase %s, want %s", p.Status.Phase, want)
+		}
+		return nil
+	}
+}
+
+func containerStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {
+	for _, list := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
+	}
+	return nil
+}
+
+// logsContain waits until the container's log holds want.
+func logsContain(t *T, listed, container, want string, timeout time.Duration) error {
+	_, err := t.WaitPod(listed, timeout, fmt.Sprintf("%q in the log of %s", want, container), func(p *corev1.Pod) error {
+		if p == nil {
+			return errors.New("not listed yet")
+		}
+		logs, err := t.Logs(p, container)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(logs, want) {
+			return fmt.Errorf("log so far: %q", logs)
+		}
+		return nil
+	})
+	return err
+}
+
+// The cases.
+
+func podsGetAHostIP(t *T) error {
+	name, err := t.Create(shellPod("host-ip", corev1.RestartPolicyNever, "sleep 600"))
+	if err != nil {
+		return err
+	}
+	p, err := t.WaitPod(name, time.Minute, "running", running)
+	if err != nil {
+		return err
+	}
+	if net.ParseIP(p.Status.HostIP) == nil {
+		return fmt.Errorf("status.hostIP %q is not an IP", p.Status.HostIP)
+	}
+	if len(p.Status.HostIPs) == 0 || p.Status.HostIPs[0].IP != p.Status.HostIP {
+		return fmt.Errorf("status.hostIPs %v does not start with hostIP %s", p.Status.HostIPs, p.Status.HostIP)
+	}
+	if net.ParseIP(p.Status.PodIP) == nil {
+		return fmt.Errorf("status.podIP %q is not an IP", p.Status.PodIP)
+	}
+	return nil
+}
+
+func containerExitsWithExpectedStatus(t *T) error {
+	for _, tc := range []struct {
+		policy   corev1.RestartPolicy
+		phase    corev1.PodPhase
+		restarts bool
+	}{
+		{corev1.RestartPolicyAlways, corev1.PodRunning, true},
+		{corev1.RestartPolicyOnFailure, corev1.PodRunning, true},
+		{corev1.RestartPolicyNever, corev1.PodFailed, false},
+	} {
+		name, err := t.Create(shellPod("exits-"+strings.ToLower(string(tc.policy)), tc.policy, "exit 1"))
+		if err != nil {
+			return err
+		}
+		_, err = t.WaitPod(name, 90*time.Second, fmt.Sprintf("restartPolicy %s: phase %s, restarted %v", tc.policy, tc.phase, tc.restarts), func(p *corev1.Pod) error {
+			if p == nil || len(p.Status.ContainerStatuses) == 0 {
+				return errors.New("no container status yet")
+			}
+			cs := p.Status.ContainerStatuses[0]
+			if tc.restarts && cs.RestartCount < 1 {
+				return fmt.Errorf("restartCount %d", cs.RestartCount)
+			}
+			if !tc.restarts && (cs.State.Terminated == nil || p.Status.Phase != tc.phase) {
+				return fmt.Errorf("phase %s, state %+v", p.Status.Phase, cs.State)
+			}
+			if tc.restarts && p.Status.Phase != tc.phase {
+				return fmt.Errorf("phase %s, want %s", p.Status.Phase, tc.phase)
+			}
+			if cs.Ready {
+				return errors.New("a container that exits is reported ready")
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if !tc.restarts {
+			p, _ := t.Pod(name)
+			if rc := p.Status.ContainerStatuses[0].RestartCount; rc != 0 {
+				return fmt.Errorf("restartPolicy Never: restartCount %d", rc)
+			}
+		}
+	}
+	return nil
+}
+
+func terminationMessage(t *T, pod *corev1.Pod, want corev1.PodPhase, message string) error {
+	pod.Spec.Containers[0].TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	p, err := t.WaitPod(name, time.Minute, "phase "+string(want), phase(want))
+	if err != nil {
+		return err
+	}
+	cs := p.Status.ContainerStatuses[0]
+	if cs.State.Terminated == nil || cs.State.Terminated.Message != message {
+		return fmt.Errorf("termination state %+v, want message %q", cs.State.Terminated, message)
+	}
+	return nil
+}
+
+func terminationMessageFromFile(t *T) error {
+	return terminationMessage(t, shellPod("term-file", corev1.RestartPolicyNever, "echo -n OK > /dev/termination-log"), corev1.PodSucceeded, "OK")
+}
+
+func terminationMessageFromLogs(t *T) error {
+	return terminationMessage(t, shellPod("term-logs", corev1.RestartPolicyNever, "echo -n DONE; exit 1"), corev1.PodFailed, "DONE")
+}
+
+func busyboxPrintsToLogs(t *T) error {
+	name, err := t.Create(shellPod("busybox-logs", corev1.RestartPolicyNever, "echo 'Hello World'; sleep 600"))
+	if err != nil {
+		return err
+	}
+	return logsContain(t, name, "main", "Hello World", time.Minute)
+}
+
+func alwaysFailingHasTerminatedReason(t *T) error {
+	pod := shellPod("bin-false", corev1.RestartPolicyNever, "")
+	pod.Spec.Containers[0].Command = []string{"/bin/false"}
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	p, err := t.WaitPod(name, time.Minute, "phase Failed", phase(corev1.PodFailed))
+	if err != nil {
+		return err
+	}
+	term := p.Status.ContainerStatuses[0].State.Terminated
+	if term == nil || term.Reason != "Error" || term.ExitCode != 1 {
+		return fmt.Errorf("terminated state %+v, want reason Error and exit code 1", term)
+	}
+	return nil
+}
+
+func readOnlyRootFilesystem(t *T) error {
+	pod := shellPod("read-only-root", corev1.RestartPolicyNever, "echo test > /file; sleep 600")
+	yes := true
+	pod.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{ReadOnlyRootFilesystem: &yes}
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	return logsContain(t, name, "main", "Read-only file system", time.Minute)
+}
+
+func hostAliasesInEtcHosts(t *T) error {
+	pod := shellPod("host-aliases", corev1.RestartPolicyNever, "cat /etc/hosts; sleep 600")
+	pod.Spec.HostAliases = []corev1.HostAlias{{IP: "123.45.67.89", Hostnames: []string{"foo", "bar"}}}
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	return logsContain(t, name, "main", "123.45.67.89\tfoo\tbar", time.Minute)
+}
+
+func composedEnvVars(t *T) error {
+	pod := shellPod("env-compose", corev1.RestartPolicyNever, "env; sleep 600")
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{
+		{Name: "FOO", Value: "foo-value"}, {Name: "BAR", Value: "bar-value"}, {Name: "FOOBAR", Value: "$(FOO);;$(BAR)"},
+	}
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	return logsContain(t, name, "main", "FOOBAR=foo-value;;bar-value", time.Minute)
+}
+
+func downwardAPIEnv(t *T) error {
+	pod := shellPod("downward-env", corev1.RestartPolicyNever, "env; sleep 600")
+	field := func(path string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}
+	}
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{
+		{Name: "POD_NAME", ValueFrom: field("metadata.name")},
+		{Name: "POD_NAMESPACE", ValueFrom: field("metadata.namespace")},
+		{Name: "POD_IP", ValueFrom: field("status.podIP")},
+	}
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	p, err := t.WaitPod(name, time.Minute, "running", running)
+	if err != nil {
+		return err
+	}
+	for _, want := range []string{"POD_NAME=" + p.Name, "POD_NAMESPACE=default", "POD_IP=" + p.Status.PodIP} {
+		if err := logsContain(t, name, "main", want, 30*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func initContainersOnRestartNever(t *T) error {
+	pod := shellPod("init-never", corev1.RestartPolicyNever, "true")
+	pod.Spec.InitContainers = []corev1.Container{
+		{Name: "init1", Command: []string{"/bin/true"}}, {Name: "init2", Command: []string{"/bin/true"}},
+	}
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	p, err := t.WaitPod(name, time.Minute, "phase Succeeded", phase(corev1.PodSucceeded))
+	if err != nil {
+		return err
+	}
+	for _, c := range []string{"init1", "init2", "main"} {
+		cs := containerStatus(p, c)
+		if cs == nil || cs.State.Terminated == nil || cs.State.Terminated.Reason != "Completed" {
+			return fmt.Errorf("container %s: %+v, want terminated Completed", c, cs)
+		}
+	}
+	if a, b := containerStatus(p, "init2").State.Terminated.StartedAt, containerStatus(p, "init1").State.Terminated.FinishedAt; a.Before(&b) {
+		return fmt.Errorf("init2 started at %s, before init1 finished at %s", a, b)
+	}
+	return nil
+}
+
+func failingInitFailsThePod(t *T) error {
+	pod := shellPod("init-fails", corev1.RestartPolicyNever, "true")
+	pod.Spec.InitContainers = []corev1.Container{{Name: "init1", Command: []string{"/bin/false"}}, {Name: "init2", Command: []string{"/bin/true"}}}
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	p, err := t.WaitPod(name, time.Minute, "phase Failed", phase(corev1.PodFailed))
+	if err != nil {
+		return err
+	}
+	if cs := containerStatus(p, "init1"); cs == nil || cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 1 {
+		return fmt.Errorf("init1 %+v, want terminated with exit code 1", cs)
+	}
+	for _, c := range []string{"init2", "main"} {
+		if cs := containerStatus(p, c); cs != nil && (cs.State.Running != nil || cs.State.Terminated != nil) {
+			return fmt.Errorf("container %s ran after init1 failed: %+v", c, cs.State)
+		}
+	}
+	return nil
+}
+
+func execLivenessRestarts(t *T) error {
+	pod := shellPod("liveness-exec", corev1.RestartPolicyAlways, "echo ok >/tmp/health; sleep 10; rm -rf /tmp/health; sleep 600")
+	pod.Spec.Containers[0].LivenessProbe = &corev1.Probe{
+		ProbeHandler:        corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"cat", "/tmp/health"}}},
+		InitialDelaySeconds: 5, PeriodSeconds: 2, FailureThreshold: 1, TimeoutSeconds: 1,
+	}
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	_, err = t.WaitPod(name, 2*time.Minute, "restartCount 1", func(p *corev1.Pod) error {
+		if p == nil || len(p.Status.ContainerStatuses) == 0 {
+			return errors.New("no container status yet")
+		}
+		if rc := p.Status.ContainerStatuses[0].RestartCount; rc < 1 {
+			return fmt.Errorf("restartCount %d", rc)
+		}
+		return nil
+	})
+	return err
+}
+
+func readinessWaitsForInitialDelay(t *T) error {
+	const delay = 10 * time.Second
+	pod := shellPod("readiness-delay", corev1.RestartPolicyAlways, "sleep 600")
+	pod.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
+		ProbeHandler:        corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}},
+		InitialDelaySeconds: int32(delay / time.Second), PeriodSeconds: 1,
+	}
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	p, err := t.WaitPod(name, 2*time.Minute, "ready", func(p *corev1.Pod) error {
+		if p == nil || len(p.Status.ContainerStatuses) == 0 || !p.Status.ContainerStatuses[0].Ready {
+			return errors.New("not ready yet")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	cs := p.Status.ContainerStatuses[0]
+	var readySince time.Time
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.ContainersReady {
+			readySince = c.LastTransitionTime.Time
+		}
+	}
+	if cs.State.Running == nil || readySince.Sub(cs.State.Running.StartedAt.Time) < delay-time.Second {
+		return fmt.Errorf("ready at %s, less than the %s initial delay after the start at %v", readySince, delay, cs.State.Running)
+	}
+	if cs.RestartCount != 0 {
+		return fmt.Errorf("restartCount %d", cs.RestartCount)
+	}
+	return nil
+}
+
+func postStartExecHook(t *T) error {
+	pod := shellPod("poststart-exec", corev1.RestartPolicyNever, "while [ ! -f /hook/poststart ]; do sleep 0.1; done; cat /hook/poststart; sleep 600")
+	pod.Spec.Volumes = []corev1.Volume{{Name: "hook", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "hook", MountPath: "/hook"}}
+	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{
+		Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "echo poststart-ran > /hook/poststart"}}}}
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	return logsContain(t, name, "main", "poststart-ran", time.Minute)
+}
+
+func preStopExecHook(t *T) error {
+	// The hook writes into a host directory the suite reads after the pod
+	// is gone (the kubelet's test has a server pod record the call).
+	dir, err := os.MkdirTemp("", "nodeagent-conformance-prestop-")
+	if err != nil {
+		return err
+	}
+	os.Chmod(dir, 0o777)
+	t.Defer(func(context.Context) error { return os.RemoveAll(dir) })
+	pod := shellPod("prestop-exec", corev1.RestartPolicyNever, "sleep 600")
+	pod.Spec.Volumes = []corev1.Volume{{Name: "out", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}}}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "out", MountPath: "/out"}}
+	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
+		Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "echo prestop-ran > /out/prestop"}}}}
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	if _, err := t.WaitPod(name, time.Minute, "running", running); err != nil {
+		return err
+	}
+	if err := t.Delete(name); err != nil {
+		return err
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "prestop"))
+	if err != nil || strings.TrimSpace(string(got)) != "prestop-ran" {
+		return fmt.Errorf("the preStop hook left %q (%v), want prestop-ran", got, err)
+	}
+	return nil
+}
+
+func topLevelQoSCgroups(t *T) error {
+	n := t.Node()
+	if !n.PerQOS {
+		return errors.New("cgroupsPerQOS is off on this node: no QoS cgroups to check")
+	}
+	if n.Kubepods == "" {
+		return errors.New("the node does not say where kubepods is (annotation nodeagent.io/kubepods)")
+	}
+	for _, qos := range []string{"burstable", "besteffort"} {
+		if fi, err := os.Stat(filepath.Join(n.Kubepods, qos)); err != nil || !fi.IsDir() {
+			return fmt.Errorf("QoS cgroup %s: %v", qos, err)
+		}
+	}
+	return nil
+}
+
+func podCgroupsUnderTheirQoS(t *T) error {
+	n := t.Node()
+	if n.Kubepods == "" {
+		return errors.New("the node does not say where kubepods is (annotation nodeagent.io/kubepods)")
+	}
+	limits := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+	requests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")}
+	for _, tc := range []struct {
+		qos, parent string
+		res         corev1.ResourceRequirements
+	}{
+		{"guaranteed", "", corev1.ResourceRequirements{Limits: limits, Requests: limits}},
+		{"burstable", "burstable", corev1.ResourceRequirements{Limits: limits, Requests: requests}},
+		{"besteffort", "besteffort", corev1.ResourceRequirements{}},
+	} {
+		pod := shellPod("cgroup-"+tc.qos, corev1.RestartPolicyNever, "sleep 600")
+		pod.Spec.Containers[0].Resources = tc.res
+		name, err := t.Create(pod)
+		if err != nil {
+			return err
+		}
+		p, err := t.WaitPod(name, time.Minute, "running", running)
+		if err != nil {
+			return err
+		}
+		dir := filepath.Join(n.Kubepods, tc.parent, "pod"+string(p.UID))
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return fmt.Errorf("%s pod: no cgroup %s: %v", tc.qos, dir, err)
+		}
+		if err := t.Delete(name); err != nil {
+			return err
+		}
+		if err := poll(t.Context(), 30*time.Second, "pod cgroup "+dir+" removed", func() error {
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				return fmt.Errorf("still there (%v)", err)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func oomKilledReason(t *T) error {
+	pod := shellPod("oomkill", corev1.RestartPolicyNever, "dd if=/dev/zero of=/dev/null bs=20M")
+	pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("15Mi")}}
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	p, err := t.WaitPod(name, time.Minute, "phase Failed", phase(corev1.PodFailed))
+	if err != nil {
+		return err
+	}
+	term := p.Status.ContainerStatuses[0].State.Terminated
+	if term == nil || term.ExitCode != 137 || term.Reason != "OOMKilled" {
+		return fmt.Errorf("terminated %+v, want exit code 137 and reason OOMKilled", term)
+	}
+	return nil
+}
