@@ -38,6 +38,11 @@ Usage:
   nodectl conformance [--focus RE] [--skip RE] [--parallel N] [--junit FILE] [--json] [--list] [--image REF]
                                           run the node conformance suite against the agent (on the node:
                                           it writes manifests into the agent's staticPodPath)
+  nodectl experiment run SCENARIO.yaml [--out DIR] [--repetitions N] [--duration D] [--agent-bin PATH]
+                     [--runtime-endpoint URL] [--image REF]
+                                          run an OOM stress experiment: starts its own agent with the scenario's
+                                          settings; writes timeline.json, summary.json, report.md, memory.svg
+  nodectl experiment compare DIR_A DIR_B  two experiments' results side by side
   nodectl describe pod NAME               details: status, cgroup, containers, conditions
   nodectl describe node                   capacity, allocatable, conditions, system info
   nodectl events [--pod NAME]             the agent's events (pulls, starts, kills, back-offs, rejections)
@@ -88,6 +93,7 @@ type flags struct {
 	wait, follow, previous, timestamps, interactive, tty, it, help bool
 	containers                                                     bool
 	conformance                                                    conformanceOptions
+	experiment                                                     experimentOptions
 	tail                                                           int
 	timeout                                                        time.Duration
 	grace                                                          int64
@@ -112,6 +118,13 @@ func newFlags(verb string) (*flag.FlagSet, *flags) {
 		fs.BoolVar(&f.conformance.json, "json", false, "")
 		fs.BoolVar(&f.conformance.list, "list", false, "")
 		fs.IntVar(&f.conformance.parallel, "parallel", 4, "")
+	case "experiment":
+		fs.StringVar(&f.experiment.out, "out", "", "")
+		fs.StringVar(&f.experiment.agentBin, "agent-bin", "", "")
+		fs.StringVar(&f.experiment.endpoint, "runtime-endpoint", envOr("CRI_ENDPOINT", "unix:///run/containerd/containerd.sock"), "")
+		fs.StringVar(&f.experiment.image, "image", "127.0.0.1:5000/nodeagent/test:latest", "")
+		fs.IntVar(&f.experiment.repetitions, "repetitions", 0, "")
+		fs.DurationVar(&f.experiment.duration, "duration", 0, "")
 	case "top":
 		fs.BoolVar(&f.containers, "containers", false, "")
 	case "get", "events", "cgroups":
@@ -202,6 +215,10 @@ func run(args []string, out io.Writer) error {
 		return c.topPods(f.containers)
 	case verb == "top" && len(rest) == 1 && isNode(rest[0]):
 		return c.topNode()
+	case verb == "experiment" && len(rest) == 2 && rest[0] == "run":
+		return c.runExperiment(rest[1], f.experiment)
+	case verb == "experiment" && len(rest) == 3 && rest[0] == "compare":
+		return c.compareExperiments(rest[1], rest[2])
 	case verb == "conformance" && len(rest) == 0:
 		return c.runConformance(f.conformance)
 	case verb == "cgroups" && len(rest) == 0:

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"nodeagent/cgroups"
+	"nodeagent/test/experiment"
+)
+
+// experimentOptions are nodectl experiment's flags.
+type experimentOptions struct {
+	out, agentBin, endpoint, image string
+	repetitions                    int
+	duration                       time.Duration
+}
+
+// runExperiment runs a scenario file and writes its results.
+func (c *client) runExperiment(file string, o experimentOptions) error {
+	mem, err := cgroups.ReadFlatKeyed("/proc/meminfo")
+	if err != nil {
+		return err
+	}
+	nodeMemory := int64(mem["MemTotal:"]) * 1024
+	s, err := experiment.Load(file, nodeMemory)
+	if err != nil {
+		return err
+	}
+	if o.repetitions > 0 {
+		s.Repetitions = o.repetitions
+	}
+	if o.duration > 0 {
+		s.Duration.Duration = o.duration
+		if err := s.Validate(nodeMemory); err != nil {
+			return fmt.Errorf("with --duration %s: %w", o.duration, err)
+		}
+	}
+	env := experiment.Env{AgentBin: o.agentBin, RuntimeEndpoint: o.endpoint, Image: o.image}
+	if env.AgentBin == "" {
+		if self, err := os.Executable(); err == nil {
+			if candidate := filepath.Join(filepath.Dir(self), "nodeagent"); fileExists(candidate) {
+				env.AgentBin = candidate
+			}
+		}
+		if env.AgentBin == "" {
+			if env.AgentBin, err = exec.LookPath("nodeagent"); err != nil {
+				return fmt.Errorf("no nodeagent binary beside nodectl or on PATH: set --agent-bin")
+			}
+		}
+	}
+	out := o.out
+	if out == "" {
+		out = filepath.Join("results", s.Name+"-"+time.Now().Format("20060102-150405"))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(os.Stderr, "experiment %s: %d run(s) of %s, %d pods each, sampled at %d Hz; results in %s\n",
+		s.Name, s.Repetitions, s.Duration.Duration, s.PodCount(), s.SampleHz, out)
+	lastLine := time.Time{}
+	progress := func(run, runs int, elapsed, duration time.Duration, last experiment.Sample) {
+		if time.Since(lastLine) < time.Second {
+			return
+		}
+		lastLine = time.Now()
+		fmt.Fprintf(os.Stderr, "run %d of %d: %4.1fs of %s, pods working set %d Mi, node available %d Mi, PSI some avg10 %.1f%%, kernel OOM kills %d\n",
+			run, runs, elapsed.Seconds(), duration, last.PodsWorkingSet>>20, last.NodeAvailable>>20, last.PSISomeAvg10, last.KernelOOMKills)
+	}
+	_, runErr := experiment.Execute(ctx, s, env, out, nodeMemory, progress)
+	if sum, err := experiment.ReadSummary(out); err == nil {
+		for _, v := range sum.Verdicts {
+			fmt.Fprintf(c.out, "%s  %s (%s)\n", map[bool]string{true: "PASS", false: "FAIL"}[v.Pass], v.Check, v.Detail)
+		}
+		fmt.Fprintf(c.out, "report: %s\n", filepath.Join(out, "report.md"))
+	}
+	return runErr
+}
+
+// compareExperiments prints two result directories side by side.
+func (c *client) compareExperiments(a, b string) error {
+	sa, err := experiment.ReadSummary(a)
+	if err != nil {
+		return err
+	}
+	sb, err := experiment.ReadSummary(b)
+	if err != nil {
+		return err
+	}
+	return experiment.Compare(c.out, a, b, sa, sb)
+}
+
+func fileExists(path string) bool { _, err := os.Stat(path); return err == nil }

@@ -1,0 +1,137 @@
+package experiment
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"nodeagent/cgroups"
+	"nodeagent/internal/qos"
+)
+
+// Sample is one reading of the node and its pods.
+type Sample struct {
+	T float64 `json:"t"` // seconds since the run started
+	// Node: MemAvailable, and the root cgroup's working set.
+	NodeAvailable  int64 `json:"nodeAvailable"`
+	NodeWorkingSet int64 `json:"nodeWorkingSet"`
+	// Kubepods: all pods together.
+	PodsUsage      int64 `json:"podsUsage"`
+	PodsWorkingSet int64 `json:"podsWorkingSet"`
+	// PSI of the node's memory: the some avg10 percentage and the total
+	// stall time in microseconds.
+	PSISomeAvg10 float64 `json:"psiSomeAvg10"`
+	PSISomeTotal uint64  `json:"psiSomeTotal"`
+	// KernelOOMKills is /proc/vmstat oom_kill since the run started.
+	KernelOOMKills uint64 `json:"kernelOOMKills"`
+	// Pods by name: working set and usage of each pod cgroup.
+	Pods map[string]PodSample `json:"pods,omitempty"`
+}
+
+// PodSample is one pod cgroup's reading.
+type PodSample struct {
+	Usage      int64  `json:"usage"`
+	WorkingSet int64  `json:"workingSet"`
+	OOMKills   uint64 `json:"oomKills,omitempty"` // memcg oom_kill count (kernel kills inside the pod)
+}
+
+// sampler reads the node and the pod cgroups at a fixed rate.
+type sampler struct {
+	mgr      cgroups.Manager
+	kubepods cgroups.Name
+	start    time.Time
+	oomBase  uint64
+
+	mu   sync.Mutex
+	pods map[string]cgroups.Name // pod name -> its cgroup
+}
+
+func newSampler(mgr cgroups.Manager, cgroupRoot string, start time.Time) *sampler {
+	return &sampler{mgr: mgr, kubepods: cgroups.ParseCgroupfs(cgroupRoot).Child("kubepods"), start: start,
+		oomBase: vmstatOOMKills(), pods: map[string]cgroups.Name{}}
+}
+
+// track learns the pods' cgroups from the agent's pod list.
+func (s *sampler) track(pods []corev1.Pod, nodeName string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range pods {
+		p := &pods[i]
+		name := strings.TrimSuffix(p.Name, "-"+nodeName)
+		if _, ok := s.pods[name]; ok || p.UID == "" {
+			continue
+		}
+		parent := s.kubepods
+		if class := qos.Class(p); class != corev1.PodQOSGuaranteed {
+			parent = parent.Child(strings.ToLower(string(class)))
+		}
+		s.pods[name] = parent.Child("pod" + string(p.UID))
+	}
+}
+
+// run samples every period until ctx is done.
+func (s *sampler) run(ctx context.Context, period time.Duration, out func(Sample)) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		out(s.read())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *sampler) read() Sample {
+	now := time.Now()
+	smp := Sample{T: now.Sub(s.start).Seconds(), NodeAvailable: memAvailable()}
+	if st, err := cgroups.ReadMemoryStats(s.mgr, cgroups.Name{}); err == nil {
+		smp.NodeWorkingSet = int64(st.WorkingSet())
+	}
+	if st, err := cgroups.ReadMemoryStats(s.mgr, s.kubepods); err == nil {
+		smp.PodsUsage, smp.PodsWorkingSet = int64(st.Usage), int64(st.WorkingSet())
+	}
+	if p, err := cgroups.ReadPressure("/proc/pressure/memory"); err == nil && p != nil {
+		smp.PSISomeAvg10, smp.PSISomeTotal = p.Some.Avg10, p.Some.Total
+	}
+	if n := vmstatOOMKills(); n >= s.oomBase {
+		smp.KernelOOMKills = n - s.oomBase
+	}
+	s.mu.Lock()
+	pods := make(map[string]cgroups.Name, len(s.pods))
+	for k, v := range s.pods {
+		pods[k] = v
+	}
+	s.mu.Unlock()
+	for name, cg := range pods {
+		st, err := cgroups.ReadMemoryStats(s.mgr, cg)
+		if err != nil {
+			continue // not created yet, or gone
+		}
+		if smp.Pods == nil {
+			smp.Pods = map[string]PodSample{}
+		}
+		smp.Pods[name] = PodSample{Usage: int64(st.Usage), WorkingSet: int64(st.WorkingSet()), OOMKills: st.OOMKills}
+	}
+	return smp
+}
+
+func memAvailable() int64 {
+	m, err := cgroups.ReadFlatKeyed("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	return int64(m["MemAvailable:"]) * 1024 // "MemAvailable: N kB"
+}
+
+func vmstatOOMKills() uint64 {
+	m, err := cgroups.ReadFlatKeyed("/proc/vmstat")
+	if err != nil {
+		return 0
+	}
+	return m["oom_kill"]
+}

@@ -1,0 +1,99 @@
+//go:build integration
+
+package integration
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"nodeagent/test/experiment"
+)
+
+// The built-in BestEffort bomb, one short run, end to end: the bomb is
+// evicted by the agent and nobody else is touched, and every file is
+// there and parses.
+func TestBestEffortBombExperimentEndToEnd(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "bomb")
+	cmd := exec.Command(nodectlBin, "experiment", "run", "../../examples/experiments/besteffort-bomb.yaml", "--duration", "10s", "--repetitions", "2",
+		"--out", out, "--agent-bin", agentBin, "--runtime-endpoint", criEndpoint, "--image", testImage)
+	output, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("nodectl experiment run: %v\n%s", err, output)
+	}
+	if !strings.Contains(string(output), "run 2 of 2:") {
+		t.Errorf("no progress lines for run 2:\n%s", output)
+	}
+	var timeline struct {
+		Runs []experiment.Run `json:"runs"`
+	}
+	if err := json.Unmarshal(mustRead(t, filepath.Join(out, "timeline.json")), &timeline); err != nil || len(timeline.Runs) != 2 {
+		t.Fatalf("timeline.json: %v, %d runs", err, len(timeline.Runs))
+	}
+	for _, r := range timeline.Runs {
+		if r.SampleHz < 50 || len(r.Samples) < 500 {
+			t.Errorf("run %d: %d samples at %.0f Hz, want about 100 Hz", r.Index, len(r.Samples), r.SampleHz)
+		}
+		fates := map[string]string{}
+		for _, p := range r.Pods {
+			fates[p.Name] = p.Fate
+		}
+		if fates["bomb"] != "evicted" || fates["guaranteed"] != "survived" || fates["burstable"] != "survived" {
+			t.Errorf("run %d: fates %v, want the bomb evicted and the others alive", r.Index, fates)
+		}
+	}
+	var sum experiment.Summary
+	if err := json.Unmarshal(mustRead(t, filepath.Join(out, "summary.json")), &sum); err != nil || len(sum.Runs) != 2 {
+		t.Fatalf("summary.json: %v %+v", err, sum)
+	}
+	for _, r := range sum.Runs {
+		if len(r.Evicted) == 0 || r.Evicted[0] != "bomb" || r.GuaranteedKilled || r.UnderRequestBurstableKilled {
+			t.Errorf("run %d summary %+v", r.Run, r)
+		}
+	}
+	if sum.Latencies["decision"].N < 2 {
+		t.Errorf("decision latencies %+v, want one per eviction", sum.Latencies["decision"])
+	}
+	report := string(mustRead(t, filepath.Join(out, "report.md")))
+	for _, want := range []string{"| 1 | bomb (agent,", "| 2 | bomb (agent,", "PASS: no Guaranteed pod was killed", "| decision |"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report.md lacks %q:\n%s", want, report)
+		}
+	}
+	var svg struct {
+		XMLName xml.Name `xml:"svg"`
+		Groups  []struct {
+			Lines []struct {
+				Series string `xml:"data-series,attr"`
+			} `xml:"polyline"`
+			Paths []struct {
+				Class string `xml:"class,attr"`
+			} `xml:"path"`
+		} `xml:"g"`
+	}
+	if err := xml.Unmarshal(mustRead(t, filepath.Join(out, "memory.svg")), &svg); err != nil || len(svg.Groups) != 2 {
+		t.Fatalf("memory.svg: %v, %d panels", err, len(svg.Groups))
+	}
+	for i, g := range svg.Groups {
+		series := map[string]bool{}
+		for _, l := range g.Lines {
+			series[l.Series] = true
+		}
+		evictions := 0
+		for _, p := range g.Paths {
+			if p.Class == "eviction" {
+				evictions++
+			}
+		}
+		if !series["bomb"] || !series["guaranteed"] || !series["burstable"] || !series["all pods"] || !series["node working set"] || evictions == 0 {
+			t.Errorf("panel %d: series %v, %d eviction markers", i+1, series, evictions)
+		}
+	}
+	// The comparison reads two result directories.
+	if out, err := exec.Command(nodectlBin, "experiment", "compare", out, out).CombinedOutput(); err != nil || !strings.Contains(string(out), "first killed per run") {
+		t.Errorf("nodectl experiment compare: %v\n%s", err, out)
+	}
+}
