@@ -17,9 +17,9 @@ import (
 
 // conformanceOptions are nodectl conformance's flags.
 type conformanceOptions struct {
-	focus, skip, junit, image string
-	json, list                bool
-	parallel                  int
+	focus, skip, junit, image, agentBin string
+	json, list                          bool
+	parallel                            int
 }
 
 // runConformance runs the node conformance suite against the agent at
@@ -58,6 +58,9 @@ func (c *client) runConformance(o conformanceOptions) error {
 	if err != nil {
 		return err
 	}
+	// The eviction cases start this binary beside the agent under test;
+	// without one they fail and say so.
+	node.AgentBin, _ = agentBinary(o.agentBin)
 	// Progress goes to stderr: a live line on a terminal, a line per case
 	// otherwise (CI logs).
 	tty := term.IsTerminal(int(os.Stderr.Fd()))

@@ -41,18 +41,9 @@ func (c *client) runExperiment(file string, o experimentOptions) error {
 			return fmt.Errorf("with --duration %s: %w", o.duration, err)
 		}
 	}
-	env := experiment.Env{AgentBin: o.agentBin, RuntimeEndpoint: o.endpoint, Image: o.image}
-	if env.AgentBin == "" {
-		if self, err := os.Executable(); err == nil {
-			if candidate := filepath.Join(filepath.Dir(self), "nodeagent"); fileExists(candidate) {
-				env.AgentBin = candidate
-			}
-		}
-		if env.AgentBin == "" {
-			if env.AgentBin, err = exec.LookPath("nodeagent"); err != nil {
-				return fmt.Errorf("no nodeagent binary beside nodectl or on PATH: set --agent-bin")
-			}
-		}
+	env := experiment.Env{RuntimeEndpoint: o.endpoint, Image: o.image}
+	if env.AgentBin, err = agentBinary(o.agentBin); err != nil {
+		return err
 	}
 	out := o.out
 	if out == "" {
@@ -92,6 +83,23 @@ func (c *client) compareExperiments(a, b string) error {
 		return err
 	}
 	return experiment.Compare(c.out, a, b, sa, sb)
+}
+
+// agentBinary is the nodeagent binary experiments start: the flag's, the
+// one beside nodectl, or the one on PATH.
+func agentBinary(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		if candidate := filepath.Join(filepath.Dir(self), "nodeagent"); fileExists(candidate) {
+			return candidate, nil
+		}
+	}
+	if path, err := exec.LookPath("nodeagent"); err == nil {
+		return path, nil
+	}
+	return "", fmt.Errorf("no nodeagent binary beside nodectl or on PATH: set --agent-bin")
 }
 
 func fileExists(path string) bool { _, err := os.Stat(path); return err == nil }

@@ -36,8 +36,11 @@ Usage:
   nodectl top node                        the node's CPU and memory use, and their share of capacity
   nodectl cgroups [-o json|yaml]          the QoS cgroup tree: CPU shares and quota, memory limit and use, pids
   nodectl conformance [--focus RE] [--skip RE] [--parallel N] [--junit FILE] [--json] [--list] [--image REF]
+                     [--agent-bin PATH]
                                           run the node conformance suite against the agent (on the node:
-                                          it writes manifests into the agent's staticPodPath)
+                                          it writes manifests into the agent's staticPodPath); the [Serial]
+                                          eviction cases run last, on an agent binary they start with
+                                          settings sized from the node's free memory
   nodectl experiment run SCENARIO.yaml [--out DIR] [--repetitions N] [--duration D] [--agent-bin PATH]
                      [--runtime-endpoint URL] [--image REF]
                                           run an OOM stress experiment: starts its own agent with the scenario's
@@ -118,6 +121,7 @@ func newFlags(verb string) (*flag.FlagSet, *flags) {
 		fs.BoolVar(&f.conformance.json, "json", false, "")
 		fs.BoolVar(&f.conformance.list, "list", false, "")
 		fs.IntVar(&f.conformance.parallel, "parallel", 4, "")
+		fs.StringVar(&f.conformance.agentBin, "agent-bin", "", "")
 	case "experiment":
 		fs.StringVar(&f.experiment.out, "out", "", "")
 		fs.StringVar(&f.experiment.agentBin, "agent-bin", "", "")

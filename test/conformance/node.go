@@ -30,7 +30,11 @@ type Node struct {
 	CgroupV2   bool
 	PerQOS     bool
 	Image      string // the image cases run (busybox, memhog)
-	client     *http.Client
+	// RuntimeEndpoint is the agent's runtime; AgentBin is the agent binary
+	// the eviction cases start beside it with their own settings.
+	RuntimeEndpoint string
+	AgentBin        string
+	client          *http.Client
 }
 
 // Connect reads the agent's /configz and /node.
@@ -38,9 +42,10 @@ func Connect(ctx context.Context, api, image string) (*Node, error) {
 	n := &Node{API: strings.TrimRight(api, "/"), Image: image, client: &http.Client{Timeout: 10 * time.Second}}
 	var configz struct {
 		Kubelet struct {
-			StaticPodPath string `json:"staticPodPath"`
-			PodLogsDir    string `json:"podLogsDir"`
-			CgroupsPerQOS *bool  `json:"cgroupsPerQOS"`
+			StaticPodPath            string `json:"staticPodPath"`
+			ContainerRuntimeEndpoint string `json:"containerRuntimeEndpoint"`
+			PodLogsDir               string `json:"podLogsDir"`
+			CgroupsPerQOS            *bool  `json:"cgroupsPerQOS"`
 		} `json:"kubeletconfig"`
 	}
 	if err := n.get(ctx, "/configz", &configz); err != nil {
@@ -51,6 +56,7 @@ func Connect(ctx context.Context, api, image string) (*Node, error) {
 		return nil, err
 	}
 	n.Name, n.Manifests, n.PodLogsDir = node.Name, configz.Kubelet.StaticPodPath, configz.Kubelet.PodLogsDir
+	n.RuntimeEndpoint = configz.Kubelet.ContainerRuntimeEndpoint
 	n.PerQOS = configz.Kubelet.CgroupsPerQOS == nil || *configz.Kubelet.CgroupsPerQOS
 	n.Kubepods = node.Annotations["nodeagent.io/kubepods"]
 	n.CgroupV2 = node.Annotations["nodeagent.io/cgroup-version"] == "v2"

@@ -6,6 +6,7 @@ import (
 	"io"
 	"regexp"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -15,6 +16,9 @@ type Case struct {
 	// Name is stable and says which kubelet test it mirrors, with its tags.
 	Name string
 	Run  func(t *T) error
+	// Serial cases run alone, after the others (they press the node's
+	// memory).
+	Serial bool
 }
 
 // Status is a case's outcome.
@@ -74,9 +78,14 @@ func Run(ctx context.Context, node *Node, cases []Case, opts Options) []Result {
 		sort.Strings(names)
 		opts.Progress(done, len(todo), r, names)
 	}
+	// The parallel cases first, then the serial ones one at a time.
+	sort.SliceStable(todo, func(a, b int) bool { return !cases[todo[a]].Serial && cases[todo[b]].Serial })
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 	for _, i := range todo {
+		if cases[i].Serial {
+			wg.Wait() // alone: the others finish first
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -86,7 +95,7 @@ func Run(ctx context.Context, node *Node, cases []Case, opts Options) []Result {
 			continue
 		}
 		wg.Add(1)
-		go func(i int) {
+		run := func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			mu.Lock()
@@ -100,7 +109,12 @@ func Run(ctx context.Context, node *Node, cases []Case, opts Options) []Result {
 			done++
 			report(&r)
 			mu.Unlock()
-		}(i)
+		}
+		if cases[i].Serial {
+			run(i)
+			continue
+		}
+		go run(i)
 	}
 	wg.Wait()
 	return results
@@ -150,7 +164,9 @@ func WriteTable(w io.Writer, results []Result) {
 		}
 		fmt.Fprintf(w, "%-7s  %7.1fs  %s\n", r.Status, r.Duration.Seconds(), r.Name)
 		if r.Reason != "" && r.Status != Passed {
-			fmt.Fprintf(w, "%-7s  %8s    %s\n", "", "", r.Reason)
+			for _, line := range strings.Split(r.Reason, "\n") {
+				fmt.Fprintf(w, "%-7s  %8s    %s\n", "", "", line)
+			}
 		}
 	}
 	n := Counts(results)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,8 +30,8 @@ func TestRunSelectsRunsInParallelAndCleansUp(t *testing.T) {
 			return nil
 		}
 	}
-	cases := []Case{{"a [NodeConformance]", work(false)}, {"b [NodeConformance]", work(true)}, {"c [Slow]", work(false)},
-		{"d [NodeConformance]", work(false)}, {"e [NodeConformance]", func(*T) error { panic("oops") }}}
+	cases := []Case{{Name: "a [NodeConformance]", Run: work(false)}, {Name: "b [NodeConformance]", Run: work(true)}, {Name: "c [Slow]", Run: work(false)},
+		{Name: "d [NodeConformance]", Run: work(false)}, {Name: "e [NodeConformance]", Run: func(*T) error { panic("oops") }}}
 	var progress []string
 	results := Run(context.Background(), &Node{}, cases, Options{
 		Focus: regexp.MustCompile(`NodeConformance`), Skip: regexp.MustCompile(`^d `), Parallel: 2,
@@ -61,7 +62,7 @@ func TestInterruptedRunCleansUpAndSkipsTheRest(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var cleaned atomic.Bool
 	cases := []Case{
-		{"long", func(t *T) error {
+		{Name: "long", Run: func(t *T) error {
 			t.Defer(func(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return errors.New("cleanup got a dead context")
@@ -73,7 +74,7 @@ func TestInterruptedRunCleansUpAndSkipsTheRest(t *testing.T) {
 			<-t.Context().Done()
 			return t.Context().Err()
 		}},
-		{"never", func(*T) error { return errors.New("ran after the interrupt") }},
+		{Name: "never", Run: func(*T) error { return errors.New("ran after the interrupt") }},
 	}
 	results := Run(ctx, &Node{}, cases, Options{Parallel: 1})
 	if !cleaned.Load() {
@@ -136,9 +137,39 @@ func TestReportsHaveTheJUnitAndJSONShape(t *testing.T) {
 func TestCaseNamesAreUniqueAndTagged(t *testing.T) {
 	seen := map[string]bool{}
 	for _, c := range Cases() {
-		if seen[c.Name] || !strings.Contains(c.Name, "[NodeConformance]") || !strings.HasPrefix(c.Name, "[sig-node] ") {
+		tagged := strings.Contains(c.Name, "[NodeConformance]") || strings.Contains(c.Name, "[NodeFeature:Eviction]") && c.Serial
+		if seen[c.Name] || !tagged || !strings.HasPrefix(c.Name, "[sig-node] ") {
 			t.Errorf("case name %q: duplicate or untagged", c.Name)
 		}
 		seen[c.Name] = true
+	}
+}
+
+func TestSerialCasesRunAloneAfterTheOthers(t *testing.T) {
+	var running atomic.Int32
+	var order []string
+	var mu sync.Mutex
+	step := func(name string, serial bool) Case {
+		return Case{Name: name, Serial: serial, Run: func(*T) error {
+			n := running.Add(1)
+			defer running.Add(-1)
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+			time.Sleep(30 * time.Millisecond)
+			if serial && n != 1 {
+				return errors.New("a serial case ran beside another")
+			}
+			return nil
+		}}
+	}
+	results := Run(context.Background(), &Node{}, []Case{step("s1", true), step("p1", false), step("p2", false), step("s2", true)}, Options{Parallel: 4})
+	for _, r := range results {
+		if r.Status != Passed {
+			t.Errorf("%s: %s %s", r.Name, r.Status, r.Reason)
+		}
+	}
+	if len(order) != 4 || order[2] != "s1" || order[3] != "s2" {
+		t.Errorf("order %v, want the parallel cases first, then s1 and s2", order)
 	}
 }

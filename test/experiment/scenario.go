@@ -95,14 +95,15 @@ func Load(file string, nodeMemory int64) (*Scenario, error) {
 	if err := yaml.UnmarshalStrict(data, &s); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", file, err)
 	}
-	s.defaults()
+	s.Default()
 	if err := s.Validate(nodeMemory); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", file, err)
 	}
 	return &s, nil
 }
 
-func (s *Scenario) defaults() {
+// Default fills in what a scenario may leave out.
+func (s *Scenario) Default() {
 	if s.Repetitions == 0 {
 		s.Repetitions = 1
 	}

@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"nodeagent/test/experiment"
 )
@@ -95,5 +97,40 @@ func TestBestEffortBombExperimentEndToEnd(t *testing.T) {
 	// The comparison reads two result directories.
 	if out, err := exec.Command(nodectlBin, "experiment", "compare", out, out).CombinedOutput(); err != nil || !strings.Contains(string(out), "first killed per run") {
 		t.Errorf("nodectl experiment compare: %v\n%s", err, out)
+	}
+}
+
+// Ctrl-C in the middle of a run removes the experiment's pods, stops its
+// agent, and keeps what was recorded.
+func TestInterruptedExperimentCleansUpAndKeepsWhatItHas(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "leak")
+	cmd := exec.Command(nodectlBin, "experiment", "run", "../../examples/experiments/slow-leak.yaml", "--repetitions", "1",
+		"--out", out, "--agent-bin", agentBin, "--runtime-endpoint", criEndpoint, "--image", testImage)
+	var output strings.Builder
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(output.String(), "run 1 of 1:  3.") && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 1 || !strings.Contains(output.String(), "interrupted after 1 of 1 runs") {
+		t.Fatalf("want exit 1 saying it was interrupted, got %v\n%s", err, output.String())
+	}
+	var timeline struct {
+		Runs []experiment.Run `json:"runs"`
+	}
+	if err := json.Unmarshal(mustRead(t, filepath.Join(out, "timeline.json")), &timeline); err != nil || len(timeline.Runs) != 1 || len(timeline.Runs[0].Samples) < 100 {
+		t.Fatalf("timeline.json after the interrupt: %v, %+v", err, len(timeline.Runs))
+	}
+	// No experiment pods or agents are left: its cgroup roots are gone.
+	if left, _ := filepath.Glob("/sys/fs/cgroup/memory/nodeagent-experiment-*"); len(left) > 0 {
+		t.Errorf("experiment cgroups left behind: %v", left)
+	}
+	if out, _ := exec.Command("pgrep", "-f", filepath.Join(out, "run-1", "agent")).Output(); len(out) > 0 {
+		t.Errorf("the experiment's agent still runs: %s", out)
 	}
 }
