@@ -288,11 +288,14 @@ func TestContainerLogsAreRotated(t *testing.T) {
 		}
 		return nil
 	})
-	// The runtime writes to the reopened file, and the container keeps running.
-	st1, err := os.Stat(filepath.Join(dir, "0.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The runtime writes to the reopened file, and the container keeps
+	// running. A rotation may be under way (renamed, not yet reopened):
+	// the file is back once the runtime reopened it.
+	var st1 os.FileInfo
+	n.eventually("the reopened 0.log", 5*time.Second, func() (err error) {
+		st1, err = os.Stat(filepath.Join(dir, "0.log"))
+		return err
+	})
 	time.Sleep(500 * time.Millisecond)
 	st2, _ := os.Stat(filepath.Join(dir, "0.log"))
 	if st2.Size() == st1.Size() && st2.ModTime().Equal(st1.ModTime()) {
