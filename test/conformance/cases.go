@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // Cases are the suite, in the order they are listed. Names are the
@@ -23,20 +24,27 @@ func Cases() []Case {
 		{Name: "[sig-node] Container Runtime blackbox test when starting a container that exits should run with the expected status [NodeConformance] [Conformance]", Run: containerExitsWithExpectedStatus},
 		{Name: "[sig-node] Container Runtime blackbox test on terminated container should report termination message from file when pod succeeds and FallbackToLogsOnError is set [NodeConformance] [Conformance]", Run: terminationMessageFromFile},
 		{Name: "[sig-node] Container Runtime blackbox test on terminated container should report termination message from log output if TerminationMessagePolicy FallbackToLogsOnError is set [NodeConformance] [Conformance]", Run: terminationMessageFromLogs},
+		{Name: "[sig-node] Container Runtime blackbox test on terminated container should report termination message if TerminationMessagePath is set as non-root user and at a non-default path [NodeConformance] [Conformance]", Run: terminationMessageNonRootCustomPath},
 		{Name: "[sig-node] Kubelet when scheduling a busybox command in a pod should print the output to logs [NodeConformance] [Conformance]", Run: busyboxPrintsToLogs},
 		{Name: "[sig-node] Kubelet when scheduling a busybox command that always fails in a pod should have an terminated reason [NodeConformance] [Conformance]", Run: alwaysFailingHasTerminatedReason},
 		{Name: "[sig-node] Kubelet when scheduling a read only busybox container should not write to root filesystem [LinuxOnly] [NodeConformance] [Conformance]", Run: readOnlyRootFilesystem},
 		{Name: "[sig-node] Kubelet when scheduling a busybox Pod with hostAliases should write entries to /etc/hosts [NodeConformance] [Conformance]", Run: hostAliasesInEtcHosts},
+		{Name: "[sig-node] KubeletManagedEtcHosts should test kubelet managed /etc/hosts file [LinuxOnly] [NodeConformance] [Conformance]", Run: managedEtcHosts},
+		{Name: "[sig-node] Pods should set the pod's hostname from spec.hostname [NodeConformance]", Run: podHostname},
 		{Name: "[sig-node] Variable Expansion should allow composing env vars into new env vars [NodeConformance] [Conformance]", Run: composedEnvVars},
 		{Name: "[sig-node] Downward API should provide pod name, namespace and IP address as env vars [NodeConformance] [Conformance]", Run: downwardAPIEnv},
 		{Name: "[sig-node] InitContainer [NodeConformance] should invoke init containers on a RestartNever pod [Conformance]", Run: initContainersOnRestartNever},
 		{Name: "[sig-node] InitContainer [NodeConformance] should not start app containers and fail the pod if init containers fail on a RestartNever pod [Conformance]", Run: failingInitFailsThePod},
 		{Name: "[sig-node] Probing container should be restarted with a exec \"cat /tmp/health\" liveness probe [NodeConformance] [Conformance]", Run: execLivenessRestarts},
+		{Name: "[sig-node] Probing container should be restarted with a /healthz http liveness probe [NodeConformance] [Conformance]", Run: httpLivenessRestarts},
+		{Name: "[sig-node] Probing container should *not* be restarted with a tcp:8080 liveness probe [NodeConformance] [Conformance]", Run: tcpLivenessDoesNotRestart},
+		{Name: "[sig-node] Probing container should be restarted with a GRPC liveness probe [NodeConformance] [Conformance]", Run: grpcLivenessRestarts},
 		{Name: "[sig-node] Probing container with readiness probe should not be ready before initial delay and never restart [NodeConformance] [Conformance]", Run: readinessWaitsForInitialDelay},
 		{Name: "[sig-node] Container Lifecycle Hook when create a pod with lifecycle hook should execute poststart exec hook properly [NodeConformance] [Conformance]", Run: postStartExecHook},
 		{Name: "[sig-node] Container Lifecycle Hook when create a pod with lifecycle hook should execute prestop exec hook properly [NodeConformance] [Conformance]", Run: preStopExecHook},
 		{Name: "[sig-node] Kubelet Cgroup Manager QOS containers On enabling QOS cgroup hierarchy Top level QoS containers should have been created [NodeConformance]", Run: topLevelQoSCgroups},
 		{Name: "[sig-node] Kubelet Cgroup Manager Pod containers On scheduling a Guaranteed, Burstable and BestEffort Pod Pod containers should have been created under their QoS cgroup [NodeConformance]", Run: podCgroupsUnderTheirQoS},
+		{Name: "[sig-node] Kubelet Cgroup Manager Pod containers On scheduling a Burstable Pod the pod cgroup should have the kubelet's cpu shares, quota and memory limit [NodeConformance]", Run: qosCgroupValues},
 		{Name: "[sig-node] OOMKiller [LinuxOnly] [NodeConformance] The containers terminated by OOM killer should have the reason set to OOMKilled", Run: oomKilledReason},
 		{Name: "[sig-node] MemoryAllocatableEviction [Slow] [Serial] [Disruptive] [NodeFeature:Eviction] when we run containers that should cause MemoryPressure should eventually evict all of the correct pods", Run: memoryAllocatableEviction, Serial: true},
 		{Name: "[sig-node] PriorityMemoryEvictionOrdering [Slow] [Serial] [Disruptive] [NodeFeature:Eviction] when we run containers that should cause MemoryPressure should eventually evict all of the correct pods", Run: priorityMemoryEvictionOrdering, Serial: true},
@@ -507,6 +515,189 @@ func oomKilledReason(t *T) error {
 	term := p.Status.ContainerStatuses[0].State.Terminated
 	if term == nil || term.ExitCode != 137 || term.Reason != "OOMKilled" {
 		return fmt.Errorf("terminated %+v, want exit code 137 and reason OOMKilled", term)
+	}
+	return nil
+}
+
+func terminationMessageNonRootCustomPath(t *T) error {
+	pod := shellPod("term-nonroot", corev1.RestartPolicyNever, "echo -n DONE > /dev/termination-custom-log")
+	uid := int64(1000)
+	pod.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsUser: &uid}
+	pod.Spec.Containers[0].TerminationMessagePath = "/dev/termination-custom-log"
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	p, err := t.WaitPod(name, time.Minute, "phase Succeeded", phase(corev1.PodSucceeded))
+	if err != nil {
+		return err
+	}
+	if term := p.Status.ContainerStatuses[0].State.Terminated; term == nil || term.Message != "DONE" {
+		return fmt.Errorf("terminated %+v, want message DONE written by uid 1000", term)
+	}
+	return nil
+}
+
+func managedEtcHosts(t *T) error {
+	managed := shellPod("etc-hosts", corev1.RestartPolicyNever, "cat /etc/hosts; sleep 600")
+	name, err := t.Create(managed)
+	if err != nil {
+		return err
+	}
+	p, err := t.WaitPod(name, time.Minute, "running", running)
+	if err != nil {
+		return err
+	}
+	// The kubelet's test: managed means the file starts with this line
+	// (a hostNetwork pod's copy of the node's file says "(host network)").
+	const managedHeader = "# Kubernetes-managed hosts file."
+	for _, want := range []string{managedHeader, p.Status.PodIP + "\t" + p.Name} {
+		if err := logsContain(t, name, "main", want, 30*time.Second); err != nil {
+			return fmt.Errorf("pod network: %w", err)
+		}
+	}
+	host := shellPod("etc-hosts-hostnet", corev1.RestartPolicyNever, "cat /etc/hosts; echo END; sleep 600")
+	host.Spec.HostNetwork = true
+	name, err = t.Create(host)
+	if err != nil {
+		return err
+	}
+	if err := logsContain(t, name, "main", "END", time.Minute); err != nil {
+		return err
+	}
+	p, _ = t.Pod(name)
+	logs, err := t.Logs(p, "main")
+	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(logs, managedHeader) {
+		return fmt.Errorf("a hostNetwork pod got a managed /etc/hosts:\n%s", logs)
+	}
+	return nil
+}
+
+func podHostname(t *T) error {
+	pod := shellPod("hostname", corev1.RestartPolicyNever, "hostname; sleep 600")
+	pod.Spec.Hostname = "custom-host"
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	return logsContain(t, name, "main", "custom-host", time.Minute)
+}
+
+func qosCgroupValues(t *T) error {
+	n := t.Node()
+	if n.Kubepods == "" {
+		return errors.New("the node does not say where kubepods is (annotation nodeagent.io/kubepods)")
+	}
+	pod := shellPod("cgroup-values", corev1.RestartPolicyNever, "sleep 600")
+	pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+	}
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	p, err := t.WaitPod(name, time.Minute, "running", running)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(n.Kubepods, "burstable", "pod"+string(p.UID))
+	// The kubelet's values: shares = 100m × 1024 / 1000; quota = 200m of
+	// a 100 ms period; memory = the limit. On v2 the shares become
+	// cpu.weight 1 + (102 − 2) × 9999 / 262142 = 4.
+	want := map[string]string{}
+	if n.CgroupV2 {
+		want[filepath.Join(dir, "cpu.weight")] = "4"
+		want[filepath.Join(dir, "cpu.max")] = "20000 100000"
+		want[filepath.Join(dir, "memory.max")] = "134217728"
+	} else {
+		cpu := strings.Replace(dir, "/memory/", "/cpu/", 1)
+		want[filepath.Join(cpu, "cpu.shares")] = "102"
+		want[filepath.Join(cpu, "cpu.cfs_quota_us")] = "20000"
+		want[filepath.Join(dir, "memory.limit_in_bytes")] = "134217728"
+	}
+	for file, value := range want {
+		got, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(string(got)) != value {
+			return fmt.Errorf("%s = %q, want %q", file, strings.TrimSpace(string(got)), value)
+		}
+	}
+	return nil
+}
+
+// probeServer runs the test image's probe-server, unhealthy from 8 s on
+// (unhealthyAfter > 0) or healthy throughout.
+func probeServer(name string, unhealthyAfter int, probe *corev1.Probe) *corev1.Pod {
+	script := "exec probe-server --unhealthy-file /tmp/unhealthy"
+	if unhealthyAfter > 0 {
+		script = fmt.Sprintf("(sleep %d; touch /tmp/unhealthy) & %s", unhealthyAfter, script)
+	}
+	pod := shellPod(name, corev1.RestartPolicyAlways, script)
+	pod.Spec.Containers[0].LivenessProbe = probe
+	return pod
+}
+
+func restartedAtLeastOnce(t *T, name string) error {
+	_, err := t.WaitPod(name, 2*time.Minute, "restartCount 1", func(p *corev1.Pod) error {
+		if p == nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].RestartCount < 1 {
+			return errors.New("not restarted yet")
+		}
+		return nil
+	})
+	return err
+}
+
+func httpLivenessRestarts(t *T) error {
+	name, err := t.Create(probeServer("liveness-http", 6, &corev1.Probe{
+		ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
+		InitialDelaySeconds: 2, PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 1,
+	}))
+	if err != nil {
+		return err
+	}
+	return restartedAtLeastOnce(t, name)
+}
+
+func grpcLivenessRestarts(t *T) error {
+	name, err := t.Create(probeServer("liveness-grpc", 6, &corev1.Probe{
+		ProbeHandler:        corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 8082}},
+		InitialDelaySeconds: 2, PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 1,
+	}))
+	if err != nil {
+		return err
+	}
+	return restartedAtLeastOnce(t, name)
+}
+
+func tcpLivenessDoesNotRestart(t *T) error {
+	name, err := t.Create(probeServer("liveness-tcp", 0, &corev1.Probe{
+		ProbeHandler:        corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8081)}},
+		InitialDelaySeconds: 1, PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 1,
+	}))
+	if err != nil {
+		return err
+	}
+	if _, err := t.WaitPod(name, time.Minute, "running", running); err != nil {
+		return err
+	}
+	// Ten periods of a healthy server: no restart.
+	select {
+	case <-t.Context().Done():
+		return t.Context().Err()
+	case <-time.After(10 * time.Second):
+	}
+	p, err := t.Pod(name)
+	if err != nil {
+		return err
+	}
+	if rc := p.Status.ContainerStatuses[0].RestartCount; rc != 0 {
+		return fmt.Errorf("restartCount %d with a healthy tcp liveness probe", rc)
 	}
 	return nil
 }
