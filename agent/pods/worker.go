@@ -448,7 +448,13 @@ func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.C
 				w.killUnhealthy(ctx, pod, c, current, kind, probeGrace, podIP)
 				return 0, false
 			}
-			return 0, !init || sidecar
+			if sidecar {
+				// The containers after a sidecar start once it has started:
+				// running, and its startup probe passed (KEP-753). The probe's
+				// result wakes the pod.
+				return 0, w.m.probes.Started(pod.UID, c.Name, current.Id)
+			}
+			return 0, !init
 		case runtimeapi.ContainerState_CONTAINER_EXITED:
 			if current.StartedAt == 0 && current.CreatedAt < w.born.UnixNano() {
 				// An earlier agent's start was cut off and the container never

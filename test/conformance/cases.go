@@ -25,6 +25,8 @@ func Cases() []Case {
 		{Name: "[sig-node] Container Runtime blackbox test on terminated container should report termination message from file when pod succeeds and FallbackToLogsOnError is set [NodeConformance] [Conformance]", Run: terminationMessageFromFile},
 		{Name: "[sig-node] Container Runtime blackbox test on terminated container should report termination message from log output if TerminationMessagePolicy FallbackToLogsOnError is set [NodeConformance] [Conformance]", Run: terminationMessageFromLogs},
 		{Name: "[sig-node] Container Runtime blackbox test on terminated container should report termination message if TerminationMessagePath is set as non-root user and at a non-default path [NodeConformance] [Conformance]", Run: terminationMessageNonRootCustomPath},
+		{Name: "[sig-node] Container Runtime blackbox test on terminated container should report termination message as empty when pod succeeds and FallbackToLogsOnError is set [NodeConformance] [Conformance]", Run: terminationMessageEmptyOnSuccess},
+		{Name: "[sig-node] Pods should allow activeDeadlineSeconds to end the pod (Failed, DeadlineExceeded) [NodeConformance]", Run: activeDeadlineExceeded},
 		{Name: "[sig-node] Kubelet when scheduling a busybox command in a pod should print the output to logs [NodeConformance] [Conformance]", Run: busyboxPrintsToLogs},
 		{Name: "[sig-node] Kubelet when scheduling a busybox command that always fails in a pod should have an terminated reason [NodeConformance] [Conformance]", Run: alwaysFailingHasTerminatedReason},
 		{Name: "[sig-node] Kubelet when scheduling a read only busybox container should not write to root filesystem [LinuxOnly] [NodeConformance] [Conformance]", Run: readOnlyRootFilesystem},
@@ -35,10 +37,14 @@ func Cases() []Case {
 		{Name: "[sig-node] Downward API should provide pod name, namespace and IP address as env vars [NodeConformance] [Conformance]", Run: downwardAPIEnv},
 		{Name: "[sig-node] InitContainer [NodeConformance] should invoke init containers on a RestartNever pod [Conformance]", Run: initContainersOnRestartNever},
 		{Name: "[sig-node] InitContainer [NodeConformance] should not start app containers and fail the pod if init containers fail on a RestartNever pod [Conformance]", Run: failingInitFailsThePod},
+		{Name: "[sig-node] InitContainer [NodeConformance] should invoke init containers on a RestartAlways pod [Conformance]", Run: initContainersOnRestartAlways},
+		{Name: "[sig-node] InitContainer [NodeConformance] should not start app containers if init containers fail on a RestartAlways pod [Conformance]", Run: failingInitOnRestartAlwaysKeepsAppDown},
+		{Name: "[sig-node] Containers Lifecycle [NodeConformance] a restartable init container (sidecar) should be started before the regular container starts", Run: sidecarStartsBeforeTheApp},
 		{Name: "[sig-node] Probing container should be restarted with a exec \"cat /tmp/health\" liveness probe [NodeConformance] [Conformance]", Run: execLivenessRestarts},
 		{Name: "[sig-node] Probing container should be restarted with a /healthz http liveness probe [NodeConformance] [Conformance]", Run: httpLivenessRestarts},
 		{Name: "[sig-node] Probing container should *not* be restarted with a tcp:8080 liveness probe [NodeConformance] [Conformance]", Run: tcpLivenessDoesNotRestart},
 		{Name: "[sig-node] Probing container should be restarted with a GRPC liveness probe [NodeConformance] [Conformance]", Run: grpcLivenessRestarts},
+		{Name: "[sig-node] Probing container should *not* be restarted by liveness probe because startup probe delays it [NodeConformance]", Run: startupProbeHoldsLiveness},
 		{Name: "[sig-node] Probing container with readiness probe should not be ready before initial delay and never restart [NodeConformance] [Conformance]", Run: readinessWaitsForInitialDelay},
 		{Name: "[sig-node] Container Lifecycle Hook when create a pod with lifecycle hook should execute poststart exec hook properly [NodeConformance] [Conformance]", Run: postStartExecHook},
 		{Name: "[sig-node] Container Lifecycle Hook when create a pod with lifecycle hook should execute prestop exec hook properly [NodeConformance] [Conformance]", Run: preStopExecHook},
@@ -698,6 +704,139 @@ func tcpLivenessDoesNotRestart(t *T) error {
 	}
 	if rc := p.Status.ContainerStatuses[0].RestartCount; rc != 0 {
 		return fmt.Errorf("restartCount %d with a healthy tcp liveness probe", rc)
+	}
+	return nil
+}
+
+func terminationMessageEmptyOnSuccess(t *T) error {
+	return terminationMessage(t, shellPod("term-empty", corev1.RestartPolicyNever, "echo -n DONE"), corev1.PodSucceeded, "")
+}
+
+func activeDeadlineExceeded(t *T) error {
+	pod := shellPod("deadline", corev1.RestartPolicyNever, "sleep 600")
+	deadline := int64(5)
+	pod.Spec.ActiveDeadlineSeconds = &deadline
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	p, err := t.WaitPod(name, time.Minute, "phase Failed", phase(corev1.PodFailed))
+	if err != nil {
+		return err
+	}
+	if p.Status.Reason != "DeadlineExceeded" {
+		return fmt.Errorf("reason %q, want DeadlineExceeded", p.Status.Reason)
+	}
+	return nil
+}
+
+func initContainersOnRestartAlways(t *T) error {
+	pod := shellPod("init-always", corev1.RestartPolicyAlways, "sleep 600")
+	pod.Spec.InitContainers = []corev1.Container{{Name: "init1", Command: []string{"/bin/true"}}, {Name: "init2", Command: []string{"/bin/true"}}}
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	p, err := t.WaitPod(name, time.Minute, "running", running)
+	if err != nil {
+		return err
+	}
+	for _, c := range []string{"init1", "init2"} {
+		if cs := containerStatus(p, c); cs == nil || cs.State.Terminated == nil || cs.State.Terminated.Reason != "Completed" {
+			return fmt.Errorf("init container %s: %+v, want terminated Completed", c, cs)
+		}
+	}
+	if cs := containerStatus(p, "main"); cs == nil || cs.State.Running == nil {
+		return fmt.Errorf("main: %+v, want running", cs)
+	}
+	return nil
+}
+
+func failingInitOnRestartAlwaysKeepsAppDown(t *T) error {
+	pod := shellPod("init-always-fails", corev1.RestartPolicyAlways, "sleep 600")
+	pod.Spec.InitContainers = []corev1.Container{{Name: "init1", Command: []string{"/bin/false"}}}
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	p, err := t.WaitPod(name, time.Minute, "the init container retried", func(p *corev1.Pod) error {
+		if p == nil {
+			return errors.New("not listed yet")
+		}
+		if cs := containerStatus(p, "init1"); cs == nil || cs.RestartCount < 1 {
+			return fmt.Errorf("init1 %+v", cs)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if p.Status.Phase != corev1.PodPending {
+		return fmt.Errorf("phase %s, want Pending while init fails", p.Status.Phase)
+	}
+	if cs := containerStatus(p, "main"); cs != nil && (cs.State.Running != nil || cs.State.Terminated != nil) {
+		return fmt.Errorf("main started although init1 fails: %+v", cs.State)
+	}
+	return nil
+}
+
+func sidecarStartsBeforeTheApp(t *T) error {
+	always := corev1.ContainerRestartPolicyAlways
+	pod := shellPod("sidecar", corev1.RestartPolicyNever, "sleep 600")
+	// The sidecar reports started 3 s in (its startup probe); the app must
+	// wait for that, so it starts seconds later (status times are in
+	// whole seconds).
+	pod.Spec.InitContainers = []corev1.Container{{Name: "sidecar", Command: []string{"sh", "-c", "sleep 3; touch /tmp/up; sleep 600"}, RestartPolicy: &always,
+		StartupProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"cat", "/tmp/up"}}}, PeriodSeconds: 1, FailureThreshold: 30}}}
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	p, err := t.WaitPod(name, time.Minute, "both running", func(p *corev1.Pod) error {
+		if p == nil {
+			return errors.New("not listed yet")
+		}
+		for _, c := range []string{"sidecar", "main"} {
+			if cs := containerStatus(p, c); cs == nil || cs.State.Running == nil {
+				return fmt.Errorf("%s not running: %+v", c, cs)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	side, app := containerStatus(p, "sidecar").State.Running.StartedAt, containerStatus(p, "main").State.Running.StartedAt
+	if app.Sub(side.Time) < 2*time.Second {
+		return fmt.Errorf("main started at %s, less than 2 s after its sidecar (%s), which was not started before 3 s", app, side)
+	}
+	return nil
+}
+
+func startupProbeHoldsLiveness(t *T) error {
+	// Liveness would fail for 8 s; the startup probe holds it off until
+	// the file appears, so the container is never restarted.
+	pod := shellPod("startup-holds", corev1.RestartPolicyAlways, "sleep 8; echo ok > /tmp/started; sleep 600")
+	file := func(path string) corev1.ProbeHandler {
+		return corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"cat", path}}}
+	}
+	pod.Spec.Containers[0].StartupProbe = &corev1.Probe{ProbeHandler: file("/tmp/started"), PeriodSeconds: 1, FailureThreshold: 30}
+	pod.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: file("/tmp/started"), PeriodSeconds: 1, FailureThreshold: 1}
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	p, err := t.WaitPod(name, time.Minute, "started", func(p *corev1.Pod) error {
+		if p == nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].Started == nil || !*p.Status.ContainerStatuses[0].Started {
+			return errors.New("startup probe not passed yet")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if rc := p.Status.ContainerStatuses[0].RestartCount; rc != 0 {
+		return fmt.Errorf("restartCount %d: liveness ran before the startup probe passed", rc)
 	}
 	return nil
 }
