@@ -165,15 +165,28 @@ func (t *T) Delete(listed string) error {
 	return t.WaitGone(t.ctx, listed, 60*time.Second)
 }
 
-// WaitGone waits until the pod is no longer listed.
+// goneFor is how long a removed pod must stay unlisted to count as gone:
+// a manifest written just before it was removed may not have been listed
+// yet when the first poll looks.
+const goneFor = 2 * time.Second
+
+// WaitGone waits until the pod is no longer listed, and stays so.
 func (t *T) WaitGone(ctx context.Context, listed string, timeout time.Duration) error {
+	var since time.Time
 	return poll(ctx, timeout, "pod "+listed+" to be removed", func() error {
 		p, err := t.pod(ctx, listed)
 		if err != nil {
 			return err
 		}
 		if p != nil {
+			since = time.Time{}
 			return fmt.Errorf("still listed (%s)", p.Status.Phase)
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		if time.Since(since) < goneFor {
+			return errors.New("not listed; making sure it stays so")
 		}
 		return nil
 	})

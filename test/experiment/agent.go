@@ -152,10 +152,17 @@ func (a *agent) removePods(timeout time.Duration) error {
 	for _, f := range files {
 		os.Remove(f)
 	}
+	// Empty for 2 s: a manifest written just before may not be listed yet.
 	deadline := time.Now().Add(timeout)
+	var emptySince time.Time
 	for {
 		pods, err := a.pods()
-		if err == nil && len(pods) == 0 {
+		switch {
+		case err != nil || len(pods) > 0:
+			emptySince = time.Time{}
+		case emptySince.IsZero():
+			emptySince = time.Now()
+		case time.Since(emptySince) >= 2*time.Second:
 			return nil
 		}
 		if time.Now().After(deadline) {

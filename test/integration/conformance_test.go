@@ -63,7 +63,7 @@ func TestConformanceSuitePassesOnTheLocalNode(t *testing.T) {
 func TestInterruptedConformanceRunCleansUp(t *testing.T) {
 	n := newNode(t, "")
 	n.start()
-	cmd := exec.Command(nodectlBin, "conformance", "--server", n.url(""), "--image", testImage, "--focus", "liveness probe")
+	cmd := exec.Command(nodectlBin, "conformance", "--server", n.url(""), "--image", testImage, "--focus", `exec "cat /tmp/health" liveness`)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
