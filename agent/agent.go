@@ -190,6 +190,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	if rc := cgroups.NodeAllocatableConfig(capacity, cfg.Reserved(), cfg.EnforcePods()); rc != nil && rc.Memory != nil {
 		podsMemory = *rc.Memory
 	}
+	// One cadvisor reader serves eviction (per-container usage) and stats.
+	cad, err := cgroups.NewCadvisor()
+	if err != nil {
+		log.Warn("no cadvisor stats: eviction messages name pods only, pid pressure evicts nobody, no /stats/summary, /metrics/resource or /metrics/cadvisor", "err", err)
+	}
 	var evictor *eviction.Manager
 	var imageGC *images.GC
 	memcg := eviction.NewMemcgThresholds(func(at time.Time, by string) { evictor.NotifyAt(at, by) })
@@ -275,7 +280,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			return strings.Join(did, "; ")
 		},
-	}, signals, manager, hostUsage(ctx, rt, tree, manager, a.opts.RootDir, cfg.PodLogsDir, log))
+	}, signals, manager, hostUsage(ctx, rt, tree, manager, cad, a.opts.RootDir, cfg.PodLogsDir))
 	// From here on a crossing has a manager to wake.
 	signals.Memcg, signals.Thresholds = memcg, thresholds
 	defer watchMemoryPressure(mgr, tree, evictor, signals, log)()
@@ -344,6 +349,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	statsProvider := &stats.Provider{
 		NodeName: a.opts.NodeName, Tree: tree, Pods: store.List, RootDir: a.opts.RootDir, LogsDir: cfg.PodLogsDir,
 		MemoryCapacity: machine.MemoryBytes, PIDMax: machine.PIDMax, DefaultInterface: machine.DefaultInterface, BootTime: machine.BootTime,
+		KernelVersion: machine.KernelVersion,
 		ContainerStats: func(ctx context.Context) ([]*runtimeapi.ContainerStats, error) {
 			return rt.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
 		},
@@ -351,9 +357,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	var summary func(context.Context) (any, error)
 	var resourceMetrics, cadvisorMetrics prometheus.Gatherer
-	if cad, err := cgroups.NewCadvisor(); err != nil {
-		log.Warn("no /stats/summary, /metrics/resource or /metrics/cadvisor", "err", err)
-	} else {
+	if cad != nil {
 		statsProvider.Cadvisor = cad
 		summary = func(ctx context.Context) (any, error) { return statsProvider.Summary(ctx) }
 		resourceMetrics, cadvisorMetrics = gatherer(statsProvider.ResourceMetrics()), gatherer(statsProvider.CadvisorMetrics())
@@ -635,8 +639,8 @@ func imageFsMount(rt *cri.Client) eviction.ImageFs {
 
 // hostUsage measures pods for eviction: cgroups (through cadvisor for
 // containers), their directories, and the runtime's writable layers.
-func hostUsage(ctx context.Context, rt *cri.Client, tree *cgroups.Tree, manager *pods.Manager, rootDir, logsDir string, log *slog.Logger) eviction.HostUsage {
-	u := eviction.HostUsage{Tree: tree, RootDir: rootDir, LogsDir: logsDir,
+func hostUsage(ctx context.Context, rt *cri.Client, tree *cgroups.Tree, manager *pods.Manager, cad *cgroups.Cadvisor, rootDir, logsDir string) eviction.HostUsage {
+	u := eviction.HostUsage{Tree: tree, RootDir: rootDir, LogsDir: logsDir, Stats: cad,
 		ContainerNames: manager.ContainerNames,
 		WritableLayers: func(uid types.UID) (bytes, inodes int64, err error) {
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -648,12 +652,6 @@ func hostUsage(ctx context.Context, rt *cri.Client, tree *cgroups.Tree, manager 
 			}
 			return bytes, inodes, err
 		},
-	}
-	stats, err := cgroups.NewCadvisor()
-	if err != nil {
-		log.Warn("no per-container stats: eviction messages name pods only and pid pressure evicts nobody", "err", err)
-	} else {
-		u.Stats = stats
 	}
 	// Writable layers count against nodefs when they live on it.
 	if mount, err := imageFsMount(rt)(ctx); err == nil && mount != "" {

@@ -7,7 +7,6 @@ import (
 	v2 "github.com/google/cadvisor/info/v2"
 	"github.com/google/cadvisor/metrics"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
 
 	"nodeagent/cgroups"
@@ -58,8 +57,8 @@ func (c cadvisorInfo) GetRequestedContainersInfo(string, v2.RequestOptions) (map
 	return out, nil
 }
 
-func (cadvisorInfo) GetVersionInfo() (*info.VersionInfo, error) {
-	return &info.VersionInfo{KernelVersion: kernelVersion(), CadvisorVersion: "raw handler"}, nil
+func (c cadvisorInfo) GetVersionInfo() (*info.VersionInfo, error) {
+	return &info.VersionInfo{KernelVersion: c.p.KernelVersion, CadvisorVersion: "raw handler"}, nil
 }
 
 func (c cadvisorInfo) GetMachineInfo() (*info.MachineInfo, error) {
@@ -80,12 +79,4 @@ func containerLabels(c *info.ContainerInfo) map[string]string {
 	set := map[string]string{metrics.LabelID: c.Name, metrics.LabelName: "", metrics.LabelImage: c.Spec.Image,
 		"container": c.Spec.Labels[labelContainerName], "pod": c.Spec.Labels[labelPodName], "namespace": c.Spec.Labels[labelPodNamespace]}
 	return set
-}
-
-func kernelVersion() string {
-	var uts unix.Utsname
-	if unix.Uname(&uts) != nil {
-		return ""
-	}
-	return unix.ByteSliceToString(uts.Release[:])
 }

@@ -42,7 +42,8 @@ type Provider struct {
 	// DefaultInterface is the node's default-route interface.
 	DefaultInterface string
 	// BootTime is when the node started (the node stats' start time).
-	BootTime time.Time
+	BootTime      time.Time
+	KernelVersion string
 
 	rates cpuRates
 }
@@ -270,22 +271,14 @@ func networkStats(path, primary string, now metav1.Time) *statsapi.NetworkStats 
 	return ns
 }
 
-// runningProcesses is the node's task count (/proc/loadavg), what
-// pid.available is taken from.
+// runningProcesses is the kernel's process count (sysinfo), as the
+// kubelet's rlimit stats and the pid.available signal count them.
 func runningProcesses() *int64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
 		return nil
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 4 {
-		return nil
-	}
-	_, total, ok := strings.Cut(f[3], "/")
-	n, err := strconv.ParseInt(total, 10, 64)
-	if !ok || err != nil {
-		return nil
-	}
+	n := int64(si.Procs)
 	return &n
 }
 
