@@ -458,19 +458,15 @@ func (a *Agent) reload(imageGC *images.GC, rotator *logs.Rotator) {
 		a.log.Error("config reload refused; the running configuration stays", "err", err)
 		return
 	}
-	reloadable, restart, err := config.Changed(cur, next)
+	eff, reloadable, restart, err := config.Reload(cur, next)
 	if err != nil {
 		a.log.Error("config reload refused; the running configuration stays", "err", err)
 		return
 	}
-	high, low := next.ImageGCThresholds()
-	imageGC.SetPolicy(images.Policy{HighThresholdPercent: high, LowThresholdPercent: low, MinAge: next.ImageMinimumGCAge.Duration})
-	rotator.SetLimits(next.LogMaxSize(), next.LogMaxFiles())
-	eff := *cur
-	eff.ImageGCHighThresholdPercent, eff.ImageGCLowThresholdPercent = next.ImageGCHighThresholdPercent, next.ImageGCLowThresholdPercent
-	eff.ImageMinimumGCAge = next.ImageMinimumGCAge
-	eff.ContainerLogMaxSize, eff.ContainerLogMaxFiles = next.ContainerLogMaxSize, next.ContainerLogMaxFiles
-	a.effective.Store(&eff)
+	high, low := eff.ImageGCThresholds()
+	imageGC.SetPolicy(images.Policy{HighThresholdPercent: high, LowThresholdPercent: low, MinAge: eff.ImageMinimumGCAge.Duration})
+	rotator.SetLimits(eff.LogMaxSize(), eff.LogMaxFiles())
+	a.effective.Store(eff)
 	a.log.Info("config reloaded", "file", cur.File, "applied", reloadable)
 	if len(restart) > 0 {
 		a.log.Warn("config fields changed that take effect only after a restart (systemctl restart nodeagent)", "fields", restart)

@@ -436,9 +436,44 @@ var Reloadable = []string{
 	"containerLogMaxSize", "containerLogMaxFiles",
 }
 
-// Changed lists the honoured fields whose values differ between a and b,
+// Reload is what a running agent takes from next (a re-read file): the
+// configuration in effect (cur with next's reloadable fields), and the
+// changed fields it applied and those that need a restart.
+func Reload(cur, next *Config) (effective *Config, applied, restart []string, err error) {
+	applied, restart, err = changed(cur, next)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	fc, err := cur.fields()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	fn, err := next.fields()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, f := range Reloadable {
+		if v, ok := fn[f]; ok {
+			fc[f] = v
+		} else {
+			delete(fc, f)
+		}
+	}
+	data, err := yaml.Marshal(fc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	eff := *cur
+	eff.KubeletConfiguration = kubeletv1beta1.KubeletConfiguration{}
+	if err := yaml.Unmarshal(data, &eff.KubeletConfiguration); err != nil {
+		return nil, nil, nil, err
+	}
+	return &eff, applied, restart, nil
+}
+
+// changed lists the honoured fields whose values differ between a and b,
 // split into those a running agent can take and those needing a restart.
-func Changed(a, b *Config) (reloadable, restart []string, err error) {
+func changed(a, b *Config) (reloadable, restart []string, err error) {
 	fa, err := a.fields()
 	if err != nil {
 		return nil, nil, err

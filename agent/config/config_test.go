@@ -156,20 +156,27 @@ func TestDefaultYAMLLoadsBackToTheDefaults(t *testing.T) {
 	}
 }
 
-func TestChangedSplitsReloadableFieldsFromRestartOnes(t *testing.T) {
+func TestReloadTakesOnlyTheReloadableFields(t *testing.T) {
 	a, b := Defaults(), Defaults()
-	files := int32(9)
-	b.ContainerLogMaxFiles = &files
+	files, gcHigh := int32(9), int32(90)
+	b.ContainerLogMaxFiles, b.ImageGCHighThresholdPercent = &files, &gcHigh
 	b.CgroupRoot = "/elsewhere"
 	b.FeatureGates = map[string]bool{"X": true} // not honoured: not reported
-	reload, restart, err := Changed(&a, &b)
+	eff, reload, restart, err := Reload(&a, &b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(reload, []string{"containerLogMaxFiles"}) || !slices.Equal(restart, []string{"cgroupRoot"}) {
+	if !slices.Equal(reload, []string{"containerLogMaxFiles", "imageGCHighThresholdPercent"}) || !slices.Equal(restart, []string{"cgroupRoot"}) {
 		t.Errorf("reloadable %v, restart %v", reload, restart)
 	}
-	if reload, restart, _ := Changed(&a, &a); len(reload)+len(restart) != 0 {
+	if *eff.ContainerLogMaxFiles != 9 || *eff.ImageGCHighThresholdPercent != 90 || eff.CgroupRoot != a.CgroupRoot || eff.FeatureGates != nil {
+		t.Errorf("effective: maxFiles %d, gcHigh %d, cgroupRoot %q, featureGates %v; want the two reloaded fields and the rest as running",
+			*eff.ContainerLogMaxFiles, *eff.ImageGCHighThresholdPercent, eff.CgroupRoot, eff.FeatureGates)
+	}
+	if *a.ContainerLogMaxFiles == 9 {
+		t.Error("Reload changed the running configuration in place")
+	}
+	if _, reload, restart, _ := Reload(&a, &a); len(reload)+len(restart) != 0 {
 		t.Errorf("no change reported %v %v", reload, restart)
 	}
 }
