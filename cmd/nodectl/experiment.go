@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"nodeagent/cgroups"
 	"nodeagent/test/experiment"
 )
 
@@ -23,11 +22,10 @@ type experimentOptions struct {
 
 // runExperiment runs a scenario file and writes its results.
 func (c *client) runExperiment(file string, o experimentOptions) error {
-	mem, err := cgroups.ReadFlatKeyed("/proc/meminfo")
+	nodeMemory, _, err := experiment.NodeMemory()
 	if err != nil {
 		return err
 	}
-	nodeMemory := int64(mem["MemTotal:"]) * 1024
 	s, err := experiment.Load(file, nodeMemory)
 	if err != nil {
 		return err

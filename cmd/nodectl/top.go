@@ -6,7 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"k8s.io/apimachinery/pkg/api/resource"
+	corev1 "k8s.io/api/core/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"nodeagent/cgroups"
@@ -50,16 +50,12 @@ func (c *client) topNode() error {
 	tw := tabwriter.NewWriter(c.out, 0, 8, 3, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tCPU(cores)\tCPU(%)\tMEMORY(bytes)\tMEMORY(%)")
 	cpuPct, memPct := "<unknown>", "<unknown>"
-	var node struct {
-		Status struct {
-			Capacity map[string]resource.Quantity `json:"capacity"`
-		} `json:"status"`
-	}
+	var node corev1.Node
 	if err := c.fetch("/node", &node); err == nil {
-		if q, ok := node.Status.Capacity["cpu"]; ok && s.Node.CPU != nil && s.Node.CPU.UsageNanoCores != nil && q.MilliValue() > 0 {
+		if q, ok := node.Status.Capacity[corev1.ResourceCPU]; ok && s.Node.CPU != nil && s.Node.CPU.UsageNanoCores != nil && q.MilliValue() > 0 {
 			cpuPct = fmt.Sprintf("%d%%", int64(*s.Node.CPU.UsageNanoCores)/1e6*100/q.MilliValue())
 		}
-		if q, ok := node.Status.Capacity["memory"]; ok && s.Node.Memory != nil && s.Node.Memory.WorkingSetBytes != nil && q.Value() > 0 {
+		if q, ok := node.Status.Capacity[corev1.ResourceMemory]; ok && s.Node.Memory != nil && s.Node.Memory.WorkingSetBytes != nil && q.Value() > 0 {
 			memPct = fmt.Sprintf("%d%%", int64(*s.Node.Memory.WorkingSetBytes)*100/q.Value())
 		}
 	}

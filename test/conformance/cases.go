@@ -41,9 +41,9 @@ func Cases() []Case {
 		{Name: "[sig-node] InitContainer [NodeConformance] should not start app containers if init containers fail on a RestartAlways pod [Conformance]", Run: failingInitOnRestartAlwaysKeepsAppDown},
 		{Name: "[sig-node] Containers Lifecycle [NodeConformance] a restartable init container (sidecar) should be started before the regular container starts", Run: sidecarStartsBeforeTheApp},
 		{Name: "[sig-node] Probing container should be restarted with a exec \"cat /tmp/health\" liveness probe [NodeConformance] [Conformance]", Run: execLivenessRestarts},
-		{Name: "[sig-node] Probing container should be restarted with a /healthz http liveness probe [NodeConformance] [Conformance]", Run: httpLivenessRestarts},
-		{Name: "[sig-node] Probing container should *not* be restarted with a tcp:8080 liveness probe [NodeConformance] [Conformance]", Run: tcpLivenessDoesNotRestart},
-		{Name: "[sig-node] Probing container should be restarted with a GRPC liveness probe [NodeConformance] [Conformance]", Run: grpcLivenessRestarts},
+		{Name: "[sig-node] Probing container should be restarted with a /healthz http liveness probe [NodeConformance] [Conformance]", Run: probeServerLiveness("liveness-http", corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, true)},
+		{Name: "[sig-node] Probing container should *not* be restarted with a tcp:8080 liveness probe [NodeConformance] [Conformance]", Run: probeServerLiveness("liveness-tcp", corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8081)}}, false)},
+		{Name: "[sig-node] Probing container should be restarted with a GRPC liveness probe [NodeConformance] [Conformance]", Run: probeServerLiveness("liveness-grpc", corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 8082}}, true)},
 		{Name: "[sig-node] Probing container should *not* be restarted by liveness probe because startup probe delays it [NodeConformance]", Run: startupProbeHoldsLiveness},
 		{Name: "[sig-node] Probing container with readiness probe should not be ready before initial delay and never restart [NodeConformance] [Conformance]", Run: readinessWaitsForInitialDelay},
 		{Name: "[sig-node] Container Lifecycle Hook when create a pod with lifecycle hook should execute poststart exec hook properly [NodeConformance] [Conformance]", Run: postStartExecHook},
@@ -355,16 +355,7 @@ func execLivenessRestarts(t *T) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.WaitPod(name, 2*time.Minute, "restartCount 1", func(p *corev1.Pod) error {
-		if p == nil || len(p.Status.ContainerStatuses) == 0 {
-			return errors.New("no container status yet")
-		}
-		if rc := p.Status.ContainerStatuses[0].RestartCount; rc < 1 {
-			return fmt.Errorf("restartCount %d", rc)
-		}
-		return nil
-	})
-	return err
+	return restartedAtLeastOnce(t, name)
 }
 
 func readinessWaitsForInitialDelay(t *T) error {
@@ -659,53 +650,42 @@ func restartedAtLeastOnce(t *T, name string) error {
 	return err
 }
 
-func httpLivenessRestarts(t *T) error {
-	name, err := t.Create(probeServer("liveness-http", 6, &corev1.Probe{
-		ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
-		InitialDelaySeconds: 2, PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 1,
-	}))
-	if err != nil {
-		return err
+// probeServerLiveness runs the probe-server with a liveness probe through
+// handler. With unhealthy, the server turns unhealthy 6 s in and the
+// container must be restarted; otherwise it stays healthy and must not be.
+func probeServerLiveness(name string, handler corev1.ProbeHandler, unhealthy bool) func(*T) error {
+	return func(t *T) error {
+		after := 0
+		if unhealthy {
+			after = 6
+		}
+		name, err := t.Create(probeServer(name, after, &corev1.Probe{
+			ProbeHandler: handler, InitialDelaySeconds: 2, PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 1,
+		}))
+		if err != nil {
+			return err
+		}
+		if unhealthy {
+			return restartedAtLeastOnce(t, name)
+		}
+		if _, err := t.WaitPod(name, time.Minute, "running", running); err != nil {
+			return err
+		}
+		// Ten periods of a healthy server: no restart.
+		select {
+		case <-t.Context().Done():
+			return t.Context().Err()
+		case <-time.After(10 * time.Second):
+		}
+		p, err := t.Pod(name)
+		if err != nil {
+			return err
+		}
+		if rc := p.Status.ContainerStatuses[0].RestartCount; rc != 0 {
+			return fmt.Errorf("restartCount %d with a healthy liveness probe", rc)
+		}
+		return nil
 	}
-	return restartedAtLeastOnce(t, name)
-}
-
-func grpcLivenessRestarts(t *T) error {
-	name, err := t.Create(probeServer("liveness-grpc", 6, &corev1.Probe{
-		ProbeHandler:        corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 8082}},
-		InitialDelaySeconds: 2, PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 1,
-	}))
-	if err != nil {
-		return err
-	}
-	return restartedAtLeastOnce(t, name)
-}
-
-func tcpLivenessDoesNotRestart(t *T) error {
-	name, err := t.Create(probeServer("liveness-tcp", 0, &corev1.Probe{
-		ProbeHandler:        corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8081)}},
-		InitialDelaySeconds: 1, PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 1,
-	}))
-	if err != nil {
-		return err
-	}
-	if _, err := t.WaitPod(name, time.Minute, "running", running); err != nil {
-		return err
-	}
-	// Ten periods of a healthy server: no restart.
-	select {
-	case <-t.Context().Done():
-		return t.Context().Err()
-	case <-time.After(10 * time.Second):
-	}
-	p, err := t.Pod(name)
-	if err != nil {
-		return err
-	}
-	if rc := p.Status.ContainerStatuses[0].RestartCount; rc != 0 {
-		return fmt.Errorf("restartCount %d with a healthy tcp liveness probe", rc)
-	}
-	return nil
 }
 
 func terminationMessageEmptyOnSuccess(t *T) error {

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"nodeagent/cgroups"
 	"nodeagent/test/experiment"
 )
 
@@ -26,11 +25,10 @@ import (
 // or half the free memory on a small node; the hard threshold is a quarter
 // of it.
 func evictionSettings() (podsMemory, threshold int64, total int64, err error) {
-	m, err := cgroups.ReadFlatKeyed("/proc/meminfo")
+	total, free, err := experiment.NodeMemory()
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	free, total := int64(m["MemAvailable:"])*1024, int64(m["MemTotal:"])*1024
 	podsMemory = min(int64(1<<30), free/2)
 	if podsMemory < 256<<20 {
 		return 0, 0, 0, fmt.Errorf("only %d MiB free: too little for an eviction case", free>>20)

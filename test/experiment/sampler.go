@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -88,7 +89,8 @@ func (s *sampler) run(ctx context.Context, period time.Duration, out func(Sample
 
 func (s *sampler) read() Sample {
 	now := time.Now()
-	smp := Sample{T: now.Sub(s.start).Seconds(), NodeAvailable: memAvailable()}
+	smp := Sample{T: now.Sub(s.start).Seconds()}
+	_, smp.NodeAvailable, _ = NodeMemory()
 	if st, err := cgroups.ReadMemoryStats(s.mgr, cgroups.Name{}); err == nil {
 		smp.NodeWorkingSet = int64(st.WorkingSet())
 	}
@@ -120,12 +122,18 @@ func (s *sampler) read() Sample {
 	return smp
 }
 
-func memAvailable() int64 {
+// NodeMemory reads the node's MemTotal and MemAvailable in bytes.
+func NodeMemory() (total, available int64, err error) {
 	m, err := cgroups.ReadFlatKeyed("/proc/meminfo")
 	if err != nil {
-		return 0
+		return 0, 0, err
 	}
-	return int64(m["MemAvailable:"]) * 1024 // "MemAvailable: N kB"
+	// Lines read "MemTotal:   24576000 kB".
+	total, available = int64(m["MemTotal:"])*1024, int64(m["MemAvailable:"])*1024
+	if total == 0 {
+		return 0, 0, fmt.Errorf("no MemTotal in /proc/meminfo")
+	}
+	return total, available, nil
 }
 
 func vmstatOOMKills() uint64 {

@@ -5,6 +5,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -220,11 +221,10 @@ func TestStatsSummaryAgreesWithTheCgroupFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := make([]byte, 4096)
-	m, _ := resp.Body.Read(body)
+	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	want := "[+]runtime ok\n[+]pleg ok\n[+]cgroups ok\n[+]eviction ok\nhealthz check passed\n"
-	if resp.StatusCode != 200 || string(body[:m]) != want {
-		t.Errorf("/healthz?verbose: %d %q, want %q", resp.StatusCode, body[:m], want)
+	if resp.StatusCode != 200 || string(body) != want {
+		t.Errorf("/healthz?verbose: %d %q, want %q", resp.StatusCode, body, want)
 	}
 }
