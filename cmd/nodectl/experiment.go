@@ -47,6 +47,12 @@ func (c *client) runExperiment(file string, o experimentOptions) error {
 	if out == "" {
 		out = filepath.Join("results", s.Name+"-"+time.Now().Format("20060102-150405"))
 	}
+	if fileExists(filepath.Join(out, "summary.json")) {
+		return fmt.Errorf("%s already holds an experiment's results: choose another --out, or remove it", out)
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("experiments start an agent that writes cgroups and talks to the runtime: run nodectl experiment as root")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(os.Stderr, "experiment %s: %d run(s) of %s, %d pods each, sampled at %d Hz; results in %s\n",
