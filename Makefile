@@ -91,7 +91,7 @@ test-v2: build runtime-up vm-image ## boot the cgroup v2 VM and run the v2 smoke
 	@cp -r examples $(V2_WORK)/ && cp -r deploy/containerd deploy/systemd $(V2_WORK)/deploy/
 	@cp test/v2/smoke.sh $(V2_WORK)/smoke.sh
 	@printf '#!/bin/sh\nexport PAUSE_IMAGE=$(PAUSE_IMAGE) TEST_IMAGE=$(TEST_IMAGE)\nexec /work/smoke.sh\n' > $(V2_WORK)/run.sh && chmod +x $(V2_WORK)/run.sh
-	@hack/vm.sh run $(CURDIR)/$(V2_WORK); code=$$?; grep -E '^(PASS|FAIL|==)' $(V2_WORK)/run.log; exit $$code
+	@hack/vm.sh run $(CURDIR)/$(V2_WORK); code=$$?; grep -E '^(PASS|FAIL|==|  )' $(V2_WORK)/run.log; exit $$code
 
 bench: build runtime-up ## pod start latency and footprint, 100 pods' probes, eviction latencies (reported, not asserted)
 	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent \

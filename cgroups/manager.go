@@ -3,6 +3,7 @@ package cgroups
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +19,11 @@ import (
 type Manager interface {
 	// Set creates the cgroup when missing (in every controller) and writes rc.
 	Set(name Name, rc *ResourceConfig) error
+	// Update writes rc to an existing cgroup and never creates one: a
+	// missing cgroup is an error wrapping fs.ErrNotExist. Periodic
+	// rewrites use it, so a stale pod list cannot bring back a cgroup a
+	// terminating pod just removed.
+	Update(name Name, rc *ResourceConfig) error
 	// Exists reports whether the cgroup exists.
 	Exists(name Name) bool
 	// Pids lists the processes in the cgroup and all its descendants.
@@ -71,6 +77,11 @@ func NewManager(driver string) (Manager, error) {
 		return NewV1(DefaultMountpoint)
 	}
 	return nil, errors.New("no cgroup filesystem mounted at " + DefaultMountpoint)
+}
+
+// missing is Update's error for a cgroup that does not exist.
+func missing(name Name) error {
+	return fmt.Errorf("cgroup %s: %w", name.Cgroupfs(), fs.ErrNotExist)
 }
 
 // readProcs collects cgroup.procs of dir and, recursively, its children.

@@ -94,6 +94,29 @@ func (m *Systemd) Set(name Name, rc *ResourceConfig) error {
 	return nil
 }
 
+// Update implements Manager: properties are set on a live slice only;
+// setting them never starts a unit.
+func (m *Systemd) Update(name Name, rc *ResourceConfig) error {
+	if err := name.Validate(); err != nil {
+		return err
+	}
+	unit := Unit(name)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.Exists(name) {
+		return missing(name)
+	}
+	if err := m.conn.SetUnitPropertiesContext(ctx, unit, true, SystemdProperties(rc)...); err != nil {
+		if !m.Exists(name) {
+			return missing(name)
+		}
+		return fmt.Errorf("update %s: %w", unit, err)
+	}
+	return nil
+}
+
 // SystemdProperties converts a ResourceConfig to slice properties:
 // CPUWeight from shares (kubelet's linear mapping), CPUQuotaPerSecUSec
 // rounded up to 10 ms as runc does (systemd stores a percentage), with its

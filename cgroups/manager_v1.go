@@ -2,6 +2,7 @@ package cgroups
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -86,6 +87,28 @@ func (m *V1) Set(name Name, rc *ResourceConfig) error {
 	}
 	if _, err := cgroup1.New(cgroup1.StaticPath(name.Cgroupfs()), V1Resources(rc)); err != nil {
 		return fmt.Errorf("set cgroup %s: %w", name.Cgroupfs(), err)
+	}
+	return nil
+}
+
+// Update implements Manager: cgroup1.Load keeps only the controllers the
+// cgroup exists in, and Update writes to those.
+func (m *V1) Update(name Name, rc *ResourceConfig) error {
+	if err := name.Validate(); err != nil {
+		return err
+	}
+	cg, err := cgroup1.Load(cgroup1.StaticPath(name.Cgroupfs()))
+	if errors.Is(err, cgroup1.ErrCgroupDeleted) {
+		return missing(name)
+	}
+	if err == nil {
+		err = cg.Update(V1Resources(rc))
+	}
+	if err != nil {
+		if !m.Exists(name) {
+			return missing(name)
+		}
+		return fmt.Errorf("update cgroup %s: %w", name.Cgroupfs(), err)
 	}
 	return nil
 }

@@ -37,6 +37,27 @@ func (m *V2) Set(name Name, rc *ResourceConfig) error {
 	return nil
 }
 
+// Update implements Manager.
+func (m *V2) Update(name Name, rc *ResourceConfig) error {
+	if err := name.Validate(); err != nil {
+		return err
+	}
+	if !m.Exists(name) {
+		return missing(name)
+	}
+	cg, err := cgroup2.Load(name.Cgroupfs(), cgroup2.WithMountpoint(m.mountpoint))
+	if err == nil {
+		err = cg.Update(V2Resources(rc))
+	}
+	if err != nil {
+		if !m.Exists(name) {
+			return missing(name)
+		}
+		return fmt.Errorf("update cgroup %s: %w", name.Cgroupfs(), err)
+	}
+	return nil
+}
+
 // V2Resources converts a ResourceConfig to unified-hierarchy values:
 // cpu.weight from shares (kubelet's linear mapping), cpu.max "quota period"
 // ("max period" when unlimited), memory.max and pids.max.

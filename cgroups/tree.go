@@ -3,6 +3,7 @@ package cgroups
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sort"
 	"strings"
@@ -67,9 +68,11 @@ func (t *Tree) PodCgroup(pod *corev1.Pod) (name Name, ok bool) {
 
 // Sync writes the whole tree: kubepods with the node allocatable limits, the
 // burstable and besteffort cgroups with values for the active pods, and
-// every active pod's cgroup. It is what runs on pod add/remove and on the
-// periodic reconcile; errors are joined so one bad cgroup does not stop the
-// rest.
+// the values of every active pod's cgroup that exists. It is the periodic
+// reconcile; errors are joined so one bad cgroup does not stop the rest.
+// Pod cgroups are created by their pod's worker only (EnsurePod): active
+// is a snapshot, and a pod in it may be terminating and removing its
+// cgroup at this moment.
 func (t *Tree) Sync(active []*corev1.Pod) error {
 	if !t.cfg.PerQOS {
 		return nil
@@ -79,8 +82,10 @@ func (t *Tree) Sync(active []*corev1.Pod) error {
 		errs = append(errs, err)
 	}
 	for _, p := range active {
-		if err := t.EnsurePod(p); err != nil {
-			errs = append(errs, err)
+		name, _ := t.PodCgroup(p)
+		err := t.mgr.Update(name, PodConfig(p, t.cfg.Pod))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -25,6 +25,15 @@ func (m *memManager) Set(n Name, rc *ResourceConfig) error {
 	m.sets[n.Cgroupfs()] = rc
 	return nil
 }
+func (m *memManager) Update(n Name, rc *ResourceConfig) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.sets[n.Cgroupfs()]; !ok {
+		return missing(n)
+	}
+	m.sets[n.Cgroupfs()] = rc
+	return nil
+}
 func (m *memManager) Exists(n Name) bool       { _, ok := m.sets[n.Cgroupfs()]; return ok }
 func (m *memManager) Pids(Name) ([]int, error) { return nil, nil }
 func (m *memManager) Children(n Name) ([]string, error) {
@@ -52,6 +61,11 @@ func TestTreeLayout(t *testing.T) {
 	b1 := pod("b1", corev1.ResourceRequirements{Requests: rl("cpu", "250m")})
 	b2 := pod("b2", corev1.ResourceRequirements{Requests: rl("cpu", "500m")})
 	be := pod("be", corev1.ResourceRequirements{})
+	for _, p := range []*corev1.Pod{g, b1, b2, be} {
+		if err := tree.EnsurePod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := tree.Sync([]*corev1.Pod{g, b1, b2, be}); err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +109,36 @@ func TestTreeLayout(t *testing.T) {
 	}
 	if mgr.Exists(Name{"test", "kubepods", "burstable", "poduid-b2"}) {
 		t.Error("removed pod cgroup still present")
+	}
+}
+
+// A reconcile works from a snapshot of the active pods: one of them may
+// have been terminated, its cgroup removed, since. Sync must repair the
+// values of the pod cgroups that exist and never re-create a removed one.
+func TestSyncFromAStaleListDoesNotRecreateRemovedPodCgroups(t *testing.T) {
+	mgr := &memManager{sets: map[string]*ResourceConfig{}}
+	tree := NewTree(mgr, TreeConfig{Root: ParseCgroupfs("/test"), PerQOS: true})
+	b := pod("b", corev1.ResourceRequirements{Requests: rl("cpu", "250m")})
+	be := pod("be", corev1.ResourceRequirements{})
+	for _, p := range []*corev1.Pod{b, be} {
+		if err := tree.EnsurePod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snapshot := []*corev1.Pod{b, be}
+	if err := tree.RemovePod(Name{"test", "kubepods", "besteffort", "poduid-be"}); err != nil {
+		t.Fatal(err)
+	}
+	drifted := uint64(5)
+	mgr.sets["/test/kubepods/burstable/poduid-b"] = &ResourceConfig{CPUShares: &drifted}
+	if err := tree.Sync(snapshot); err != nil {
+		t.Fatalf("Sync with a removed pod in the list: %v", err)
+	}
+	if mgr.Exists(Name{"test", "kubepods", "besteffort", "poduid-be"}) {
+		t.Error("Sync re-created the removed pod cgroup")
+	}
+	if got := describe(mgr.sets["/test/kubepods/burstable/poduid-b"]); got != "shares=256" {
+		t.Errorf("drifted pod cgroup after Sync = %q, want shares=256", got)
 	}
 }
 

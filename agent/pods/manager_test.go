@@ -104,14 +104,15 @@ func (emptyCache) UIDs() []types.UID { return nil }
 // nopCgroups accepts every write.
 type nopCgroups struct{}
 
-func (nopCgroups) Set(cgroups.Name, *cgroups.ResourceConfig) error { return nil }
-func (nopCgroups) Exists(cgroups.Name) bool                        { return false }
-func (nopCgroups) Pids(cgroups.Name) ([]int, error)                { return nil, nil }
-func (nopCgroups) Children(cgroups.Name) ([]string, error)         { return nil, nil }
-func (nopCgroups) Remove(cgroups.Name) error                       { return nil }
-func (nopCgroups) Path(n cgroups.Name) string                      { return n.Cgroupfs() }
-func (nopCgroups) CgroupParent(n cgroups.Name) string              { return n.Cgroupfs() }
-func (nopCgroups) Version() int                                    { return 1 }
+func (nopCgroups) Set(cgroups.Name, *cgroups.ResourceConfig) error    { return nil }
+func (nopCgroups) Update(cgroups.Name, *cgroups.ResourceConfig) error { return nil }
+func (nopCgroups) Exists(cgroups.Name) bool                           { return false }
+func (nopCgroups) Pids(cgroups.Name) ([]int, error)                   { return nil, nil }
+func (nopCgroups) Children(cgroups.Name) ([]string, error)            { return nil, nil }
+func (nopCgroups) Remove(cgroups.Name) error                          { return nil }
+func (nopCgroups) Path(n cgroups.Name) string                         { return n.Cgroupfs() }
+func (nopCgroups) CgroupParent(n cgroups.Name) string                 { return n.Cgroupfs() }
+func (nopCgroups) Version() int                                       { return 1 }
 
 func TestManagerShutdownLeavesPodsAndNoGoroutines(t *testing.T) {
 	defer goleak.VerifyNone(t)

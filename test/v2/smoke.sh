@@ -187,10 +187,17 @@ done
 [ "${restarts:-0}" -ge 1 ] && pass "failing liveness probe restarted the container (systemd driver)" || fail "liveness restarts: '${restarts}'"
 $W/bin/nodectl describe pod probed | grep -q "failed liveness probe, will be restarted" && pass "Killing event for the liveness failure" || fail "no liveness Killing event"
 rm /etc/nodeagent/manifests/probed.yaml
-be=kubepods-besteffort-pod$(uid ticker).slice
+ticker=$(uid ticker)
+be=kubepods-besteffort-pod$ticker.slice
 $W/bin/nodectl delete pod ticker --wait --grace-period 0 >/dev/null
 check "besteffort pod slice after delete" "$(systemctl is-active $be)" inactive
-[ ! -d "$s/kubepods-besteffort.slice/$be" ] && pass "besteffort pod slice removed" || fail "besteffort pod slice left"
+if [ ! -d "$s/kubepods-besteffort.slice/$be" ]; then
+	pass "besteffort pod slice removed"
+else
+	fail "besteffort pod slice left"
+	systemctl status --no-pager $be 2>&1 | sed 's/^/  /'
+	grep -E "$ticker|reconcile|cgroup" $W/agent-systemd.log | tail -n 20 | sed 's/^/  /'
+fi
 
 echo "== eviction on cgroup v2 (memory.high tripwire on kubepods.slice)"
 kill $agent; wait $agent 2>/dev/null
