@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +19,7 @@ import (
 // Tripwires are the cgroup v2 counterpart of memcg thresholds, which v2
 // lacks: memory.high of a cgroup is set at the usage line, and the kernel
 // bumps the "high" counter in memory.events (a modification inotify
-// reports) the moment usage crosses it. Above the line the kernel also
+// reports) the moment usage crosses it. Above the wire the kernel also
 // reclaims and throttles, which buys time while the eviction runs. A wire
 // is taken down (memory.high back to "max") when it is disarmed or the
 // agent stops, so pods are never left throttled by a wire nobody watches.
@@ -32,10 +33,20 @@ type Tripwires struct {
 }
 
 type wire struct {
-	dir   string
-	usage int64
-	high  int64 // the last "high" count seen
+	dir    string
+	line   int64 // the usage line asked for
+	set    int64 // what memory.high holds: the line plus wireMargin
+	events int64 // the last "high" count seen
 }
+
+// wireMargin is how far above the usage line memory.high goes. The kernel
+// holds a cgroup's usage at memory.high (it reclaims file pages, then
+// throttles), so a wire right on the line holds the pods on it, the signal
+// a hair either side, and the wake often reads "not yet" (seen in the v2
+// lane: the poll, not the wire, then took the decision). A margin wider
+// than the kernel's per-CPU charge and statistics batches (64 pages a CPU)
+// puts the first reading after the crossing past the line.
+func wireMargin() int64 { return max(4<<20, int64(runtime.NumCPU())*2*(256<<10)) }
 
 // NewTripwires starts the inotify watcher; onCross is called from its
 // goroutine.
@@ -49,12 +60,12 @@ func NewTripwires(onCross func(at time.Time)) (*Tripwires, error) {
 	return t, nil
 }
 
-// Arm sets the wire of the cgroup dir at usage bytes, moving it when the
-// line moved by more than rearmSlack (or memory.high was changed behind
-// our back).
-func (t *Tripwires) Arm(dir string, usage int64) error {
-	if usage <= 0 {
-		return fmt.Errorf("tripwire %d on %s: must be positive", usage, dir)
+// Arm sets the wire of the cgroup dir for a usage line (in bytes): at
+// line + wireMargin. It is moved when the line moved by more than
+// rearmSlack, or memory.high was changed behind our back.
+func (t *Tripwires) Arm(dir string, line int64) error {
+	if line <= 0 {
+		return fmt.Errorf("tripwire for usage line %d on %s: must be positive", line, dir)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -63,10 +74,11 @@ func (t *Tripwires) Arm(dir string, usage int64) error {
 	if err != nil {
 		return err
 	}
-	if ok && abs(w.usage-usage) <= rearmSlack && current == w.usage {
+	if ok && abs(w.line-line) <= rearmSlack && current == w.set {
 		return nil
 	}
-	if err := os.WriteFile(filepath.Join(dir, "memory.high"), []byte(strconv.FormatInt(usage, 10)), 0o644); err != nil {
+	set := line + wireMargin()
+	if err := os.WriteFile(filepath.Join(dir, "memory.high"), []byte(strconv.FormatInt(set, 10)), 0o644); err != nil {
 		return fmt.Errorf("set tripwire on %s: %w", dir, err)
 	}
 	if !ok {
@@ -75,9 +87,9 @@ func (t *Tripwires) Arm(dir string, usage int64) error {
 		}
 		w = &wire{dir: dir}
 		t.wires[dir] = w
-		w.high, _ = readEvent(dir, "high")
+		w.events, _ = readEvent(dir, "high")
 	}
-	w.usage = usage
+	w.line, w.set = line, set
 	return nil
 }
 
@@ -105,8 +117,8 @@ func (t *Tripwires) watch() {
 			w, ok := t.wires[dir]
 			crossed := false
 			if ok {
-				if high, err := readEvent(dir, "high"); err == nil && high != w.high {
-					w.high, crossed = high, true
+				if n, err := readEvent(dir, "high"); err == nil && n != w.events {
+					w.events, crossed = n, true
 				}
 			}
 			t.mu.Unlock()

@@ -3,6 +3,7 @@ package eviction
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,8 +30,15 @@ func TestTripwireFiresOnHighAndComesDown(t *testing.T) {
 	if err := w.Arm(dir, 700<<20); err != nil {
 		t.Fatal(err)
 	}
-	if got := read("memory.high"); got != "734003200" {
-		t.Errorf("memory.high = %s", got)
+	// The wire goes a margin above the line, so that the kernel holding
+	// usage at memory.high holds it past the line.
+	margin := wireMargin()
+	if margin < 4<<20 {
+		t.Errorf("wire margin %d, want at least 4 MiB", margin)
+	}
+	wire := func(line int64) string { return strconv.FormatInt(line+margin, 10) }
+	if got := read("memory.high"); got != wire(700<<20) {
+		t.Errorf("memory.high = %s, want %s", got, wire(700<<20))
 	}
 	// Another counter moving is not a crossing.
 	write("memory.events", "low 0\nhigh 0\nmax 1\noom 0\noom_kill 0\n")
@@ -47,12 +55,18 @@ func TestTripwireFiresOnHighAndComesDown(t *testing.T) {
 	}
 	// A small move keeps the wire; a large one moves it.
 	w.Arm(dir, 700<<20+1000)
-	if got := read("memory.high"); got != "734003200" {
+	if got := read("memory.high"); got != wire(700<<20) {
 		t.Errorf("re-armed for a small move: %s", got)
 	}
 	w.Arm(dir, 600<<20)
-	if got := read("memory.high"); got != "629145600" {
-		t.Errorf("not moved: %s", got)
+	if got := read("memory.high"); got != wire(600<<20) {
+		t.Errorf("not moved: %s, want %s", got, wire(600<<20))
+	}
+	// Changed behind our back: put back.
+	write("memory.high", "max\n")
+	w.Arm(dir, 600<<20)
+	if got := read("memory.high"); got != wire(600<<20) {
+		t.Errorf("not restored: %s", got)
 	}
 	w.Close()
 	if got := read("memory.high"); got != "max" {
