@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"nodeagent/cgroups"
+	"nodeagent/internal/fsinfo"
 )
 
 // Observation is one reading of a signal.
@@ -143,13 +144,13 @@ func (h *HostSource) Observe(ctx context.Context) (Observations, error) {
 }
 
 func statfs(obs Observations, path string, bytes, inodes Signal, now time.Time) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(path, &st); err != nil {
-		return fmt.Errorf("statfs %s: %w", path, err)
+	u, err := fsinfo.Stat(path)
+	if err != nil {
+		return err
 	}
-	obs[bytes] = Observation{Available: int64(st.Bavail) * st.Bsize, Capacity: int64(st.Blocks) * st.Bsize, Time: now}
-	if st.Files > 0 {
-		obs[inodes] = Observation{Available: int64(st.Ffree), Capacity: int64(st.Files), Time: now}
+	obs[bytes] = Observation{Available: int64(u.Available), Capacity: int64(u.Capacity), Time: now}
+	if u.Inodes > 0 {
+		obs[inodes] = Observation{Available: int64(u.InodesFree), Capacity: int64(u.Inodes), Time: now}
 	}
 	return nil
 }

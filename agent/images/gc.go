@@ -14,10 +14,10 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"nodeagent/internal/fsinfo"
 	"nodeagent/internal/loop"
 )
 
@@ -59,7 +59,13 @@ type record struct {
 
 // NewGC returns an image collector.
 func NewGC(rt Runtime, policy Policy, sandboxImage string, clk clock.WithTicker, log *slog.Logger) *GC {
-	return &GC{rt: rt, policy: policy, sandbox: sandboxImage, clock: clk, log: log, records: map[string]*record{}, statfs: statfs}
+	return &GC{rt: rt, policy: policy, sandbox: sandboxImage, clock: clk, log: log, records: map[string]*record{}, statfs: room}
+}
+
+// room is a filesystem's capacity and available bytes.
+func room(path string) (capacity, available uint64, err error) {
+	u, err := fsinfo.Stat(path)
+	return u.Capacity, u.Available, err
 }
 
 // SetPolicy takes a new policy (a config reload), after any collection
@@ -68,14 +74,6 @@ func (g *GC) SetPolicy(p Policy) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.policy = p
-}
-
-func statfs(path string) (uint64, uint64, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(path, &st); err != nil {
-		return 0, 0, err
-	}
-	return st.Blocks * uint64(st.Bsize), st.Bavail * uint64(st.Bsize), nil
 }
 
 // Run collects every period until ctx is done.
@@ -102,8 +100,11 @@ func (g *GC) Once(ctx context.Context) ([]string, error) {
 	}
 	mountpoint := fss[0].GetFsId().GetMountpoint()
 	capacity, available, err := g.statfs(mountpoint)
-	if err != nil || capacity == 0 {
-		return nil, fmt.Errorf("statfs %s: %v", mountpoint, err)
+	if err != nil {
+		return nil, err
+	}
+	if capacity == 0 {
+		return nil, fmt.Errorf("image filesystem %s reports no capacity", mountpoint)
 	}
 	usage := int(100 - available*100/capacity)
 	if usage < g.policy.HighThresholdPercent {

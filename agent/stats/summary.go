@@ -20,6 +20,7 @@ import (
 
 	"nodeagent/cgroups"
 	"nodeagent/eviction"
+	"nodeagent/internal/fsinfo"
 )
 
 // Provider gathers the node's and its pods' stats.
@@ -222,14 +223,16 @@ func (p *Provider) imageFs(ctx context.Context, now metav1.Time) *statsapi.FsSta
 
 // statFs is a filesystem's size and use; nil when it cannot be read.
 func statFs(path string, now metav1.Time) *statsapi.FsStats {
-	var st unix.Statfs_t
-	if path == "" || unix.Statfs(path, &st) != nil {
+	if path == "" {
 		return nil
 	}
-	bsize := uint64(st.Bsize)
+	u, err := fsinfo.Stat(path)
+	if err != nil {
+		return nil
+	}
 	return &statsapi.FsStats{Time: now,
-		CapacityBytes: ptr(st.Blocks * bsize), AvailableBytes: ptr(st.Bavail * bsize), UsedBytes: ptr((st.Blocks - st.Bfree) * bsize),
-		Inodes: ptr(st.Files), InodesFree: ptr(st.Ffree), InodesUsed: ptr(st.Files - st.Ffree)}
+		CapacityBytes: ptr(u.Capacity), AvailableBytes: ptr(u.Available), UsedBytes: ptr(u.Used),
+		Inodes: ptr(u.Inodes), InodesFree: ptr(u.InodesFree), InodesUsed: ptr(u.Inodes - u.InodesFree)}
 }
 
 // withCapacity gives a usage reading its filesystem's size and room.
