@@ -108,6 +108,32 @@ check "burstable pod cpu.max" "$(cat $b/cpu.max)" "max 100000"
 e=$cg/besteffort/pod$(uid ticker)
 check "besteffort pod cpu.weight" "$(cat $e/cpu.weight)" 1
 
+# stats_check DRIVER DIR: nodectl top (from /stats/summary, through
+# cadvisor's raw handler) shows the health pod with CPU and a working set
+# that matches its cgroup DIR's memory.current - inactive_file (4 MiB of
+# slack: the Summary is sampled every 10 s), and the node's row is whole.
+stats_check() {
+	local row ws cur inactive want
+	for i in $(seq 40); do
+		row=$($W/bin/nodectl top pods 2>/dev/null | awk '$2 ~ /^health-/')
+		case "$row" in "" | *unknown*) sleep 1 ;; *) break ;; esac
+	done
+	ws=$(echo "$row" | awk '{sub(/Mi$/, "", $4); print $4}')
+	cur=$(cat $2/memory.current)
+	inactive=$(sed -n 's/^inactive_file //p' $2/memory.stat)
+	want=$(((cur - inactive) >> 20))
+	if [ -n "$ws" ] && [ "$ws" -ge $((want - 4)) ] && [ "$ws" -le $((want + 4)) ] && ! echo "$row" | grep -q unknown; then
+		pass "stats ($1): health pod in nodectl top ($(echo $row | awk '{print $3, $4}'); cgroup working set ${want}Mi)"
+	else
+		fail "stats ($1): health pod row '$row', cgroup working set ${want}Mi"
+	fi
+	row=$($W/bin/nodectl top node 2>&1 | tail -n 1)
+	case "$row" in *unknown* | *rror*) fail "stats ($1): node row '$row'" ;; *) pass "stats ($1): node row complete" ;; esac
+}
+
+echo "== stats (cgroup v2)"
+stats_check cgroupfs $g
+
 echo "== delete"
 $W/bin/nodectl delete pod ticker --wait --grace-period 0 >/dev/null
 [ ! -d "$e" ] && pass "besteffort pod cgroup removed" || fail "besteffort pod cgroup left at $e"
@@ -142,6 +168,7 @@ check "guaranteed pod slice cpu.max" "$(cat $s/$gu/cpu.max)" "25000 100000"
 check "guaranteed pod slice memory.max" "$(cat $s/$gu/memory.max)" 67108864
 check "guaranteed pod slice pids.max" "$(cat $s/$gu/pids.max)" 4096
 check "systemd MemoryMax of $gu" "$(systemctl show -P MemoryMax $gu)" 67108864
+stats_check systemd $s/$gu
 ls $s/$gu | grep -q '^cri-containerd-.*\.scope$' && pass "containers are scopes in the pod slice" || fail "no container scope in $s/$gu: $(ls $s/$gu)"
 groups=$(cat $s/$gu/cri-containerd-*.scope/memory.oom.group | sort -u | tr '\n' ' ')
 case "$groups" in *1*) pass "memory.oom.group=1 on the pod's containers" ;; *) fail "memory.oom.group of the pod's scopes: $groups" ;; esac
