@@ -48,6 +48,8 @@ func Cases() []Case {
 		{Name: "[sig-node] Probing container with readiness probe should not be ready before initial delay and never restart [NodeConformance] [Conformance]", Run: readinessWaitsForInitialDelay},
 		{Name: "[sig-node] Container Lifecycle Hook when create a pod with lifecycle hook should execute poststart exec hook properly [NodeConformance] [Conformance]", Run: postStartExecHook},
 		{Name: "[sig-node] Container Lifecycle Hook when create a pod with lifecycle hook should execute prestop exec hook properly [NodeConformance] [Conformance]", Run: preStopExecHook},
+		{Name: "[sig-node] Container Lifecycle Hook when create a pod with lifecycle hook should execute poststart http hook properly [NodeConformance] [Conformance]", Run: httpHook("poststart")},
+		{Name: "[sig-node] Container Lifecycle Hook when create a pod with lifecycle hook should execute prestop http hook properly [NodeConformance] [Conformance]", Run: httpHook("prestop")},
 		{Name: "[sig-node] Kubelet Cgroup Manager QOS containers On enabling QOS cgroup hierarchy Top level QoS containers should have been created [NodeConformance]", Run: topLevelQoSCgroups},
 		{Name: "[sig-node] Kubelet Cgroup Manager Pod containers On scheduling a Guaranteed, Burstable and BestEffort Pod Pod containers should have been created under their QoS cgroup [NodeConformance]", Run: podCgroupsUnderTheirQoS},
 		{Name: "[sig-node] Kubelet Cgroup Manager Pod containers On scheduling a Burstable Pod the pod cgroup should have the kubelet's cpu shares, quota and memory limit [NodeConformance]", Run: qosCgroupValues},
@@ -436,6 +438,55 @@ func preStopExecHook(t *T) error {
 		return fmt.Errorf("the preStop hook left %q (%v), want prestop-ran", got, err)
 	}
 	return nil
+}
+
+// httpHook runs a postStart or preStop httpGet hook against a handler pod
+// (the probe-server, which logs each /record/ call with its user agent),
+// as the kubelet's test does with its handler pod.
+func httpHook(stage string) func(*T) error {
+	return func(t *T) error {
+		handler, err := t.Create(probeServer("hook-handler-"+stage, 0, nil))
+		if err != nil {
+			return err
+		}
+		h, err := t.WaitPod(handler, time.Minute, "running with a pod IP", func(p *corev1.Pod) error {
+			if err := running(p); err != nil {
+				return err
+			}
+			if p.Status.PodIP == "" {
+				return errors.New("no pod IP yet")
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		action := &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{
+			Host: h.Status.PodIP, Port: intstr.FromInt32(8080), Path: "/record/" + stage + "-http"}}
+		pod := shellPod(stage+"-http", corev1.RestartPolicyNever, "sleep 600")
+		pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{}
+		if stage == "poststart" {
+			pod.Spec.Containers[0].Lifecycle.PostStart = action
+		} else {
+			pod.Spec.Containers[0].Lifecycle.PreStop = action
+		}
+		name, err := t.Create(pod)
+		if err != nil {
+			return err
+		}
+		if _, err := t.WaitPod(name, time.Minute, "running", running); err != nil {
+			return err
+		}
+		if stage == "prestop" {
+			if err := t.Delete(name); err != nil {
+				return err
+			}
+		}
+		if err := logsContain(t, handler, "main", fmt.Sprintf("recorded %q from", stage+"-http"), time.Minute); err != nil {
+			return err
+		}
+		return logsContain(t, handler, "main", "(kube-lifecycle/", 10*time.Second)
+	}
 }
 
 func topLevelQoSCgroups(t *T) error {
