@@ -522,3 +522,46 @@ func TestUnsupportedSpecs(t *testing.T) {
 		t.Errorf("a memory emptyDir is supported: %q", msg)
 	}
 }
+
+// A running sidecar keeps the pod Running after its app containers are
+// done, as the kubelet's getPhase counts it; the phase turns terminal once
+// the sidecars are stopped, and appsDone is what tells the worker to stop
+// them.
+func TestSidecarsKeepThePodRunningUntilStopped(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	sidecarUp := record("s", runtimeapi.ContainerState_CONTAINER_RUNNING, 0, "0", t0)
+	sidecarStopped := record("s", runtimeapi.ContainerState_CONTAINER_EXITED, 143, "0", t0)
+	appUp := record("a", runtimeapi.ContainerState_CONTAINER_RUNNING, 0, "0", t0)
+	app0 := record("a", runtimeapi.ContainerState_CONTAINER_EXITED, 0, "0", t0)
+	app1 := record("a", runtimeapi.ContainerState_CONTAINER_EXITED, 1, "0", t0)
+	cases := []struct {
+		name     string
+		policy   corev1.RestartPolicy
+		recs     []*runtimeapi.ContainerStatus
+		phase    corev1.PodPhase
+		appsDone bool
+	}{
+		{"both running", corev1.RestartPolicyNever, []*runtimeapi.ContainerStatus{sidecarUp, appUp}, corev1.PodRunning, false},
+		{"app succeeded, sidecar running", corev1.RestartPolicyNever, []*runtimeapi.ContainerStatus{sidecarUp, app0}, corev1.PodRunning, true},
+		{"app succeeded, sidecar stopped", corev1.RestartPolicyNever, []*runtimeapi.ContainerStatus{sidecarStopped, app0}, corev1.PodSucceeded, true},
+		{"app failed under Never, sidecar running", corev1.RestartPolicyNever, []*runtimeapi.ContainerStatus{sidecarUp, app1}, corev1.PodRunning, true},
+		{"app failed under Never, sidecar stopped", corev1.RestartPolicyNever, []*runtimeapi.ContainerStatus{sidecarStopped, app1}, corev1.PodFailed, true},
+		{"app failed under OnFailure restarts", corev1.RestartPolicyOnFailure, []*runtimeapi.ContainerStatus{sidecarUp, app1}, corev1.PodRunning, false},
+		{"app succeeded under OnFailure", corev1.RestartPolicyOnFailure, []*runtimeapi.ContainerStatus{sidecarUp, app0}, corev1.PodRunning, true},
+		{"app exited under Always restarts", corev1.RestartPolicyAlways, []*runtimeapi.ContainerStatus{sidecarUp, app0}, corev1.PodRunning, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := testPod(tc.policy, "a")
+			pod.Spec.InitContainers = []corev1.Container{{Name: "s", Image: "img", RestartPolicy: &always}}
+			rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()}, Containers: tc.recs}
+			st := podStatus(pod, rt, nil)
+			if st.Phase != tc.phase {
+				t.Errorf("phase %s, want %s", st.Phase, tc.phase)
+			}
+			if got := appsDone(pod, st.ContainerStatuses); got != tc.appsDone {
+				t.Errorf("appsDone = %v, want %v", got, tc.appsDone)
+			}
+		})
+	}
+}

@@ -285,13 +285,31 @@ func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus) 
 		return corev1.ContainerStatus{}, false
 	}
 	pendingInit, failedInit := 0, 0
+	unknown, running, waiting, stopped, succeeded := 0, 0, 0, 0, 0
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		s, ok := byName(initStatuses, c.Name)
 		if qos.IsSidecar(c) {
-			if !ok || (s.State.Running != nil && (s.Started == nil || !*s.Started)) ||
-				(s.State.Waiting != nil && s.LastTerminationState.Terminated == nil) {
+			// A running sidecar keeps the pod Running (so a pod whose app
+			// containers are done turns Succeeded or Failed only once its
+			// sidecars are stopped); a stopped one does not count.
+			switch {
+			case !ok:
+				unknown++
+			case s.State.Running != nil:
+				if s.Started == nil || !*s.Started {
+					pendingInit++
+				}
+				running++
+			case s.State.Terminated != nil:
+			case s.State.Waiting != nil:
+				if s.LastTerminationState.Terminated == nil {
+					pendingInit++
+					waiting++
+				}
+			default:
 				pendingInit++
+				unknown++
 			}
 			continue
 		}
@@ -316,7 +334,6 @@ func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus) 
 			pendingInit++
 		}
 	}
-	unknown, running, waiting, stopped, succeeded := 0, 0, 0, 0, 0
 	anyStarted := false
 	for _, c := range pod.Spec.Containers {
 		s, ok := byName(statuses, c.Name)

@@ -57,6 +57,7 @@ type worker struct {
 	stopGrace       *int64          // grace for stopping a failed pod (eviction), else the pod's
 	volumesReleased bool            // a finished pod's volumes are torn down
 	lastPhase       corev1.PodPhase
+	appsExited      bool // every app container exited for good (appsDone)
 	lastIP          string
 	seen            time.Time     // when this agent first synced the pod
 	pulling         time.Duration // spent pulling images for it
@@ -229,10 +230,28 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 	return retry
 }
 
-// terminal reports whether the pod is over: ended by the agent, or
-// Succeeded or Failed by its own containers.
+// terminal reports whether the pod is over: ended by the agent, Succeeded
+// or Failed by its own containers, or its app containers are done, which
+// leaves only sidecars running (they keep the phase Running until finish
+// has stopped them, last first).
 func (w *worker) terminal() bool {
-	return w.failed != nil || w.lastPhase == corev1.PodSucceeded || w.lastPhase == corev1.PodFailed
+	return w.failed != nil || w.appsExited || w.lastPhase == corev1.PodSucceeded || w.lastPhase == corev1.PodFailed
+}
+
+// appsDone reports whether every app container has exited for good: none
+// will be restarted. The kubelet's computePodActions then kills the pod,
+// having nothing to keep running and nothing to start.
+func appsDone(pod *corev1.Pod, statuses []corev1.ContainerStatus) bool {
+	if len(statuses) != len(pod.Spec.Containers) || len(statuses) == 0 {
+		return false
+	}
+	for i, cs := range statuses {
+		t := cs.State.Terminated
+		if t == nil || shouldRestart(pod, &pod.Spec.Containers[i], false, t.ExitCode) {
+			return false
+		}
+	}
+	return true
 }
 
 // finish winds a terminal pod down: nothing restarts, what still runs is
@@ -778,6 +797,7 @@ func (w *worker) publish(rt *pleg.PodRuntime) {
 		hostIP: w.m.opts.NodeIP, runtimeName: w.m.opts.RuntimeName, startTime: w.startTime, now: w.m.clock.Now(), probes: w.m.probes,
 	})
 	w.m.store.Set(pod)
+	w.appsExited = appsDone(pod, pod.Status.ContainerStatuses)
 	w.reportStart(&pod.Status)
 	w.reportContainers(rt, w.isTerminating())
 	if pod.Status.Phase != w.lastPhase || pod.Status.PodIP != w.lastIP {

@@ -40,6 +40,7 @@ func Cases() []Case {
 		{Name: "[sig-node] InitContainer [NodeConformance] should invoke init containers on a RestartAlways pod [Conformance]", Run: initContainersOnRestartAlways},
 		{Name: "[sig-node] InitContainer [NodeConformance] should not start app containers if init containers fail on a RestartAlways pod [Conformance]", Run: failingInitOnRestartAlwaysKeepsAppDown},
 		{Name: "[sig-node] Containers Lifecycle [NodeConformance] a restartable init container (sidecar) should be started before the regular container starts", Run: sidecarStartsBeforeTheApp},
+		{Name: "[sig-node] Containers Lifecycle [NodeConformance] a pod with restartable init containers (sidecars) should terminate sidecars in reverse order after all main containers have exited", Run: sidecarsTerminateInReverseOrder},
 		{Name: "[sig-node] Probing container should be restarted with a exec \"cat /tmp/health\" liveness probe [NodeConformance] [Conformance]", Run: execLivenessRestarts},
 		{Name: "[sig-node] Probing container should be restarted with a /healthz http liveness probe [NodeConformance] [Conformance]", Run: probeServerLiveness("liveness-http", corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, true)},
 		{Name: "[sig-node] Probing container should *not* be restarted with a tcp:8080 liveness probe [NodeConformance] [Conformance]", Run: probeServerLiveness("liveness-tcp", corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8081)}}, false)},
@@ -840,6 +841,43 @@ func sidecarStartsBeforeTheApp(t *T) error {
 	side, app := containerStatus(p, "sidecar").State.Running.StartedAt, containerStatus(p, "main").State.Running.StartedAt
 	if app.Sub(side.Time) < 2*time.Second {
 		return fmt.Errorf("main started at %s, less than 2 s after its sidecar (%s), which was not started before 3 s", app, side)
+	}
+	return nil
+}
+
+func sidecarsTerminateInReverseOrder(t *T) error {
+	// Each container appends its name to a host file as it exits. On
+	// SIGTERM sidecar i takes i-1 seconds to go: stopped all at once they
+	// would exit s1, s2, s3; stopped one after the other, last first (the
+	// kubelet's order, KEP-753), they exit s3, s2, s1.
+	dir, err := os.MkdirTemp("", "nodeagent-conformance-sidecars-")
+	if err != nil {
+		return err
+	}
+	os.Chmod(dir, 0o777)
+	t.Defer(func(context.Context) error { return os.RemoveAll(dir) })
+	always := corev1.ContainerRestartPolicyAlways
+	out := []corev1.VolumeMount{{Name: "out", MountPath: "/out"}}
+	pod := shellPod("sidecar-order", corev1.RestartPolicyNever, "sleep 3; echo main >> /out/exits")
+	grace := int64(10) // room for the 3 s the sidecars take, one after the other
+	pod.Spec.TerminationGracePeriodSeconds = &grace
+	pod.Spec.Volumes = []corev1.Volume{{Name: "out", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}}}}
+	pod.Spec.Containers[0].VolumeMounts = out
+	for i := 1; i <= 3; i++ {
+		script := fmt.Sprintf("trap 'sleep %d; echo s%d >> /out/exits; exit 0' TERM; while true; do sleep 0.1; done", i-1, i)
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, corev1.Container{
+			Name: fmt.Sprintf("s%d", i), Command: []string{"sh", "-c", script}, RestartPolicy: &always, VolumeMounts: out})
+	}
+	name, err := t.Create(pod)
+	if err != nil {
+		return err
+	}
+	if _, err := t.WaitPod(name, 2*time.Minute, "phase Succeeded", phase(corev1.PodSucceeded)); err != nil {
+		return err
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "exits"))
+	if order := strings.Fields(string(got)); err != nil || strings.Join(order, " ") != "main s3 s2 s1" {
+		return fmt.Errorf("containers exited in the order %q (%v), want main s3 s2 s1", order, err)
 	}
 	return nil
 }
