@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"encoding/xml"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +40,10 @@ func TestBadScenariosAreRefusedWithTheFieldPath(t *testing.T) {
 		{base + "pods: [{name: a, memhog: {size: 1Mi, pattern: burst}}]\n", `pods[0].memhog.pattern: "burst": want hold, grow or leak`},
 		{"name: x\nduration: 10s\nagent: {evictionRanking: random}\npods: [{name: a}]\n", `agent.evictionRanking: "random": want kubelet or qos`},
 		{base + "pods: []\n", "pods: at least one pod is needed"},
+		{base + "pods: [{name: a}]\nexpect: {evicted: [b]}\n", `expect.evicted[0]: "b": no pod group of that name`},
+		{base + "pods: [{name: a}]\nexpect: {evicted: [a], survive: [a]}\n", `expect.survive[0]: "a": already in expect.evicted`},
+		{base + "pods: [{name: a}]\nexpect: {kernelOOMKills: sometimes}\n", `expect.kernelOOMKills: "sometimes": want none, allowed or expected`},
+		{base + "pods: [{name: a}]\nexpect: {evicted: [a], survived: [a]}\n", `unknown field "expect.survived"`},
 	} {
 		f := filepath.Join(t.TempDir(), "s.yaml")
 		os.WriteFile(f, []byte(tc.body), 0o644)
@@ -137,5 +142,61 @@ func TestSummaryReportAndPlot(t *testing.T) {
 	}
 	if marks["eviction"] != 1 || marks["oom-kill"] != 1 {
 		t.Errorf("markers %v, want one eviction and one OOM kill", marks)
+	}
+}
+
+// A scenario's expect section becomes verdicts: which groups go first and
+// in what order, which must survive, and what the kernel may do.
+func TestExpectedOutcomeVerdicts(t *testing.T) {
+	load := func(expect string) *Scenario {
+		t.Helper()
+		f := filepath.Join(t.TempDir(), "s.yaml")
+		os.WriteFile(f, []byte("name: order\nduration: 10s\npods: [{name: low}, {name: high}, {name: g}]\n"+expect), 0o644)
+		s, err := Load(f, nodeMemory)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// Run 1 evicts low then high; run 2 high then low, and the kernel
+	// kills g.
+	runs := []Run{{Index: 1}, {Index: 2}}
+	for i := range runs {
+		runs[i].Pods = []PodOutcome{{Name: "low-0", Group: "low", Fate: "evicted"}, {Name: "high-0", Group: "high", Fate: "evicted"}, {Name: "g-0", Group: "g", Fate: "survived"}}
+		runs[i].Events = []Event{{T: 1, Kind: "eviction", Pod: "low-0"}, {T: 2, Kind: "eviction", Pod: "high-0"}}
+	}
+	runs[1].Events = []Event{{T: 1, Kind: "eviction", Pod: "high-0"}, {T: 2, Kind: "eviction", Pod: "low-0"}, {T: 3, Kind: "oom-kill", Pod: "g-0"}}
+	runs[1].Pods[2].Fate = "oom-killed"
+	runs[1].Samples = []Sample{{KernelOOMKills: 1}}
+
+	verdicts := func(s *Scenario) map[string]string {
+		out := map[string]string{}
+		for _, v := range Summarize(s, runs).Verdicts {
+			out[v.Check] = fmt.Sprintf("%v %s", v.Pass, v.Detail)
+		}
+		return out
+	}
+	got := verdicts(load("expect: {evicted: [low, high], survive: [g]}\n"))
+	for check, want := range map[string]string{
+		"evicted first, in this order: low, high": "false 1 of 2 runs; run 2: evicted [high low]",
+		"never killed: g":                         "false 1 of 2 runs; run 2: killed [g high low]",
+		"the agent acted before the kernel OOM killer (no kernel OOM kill)": "false 1 of 2 runs; run 2: 1 kernel OOM kills",
+	} {
+		if got[check] != want {
+			t.Errorf("%q = %q, want %q (all: %v)", check, got[check], want, got)
+		}
+	}
+	got = verdicts(load("expect: {evicted: [low], kernelOOMKills: expected}\n"))
+	if v := got["the kernel OOM killer acted (the scenario expects it)"]; v != "false 1 of 2 runs; run 1: no kernel OOM kill" {
+		t.Errorf("kernel expected: %q (all: %v)", v, got)
+	}
+	if _, judged := got["the agent acted before the kernel OOM killer (no kernel OOM kill)"]; judged {
+		t.Error("kernelOOMKills: expected still judges the agent-first check")
+	}
+	got = verdicts(load("expect: {kernelOOMKills: allowed}\n"))
+	for check := range got {
+		if strings.Contains(check, "kernel") {
+			t.Errorf("kernelOOMKills: allowed still judges %q", check)
+		}
 	}
 }

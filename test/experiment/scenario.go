@@ -31,6 +31,24 @@ type Scenario struct {
 	Repetitions int             `json:"repetitions,omitempty"` // default 1
 	SampleHz    int             `json:"sampleHz,omitempty"`    // default 100
 	Pods        []Pod           `json:"pods"`
+	// Expect is the outcome the scenario is written for; the report
+	// judges each run against it, beside the fixed checks.
+	Expect Expect `json:"expect,omitempty"`
+}
+
+// Expect declares a scenario's outcome.
+type Expect struct {
+	// Evicted are the pod groups the agent must evict first, in this
+	// order (of each group's first eviction). Later evictions are not
+	// judged, unless their group is in Survive.
+	Evicted []string `json:"evicted,omitempty"`
+	// Survive are the pod groups none of whose pods may be evicted or
+	// OOM-killed.
+	Survive []string `json:"survive,omitempty"`
+	// KernelOOMKills is none (the default: a kernel OOM kill fails the
+	// run), allowed (counted, not judged) or expected (at least one a run,
+	// for experiments on the kernel's own behaviour).
+	KernelOOMKills string `json:"kernelOOMKills,omitempty"`
 }
 
 // AgentSettings are the agent's settings for the experiment.
@@ -112,6 +130,9 @@ func (s *Scenario) Default() {
 	}
 	if s.Agent.EvictionRanking == "" {
 		s.Agent.EvictionRanking = "kubelet"
+	}
+	if s.Expect.KernelOOMKills == "" {
+		s.Expect.KernelOOMKills = "none"
 	}
 	for i := range s.Pods {
 		if s.Pods[i].Count == 0 {
@@ -223,6 +244,26 @@ func (s *Scenario) Validate(nodeMemory int64) error {
 				bad(path+".pageCache.size", "%s: want more than 0 and at most the node's %s", c.Size.String(), quantity(nodeMemory))
 			}
 		}
+	}
+	inExpect := map[string]string{}
+	for _, list := range []struct {
+		field string
+		names []string
+	}{{"expect.evicted", s.Expect.Evicted}, {"expect.survive", s.Expect.Survive}} {
+		for i, name := range list.names {
+			path := fmt.Sprintf("%s[%d]", list.field, i)
+			switch {
+			case !names[name]:
+				bad(path, "%q: no pod group of that name", name)
+			case inExpect[name] != "":
+				bad(path, "%q: already in %s", name, inExpect[name])
+			default:
+				inExpect[name] = list.field
+			}
+		}
+	}
+	if k := s.Expect.KernelOOMKills; k != "none" && k != "allowed" && k != "expected" {
+		bad("expect.kernelOOMKills", "%q: want none, allowed or expected", k)
 	}
 	if requested > podsMemory {
 		bad("pods", "memory requests add up to %s, more than the %s left to pods: the agent would reject some", quantity(requested), quantity(podsMemory))

@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -35,12 +36,16 @@ type RunSummary struct {
 	KillMs      []float64 `json:"killMs"`
 	ReclaimMs   []float64 `json:"reclaimMs"`
 	// KernelOOMKills counts the node's OOM kills during the run.
-	KernelOOMKills              uint64  `json:"kernelOOMKills"`
-	GuaranteedKilled            bool    `json:"guaranteedKilled"`
-	UnderRequestBurstableKilled bool    `json:"underRequestBurstableKilled"`
-	PeakPodsWorkingSet          int64   `json:"peakPodsWorkingSet"`
-	SampleHz                    float64 `json:"sampleHz"`
-	Error                       string  `json:"error,omitempty"`
+	KernelOOMKills              uint64 `json:"kernelOOMKills"`
+	GuaranteedKilled            bool   `json:"guaranteedKilled"`
+	UnderRequestBurstableKilled bool   `json:"underRequestBurstableKilled"`
+	// EvictedGroups are the pod groups in the order of their first
+	// eviction; KilledGroups those with a pod evicted or OOM-killed.
+	EvictedGroups      []string `json:"evictedGroups"`
+	KilledGroups       []string `json:"killedGroups"`
+	PeakPodsWorkingSet int64    `json:"peakPodsWorkingSet"`
+	SampleHz           float64  `json:"sampleHz"`
+	Error              string   `json:"error,omitempty"`
 }
 
 // Dist is a latency distribution in milliseconds.
@@ -92,11 +97,29 @@ func Summarize(s *Scenario, runs []Run) Summary {
 			rs.PeakPodsWorkingSet = max(rs.PeakPodsWorkingSet, smp.PodsWorkingSet)
 			rs.KernelOOMKills = max(rs.KernelOOMKills, smp.KernelOOMKills)
 		}
+		group := map[string]string{}
+		killedGroup := map[string]bool{}
 		for _, p := range r.Pods {
+			group[p.Name] = p.Group
 			killed := p.Fate == "evicted" || p.Fate == "oom-killed"
 			rs.GuaranteedKilled = rs.GuaranteedKilled || killed && p.QOS == "Guaranteed"
 			rs.UnderRequestBurstableKilled = rs.UnderRequestBurstableKilled || killed && p.QOS == "Burstable" && p.UnderRequest
+			killedGroup[p.Group] = killedGroup[p.Group] || killed
 		}
+		rs.EvictedGroups, rs.KilledGroups = []string{}, []string{}
+		for _, e := range r.Events {
+			if g := group[e.Pod]; e.Kind == "eviction" && g != "" && !slices.Contains(rs.EvictedGroups, g) {
+				rs.EvictedGroups = append(rs.EvictedGroups, g)
+			}
+			killedGroup[group[e.Pod]] = true
+		}
+		delete(killedGroup, "")
+		for g := range killedGroup {
+			if killedGroup[g] {
+				rs.KilledGroups = append(rs.KilledGroups, g)
+			}
+		}
+		sort.Strings(rs.KilledGroups)
 		sum.Runs = append(sum.Runs, rs)
 	}
 	for k, v := range all {
@@ -119,8 +142,24 @@ func Summarize(s *Scenario, runs []Run) Summary {
 	}
 	verdict("no Guaranteed pod was killed", func(r RunSummary) bool { return r.GuaranteedKilled }, func(RunSummary) string { return "a Guaranteed pod was killed" })
 	verdict("no Burstable pod under its request was killed", func(r RunSummary) bool { return r.UnderRequestBurstableKilled }, func(RunSummary) string { return "an under-request Burstable pod was killed" })
-	verdict("the agent acted before the kernel OOM killer (no kernel OOM kill)", func(r RunSummary) bool { return r.KernelOOMKills > 0 },
-		func(r RunSummary) string { return fmt.Sprintf("%d kernel OOM kills", r.KernelOOMKills) })
+	switch s.Expect.KernelOOMKills {
+	case "none", "":
+		verdict("the agent acted before the kernel OOM killer (no kernel OOM kill)", func(r RunSummary) bool { return r.KernelOOMKills > 0 },
+			func(r RunSummary) string { return fmt.Sprintf("%d kernel OOM kills", r.KernelOOMKills) })
+	case "expected":
+		verdict("the kernel OOM killer acted (the scenario expects it)", func(r RunSummary) bool { return r.KernelOOMKills == 0 },
+			func(RunSummary) string { return "no kernel OOM kill" })
+	}
+	if want := s.Expect.Evicted; len(want) > 0 {
+		verdict("evicted first, in this order: "+strings.Join(want, ", "), func(r RunSummary) bool {
+			return len(r.EvictedGroups) < len(want) || !slices.Equal(r.EvictedGroups[:len(want)], want)
+		}, func(r RunSummary) string { return fmt.Sprintf("evicted %v", r.EvictedGroups) })
+	}
+	if keep := s.Expect.Survive; len(keep) > 0 {
+		verdict("never killed: "+strings.Join(keep, ", "), func(r RunSummary) bool {
+			return slices.ContainsFunc(keep, func(g string) bool { return slices.Contains(r.KilledGroups, g) })
+		}, func(r RunSummary) string { return fmt.Sprintf("killed %v", r.KilledGroups) })
+	}
 	verdict("every run completed", func(r RunSummary) bool { return r.Error != "" }, func(r RunSummary) string { return r.Error })
 	return sum
 }

@@ -52,7 +52,7 @@ func TestBestEffortBombExperimentEndToEnd(t *testing.T) {
 		t.Fatalf("summary.json: %v %+v", err, sum)
 	}
 	for _, r := range sum.Runs {
-		if len(r.Evicted) == 0 || r.Evicted[0] != "bomb" || r.GuaranteedKilled || r.UnderRequestBurstableKilled {
+		if len(r.Evicted) == 0 || r.Evicted[0] != "bomb" || len(r.EvictedGroups) == 0 || r.EvictedGroups[0] != "bomb" || r.GuaranteedKilled || r.UnderRequestBurstableKilled {
 			t.Errorf("run %d summary %+v", r.Run, r)
 		}
 	}
@@ -60,7 +60,8 @@ func TestBestEffortBombExperimentEndToEnd(t *testing.T) {
 		t.Errorf("decision latencies %+v, want one per eviction", sum.Latencies["decision"])
 	}
 	report := string(mustRead(t, filepath.Join(out, "report.md")))
-	for _, want := range []string{"| 1 | bomb (agent,", "| 2 | bomb (agent,", "PASS: no Guaranteed pod was killed", "| decision |"} {
+	for _, want := range []string{"| 1 | bomb (agent,", "| 2 | bomb (agent,", "PASS: no Guaranteed pod was killed",
+		"PASS: evicted first, in this order: bomb", "PASS: never killed: guaranteed, burstable", "| decision |"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report.md lacks %q:\n%s", want, report)
 		}
