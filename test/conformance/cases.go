@@ -410,18 +410,32 @@ func postStartExecHook(t *T) error {
 	return logsContain(t, name, "main", "poststart-ran", time.Minute)
 }
 
-func preStopExecHook(t *T) error {
-	// The hook writes into a host directory the suite reads after the pod
-	// is gone (the kubelet's test has a server pod record the call).
-	dir, err := os.MkdirTemp("", "nodeagent-conformance-prestop-")
+// outMount mounts the volume withHostOut adds at /out.
+var outMount = []corev1.VolumeMount{{Name: "out", MountPath: "/out"}}
+
+// withHostOut gives the pod a volume "out" on a fresh host directory,
+// writable by any user and removed when the case ends, for what its
+// containers leave behind them (the pod's own volumes go with it).
+func withHostOut(t *T, pod *corev1.Pod) (string, error) {
+	dir, err := os.MkdirTemp("", "nodeagent-conformance-"+pod.Name+"-")
 	if err != nil {
-		return err
+		return "", err
 	}
 	os.Chmod(dir, 0o777)
 	t.Defer(func(context.Context) error { return os.RemoveAll(dir) })
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "out", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}}})
+	return dir, nil
+}
+
+func preStopExecHook(t *T) error {
+	// The hook writes into a host directory the suite reads after the pod
+	// is gone (the kubelet's test has a server pod record the call).
 	pod := shellPod("prestop-exec", corev1.RestartPolicyNever, "sleep 600")
-	pod.Spec.Volumes = []corev1.Volume{{Name: "out", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}}}}
-	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "out", MountPath: "/out"}}
+	dir, err := withHostOut(t, pod)
+	if err != nil {
+		return err
+	}
+	pod.Spec.Containers[0].VolumeMounts = outMount
 	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
 		Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "echo prestop-ran > /out/prestop"}}}}
 	name, err := t.Create(pod)
@@ -850,23 +864,19 @@ func sidecarsTerminateInReverseOrder(t *T) error {
 	// SIGTERM sidecar i takes i-1 seconds to go: stopped all at once they
 	// would exit s1, s2, s3; stopped one after the other, last first (the
 	// kubelet's order, KEP-753), they exit s3, s2, s1.
-	dir, err := os.MkdirTemp("", "nodeagent-conformance-sidecars-")
-	if err != nil {
-		return err
-	}
-	os.Chmod(dir, 0o777)
-	t.Defer(func(context.Context) error { return os.RemoveAll(dir) })
 	always := corev1.ContainerRestartPolicyAlways
-	out := []corev1.VolumeMount{{Name: "out", MountPath: "/out"}}
 	pod := shellPod("sidecar-order", corev1.RestartPolicyNever, "sleep 3; echo main >> /out/exits")
 	grace := int64(10) // room for the 3 s the sidecars take, one after the other
 	pod.Spec.TerminationGracePeriodSeconds = &grace
-	pod.Spec.Volumes = []corev1.Volume{{Name: "out", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}}}}
-	pod.Spec.Containers[0].VolumeMounts = out
+	dir, err := withHostOut(t, pod)
+	if err != nil {
+		return err
+	}
+	pod.Spec.Containers[0].VolumeMounts = outMount
 	for i := 1; i <= 3; i++ {
 		script := fmt.Sprintf("trap 'sleep %d; echo s%d >> /out/exits; exit 0' TERM; while true; do sleep 0.1; done", i-1, i)
 		pod.Spec.InitContainers = append(pod.Spec.InitContainers, corev1.Container{
-			Name: fmt.Sprintf("s%d", i), Command: []string{"sh", "-c", script}, RestartPolicy: &always, VolumeMounts: out})
+			Name: fmt.Sprintf("s%d", i), Command: []string{"sh", "-c", script}, RestartPolicy: &always, VolumeMounts: outMount})
 	}
 	name, err := t.Create(pod)
 	if err != nil {
