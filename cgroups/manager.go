@@ -84,6 +84,25 @@ func missing(name Name) error {
 	return fmt.Errorf("cgroup %s: %w", name.Cgroupfs(), fs.ErrNotExist)
 }
 
+// updateExisting is every manager's Update: write runs only on a cgroup
+// that exists, and a write that failed because the cgroup went meanwhile
+// is reported as missing too.
+func updateExisting(m Manager, name Name, write func() error) error {
+	if err := name.Validate(); err != nil {
+		return err
+	}
+	if !m.Exists(name) {
+		return missing(name)
+	}
+	if err := write(); err != nil {
+		if !m.Exists(name) {
+			return missing(name)
+		}
+		return fmt.Errorf("update cgroup %s: %w", name.Cgroupfs(), err)
+	}
+	return nil
+}
+
 // readProcs collects cgroup.procs of dir and, recursively, its children.
 func readProcs(dir string) ([]int, error) {
 	var pids []int

@@ -60,25 +60,21 @@ func (m *Systemd) Set(name Name, rc *ResourceConfig) error {
 	if err := name.Validate(); err != nil {
 		return err
 	}
-	unit := Unit(name)
-	props := SystemdProperties(rc)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.Exists(name) {
-		if err := m.conn.SetUnitPropertiesContext(ctx, unit, true, props...); err != nil {
-			return fmt.Errorf("update %s: %w", unit, err)
-		}
-		return nil
+		return m.updateLocked(name, rc)
 	}
-	props = append([]systemd.Property{
+	unit := Unit(name)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	props := append([]systemd.Property{
 		systemd.PropDescription("nodeagent " + name.Cgroupfs()),
 		{Name: "DefaultDependencies", Value: godbus.MakeVariant(false)},
 		{Name: "CPUAccounting", Value: godbus.MakeVariant(true)},
 		{Name: "MemoryAccounting", Value: godbus.MakeVariant(true)},
 		{Name: "TasksAccounting", Value: godbus.MakeVariant(true)},
-	}, props...)
+	}, SystemdProperties(rc)...)
 	done := make(chan string, 1)
 	if _, err := m.conn.StartTransientUnitContext(ctx, unit, "replace", props, done); err != nil {
 		return fmt.Errorf("start %s: %w", unit, err)
@@ -97,24 +93,17 @@ func (m *Systemd) Set(name Name, rc *ResourceConfig) error {
 // Update implements Manager: properties are set on a live slice only;
 // setting them never starts a unit.
 func (m *Systemd) Update(name Name, rc *ResourceConfig) error {
-	if err := name.Validate(); err != nil {
-		return err
-	}
-	unit := Unit(name)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.Exists(name) {
-		return missing(name)
-	}
-	if err := m.conn.SetUnitPropertiesContext(ctx, unit, true, SystemdProperties(rc)...); err != nil {
-		if !m.Exists(name) {
-			return missing(name)
-		}
-		return fmt.Errorf("update %s: %w", unit, err)
-	}
-	return nil
+	return m.updateLocked(name, rc)
+}
+
+func (m *Systemd) updateLocked(name Name, rc *ResourceConfig) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return updateExisting(m, name, func() error {
+		return m.conn.SetUnitPropertiesContext(ctx, Unit(name), true, SystemdProperties(rc)...)
+	})
 }
 
 // SystemdProperties converts a ResourceConfig to slice properties:

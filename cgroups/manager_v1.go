@@ -2,7 +2,6 @@ package cgroups
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -94,23 +93,13 @@ func (m *V1) Set(name Name, rc *ResourceConfig) error {
 // Update implements Manager: cgroup1.Load keeps only the controllers the
 // cgroup exists in, and Update writes to those.
 func (m *V1) Update(name Name, rc *ResourceConfig) error {
-	if err := name.Validate(); err != nil {
-		return err
-	}
-	cg, err := cgroup1.Load(cgroup1.StaticPath(name.Cgroupfs()))
-	if errors.Is(err, cgroup1.ErrCgroupDeleted) {
-		return missing(name)
-	}
-	if err == nil {
-		err = cg.Update(V1Resources(rc))
-	}
-	if err != nil {
-		if !m.Exists(name) {
-			return missing(name)
+	return updateExisting(m, name, func() error {
+		cg, err := cgroup1.Load(cgroup1.StaticPath(name.Cgroupfs()))
+		if err != nil {
+			return err
 		}
-		return fmt.Errorf("update cgroup %s: %w", name.Cgroupfs(), err)
-	}
-	return nil
+		return cg.Update(V1Resources(rc))
+	})
 }
 
 // V1Resources converts a ResourceConfig to the OCI form cgroup1 writes.

@@ -39,23 +39,13 @@ func (m *V2) Set(name Name, rc *ResourceConfig) error {
 
 // Update implements Manager.
 func (m *V2) Update(name Name, rc *ResourceConfig) error {
-	if err := name.Validate(); err != nil {
-		return err
-	}
-	if !m.Exists(name) {
-		return missing(name)
-	}
-	cg, err := cgroup2.Load(name.Cgroupfs(), cgroup2.WithMountpoint(m.mountpoint))
-	if err == nil {
-		err = cg.Update(V2Resources(rc))
-	}
-	if err != nil {
-		if !m.Exists(name) {
-			return missing(name)
+	return updateExisting(m, name, func() error {
+		cg, err := cgroup2.Load(name.Cgroupfs(), cgroup2.WithMountpoint(m.mountpoint))
+		if err != nil {
+			return err
 		}
-		return fmt.Errorf("update cgroup %s: %w", name.Cgroupfs(), err)
-	}
-	return nil
+		return cg.Update(V2Resources(rc))
+	})
 }
 
 // V2Resources converts a ResourceConfig to unified-hierarchy values:
