@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"nodeagent/internal/qos"
+	"nodeagent/internal/sat"
 )
 
 // The kubelet's CPU constants (pkg/kubelet/cm/helpers_linux.go).
@@ -15,6 +16,9 @@ const (
 	QuotaPeriod    = 100000 // µs
 	MinQuotaPeriod = 1000   // µs
 	MaxWeight      = 10000  // cgroup v2 cpu.weight
+	// MaxQuota is the largest CFS quota the kernel takes, in µs
+	// (max_cfs_runtime in kernel/sched/core.c: 2^44-1 µs).
+	MaxQuota = 1<<44 - 1
 )
 
 // ResourceConfig holds the values the agent writes to one cgroup; nil fields
@@ -32,7 +36,7 @@ func MilliCPUToShares(milliCPU int64) uint64 {
 	if milliCPU <= 0 {
 		return MinShares
 	}
-	shares := milliCPU * SharesPerCPU / MilliCPUToCPU
+	shares := sat.Mul(milliCPU, SharesPerCPU) / MilliCPUToCPU
 	if shares < MinShares {
 		return MinShares
 	}
@@ -43,13 +47,19 @@ func MilliCPUToShares(milliCPU int64) uint64 {
 }
 
 // MilliCPUToQuota converts a cpu limit to a CFS quota for period (µs); 0 means
-// no limit and the quota is never below 1 ms.
+// no limit and the quota is never below 1 ms. A limit the kernel cannot
+// hold (above MaxQuota, some 176 billion CPUs at the default period) is
+// no limit (-1): the kernel refuses such a quota, and a write that always
+// fails left the pod's cgroup half made.
 func MilliCPUToQuota(milliCPU int64, period int64) int64 {
 	if milliCPU == 0 {
 		return 0
 	}
-	quota := milliCPU * period / MilliCPUToCPU
-	if quota < MinQuotaPeriod {
+	quota := sat.Mul(milliCPU, period) / MilliCPUToCPU
+	switch {
+	case quota > MaxQuota:
+		return -1
+	case quota < MinQuotaPeriod:
 		return MinQuotaPeriod
 	}
 	return quota
@@ -86,12 +96,12 @@ func PodConfig(pod *corev1.Pod, opts PodOptions) *ResourceConfig {
 		period = QuotaPeriod
 	}
 	requests, limits := qos.PodRequests(pod), qos.PodLimits(pod)
-	shares := MilliCPUToShares(requests.Cpu().MilliValue())
-	quota := MilliCPUToQuota(limits.Cpu().MilliValue(), int64(period))
+	shares := MilliCPUToShares(sat.MilliValue(*requests.Cpu()))
+	quota := MilliCPUToQuota(sat.MilliValue(*limits.Cpu()), int64(period))
 	if !opts.EnforceCPULimits {
 		quota = -1
 	}
-	memory := limits.Memory().Value()
+	memory := sat.Value(*limits.Memory())
 
 	rc := &ResourceConfig{}
 	switch qos.Class(pod) {
@@ -122,7 +132,7 @@ func BurstableConfig(burstablePods []*corev1.Pod) *ResourceConfig {
 	var milli int64
 	for _, p := range burstablePods {
 		requests := qos.PodRequests(p)
-		milli += requests.Cpu().MilliValue()
+		milli = sat.Add(milli, sat.MilliValue(*requests.Cpu()))
 	}
 	shares := MilliCPUToShares(milli)
 	return &ResourceConfig{CPUShares: &shares}
@@ -155,15 +165,15 @@ func NodeAllocatableConfig(capacity corev1.ResourceList, reserved []corev1.Resou
 	}
 	rc := &ResourceConfig{}
 	if q, ok := alloc[corev1.ResourceCPU]; ok {
-		shares := MilliCPUToShares(q.MilliValue())
+		shares := MilliCPUToShares(sat.MilliValue(q))
 		rc.CPUShares = &shares
 	}
 	if q, ok := alloc[corev1.ResourceMemory]; ok {
-		mem := q.Value()
+		mem := sat.Value(q)
 		rc.Memory = &mem
 	}
 	if q, ok := alloc[PIDResource]; ok {
-		pids := q.Value()
+		pids := sat.Value(q)
 		rc.PidsLimit = &pids
 	}
 	return rc

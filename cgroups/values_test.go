@@ -51,6 +51,33 @@ func TestCPUConversions(t *testing.T) {
 	}
 }
 
+// Values derived from the largest quantities validation lets through (and
+// from sums of them) hold at their bounds instead of wrapping: a wrapped
+// quota or share count is a write the kernel refuses forever, or a
+// Guaranteed pod's cgroup with 2 shares.
+func TestConversionsNeverWrap(t *testing.T) {
+	const most = int64(1<<63 - 1)
+	if got := MilliCPUToShares(most); got != MaxShares {
+		t.Errorf("shares for MaxInt64 milli-CPU = %d, want %d", got, MaxShares)
+	}
+	if got := MilliCPUToQuota(most, QuotaPeriod); got != -1 {
+		t.Errorf("quota for MaxInt64 milli-CPU = %d, want -1 (beyond the kernel's maximum: no limit)", got)
+	}
+	if got := MilliCPUToQuota(MaxQuota/QuotaPeriod*MilliCPUToCPU, QuotaPeriod); got != MaxQuota/QuotaPeriod*QuotaPeriod {
+		t.Errorf("quota at the kernel's maximum = %d", got)
+	}
+	huge := corev1.ResourceRequirements{Requests: rl("cpu", "9223372036854775807m", "memory", "9223372036854775807"),
+		Limits: rl("cpu", "9223372036854775807m", "memory", "9223372036854775807")}
+	p := pod("huge", huge, huge) // two containers: the sums pass int64
+	rc := PodConfig(p, PodOptions{EnforceCPULimits: true})
+	if *rc.CPUShares != MaxShares || *rc.CPUQuota != -1 || *rc.Memory != most {
+		t.Errorf("huge Guaranteed pod: shares %d quota %d memory %d; want %d, -1, %d", *rc.CPUShares, *rc.CPUQuota, *rc.Memory, MaxShares, most)
+	}
+	if got := *BurstableConfig([]*corev1.Pod{p, p}).CPUShares; got != MaxShares {
+		t.Errorf("burstable shares over huge pods = %d, want %d", got, MaxShares)
+	}
+}
+
 func rl(pairs ...string) corev1.ResourceList {
 	l := corev1.ResourceList{}
 	for i := 0; i+1 < len(pairs); i += 2 {

@@ -38,7 +38,49 @@ func (notFoundRuntime) ExecSync(context.Context, *runtimeapi.ExecSyncRequest) (*
 	return nil, status.Error(codes.Unknown, `failed to exec in container: timeout 1s exceeded: context deadline exceeded`)
 }
 
+// stopRecorder answers StopContainer at once and records what it was asked.
+type stopRecorder struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	timeout  chan int64
+	deadline chan time.Time
+}
+
+func (r stopRecorder) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
+	d, _ := ctx.Deadline()
+	r.timeout <- req.Timeout
+	r.deadline <- d
+	return &runtimeapi.StopContainerResponse{}, nil
+}
+
+// A huge terminationGracePeriodSeconds (the API server sets no bound) used
+// to wrap the call's deadline into the past: the stop failed at once and
+// was retried in a loop instead of waiting.
+func TestHugeGraceWaitsInsteadOfWrapping(t *testing.T) {
+	rec := stopRecorder{timeout: make(chan int64, 1), deadline: make(chan time.Time, 1)}
+	c, err := New(serveWith(t, rec), Options{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	before := time.Now()
+	if err := c.StopContainer(context.Background(), "x", 1e10); err != nil {
+		t.Fatalf("StopContainer with grace 1e10: %v", err)
+	}
+	if got := <-rec.timeout; got <= 0 || got > int64(1<<63-1)/int64(time.Second) {
+		t.Errorf("timeout sent to the runtime = %d s: must be positive and fit a Duration", got)
+	}
+	// gRPC carries the deadline as a timeout; it caps what it can send,
+	// but the runtime must see one far in the future, not a past one.
+	if d := <-rec.deadline; !d.IsZero() && d.Before(before.Add(24*time.Hour)) {
+		t.Errorf("deadline %v: want a deadline far in the future (or none)", d)
+	}
+}
+
 func serve(t *testing.T) string {
+	return serveWith(t, notFoundRuntime{})
+}
+
+func serveWith(t *testing.T, rt runtimeapi.RuntimeServiceServer) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "cri.sock")
 	lis, err := net.Listen("unix", sock)
@@ -46,7 +88,7 @@ func serve(t *testing.T) string {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	runtimeapi.RegisterRuntimeServiceServer(srv, notFoundRuntime{})
+	runtimeapi.RegisterRuntimeServiceServer(srv, rt)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
 	return "unix://" + sock

@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/internal/sat"
 )
 
 // CreateContainer creates a container in a sandbox and returns its ID.
@@ -33,7 +35,10 @@ func (c *Client) StartContainer(ctx context.Context, id string) error {
 // call's deadline is the grace period plus the usual timeout. A missing
 // container is success.
 func (c *Client) StopContainer(ctx context.Context, id string, grace int64) error {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout+time.Duration(grace)*time.Second)
+	// The runtime turns the timeout into a Duration too: send no more
+	// than one can hold, and wait that long plus the call's own deadline.
+	grace = min(grace, sat.MaxSeconds)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(sat.Add(int64(c.timeout), int64(sat.Seconds(grace)))))
 	defer cancel()
 	_, err := c.runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: grace})
 	return ignoreNotFound(c.classify("StopContainer", err))

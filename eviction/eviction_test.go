@@ -53,6 +53,12 @@ func TestParseThresholds(t *testing.T) {
 		{Soft: map[string]string{"memory.available": "1Gi"}}:           `grace period must be specified for the soft eviction threshold`,
 		{SoftGracePeriod: map[string]string{"memory.available": "1m"}}: `no evictionSoft threshold for this signal`,
 		{Hard: map[string]string{"memory.available": "lots"}}:          `evictionHard.memory.available: invalid value "lots": must be a quantity`,
+		// NaN passes every comparison: it used to disable the threshold silently.
+		{Hard: map[string]string{"memory.available": "NaN%"}}:                                                               `evictionHard.memory.available: invalid value "NaN%": percentage must be between 0% and 100%`,
+		{Hard: map[string]string{"nodefs.available": "Inf%"}}:                                                               `evictionHard.nodefs.available: invalid value "Inf%": percentage must be between 0% and 100%`,
+		{Soft: map[string]string{"memory.available": "-Inf%"}}:                                                              `evictionSoft.memory.available: invalid value "-Inf%": percentage must be between 0% and 100%`,
+		{Hard: map[string]string{"memory.available": "1Gi"}, MinimumReclaim: map[string]string{"memory.available": "nan%"}}: `evictionMinimumReclaim.memory.available: invalid value "nan%"`,
+		{Hard: map[string]string{"memory.available": "1e19"}}:                                                               `evictionHard.memory.available: invalid value "1e19": must be at most 9223372036854775807`,
 	} {
 		if _, err := ParseThresholds(*cfg); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%+v: got %v, want %q", *cfg, err, want)

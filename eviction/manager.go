@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodeagent/internal/qos"
+	"nodeagent/internal/sat"
 )
 
 // Pods is what eviction needs from the pod manager.
@@ -392,7 +393,7 @@ func (m *Manager) planLocked(active []*corev1.Pod, t Threshold, o Observation, w
 		c := Candidate{Pod: pod}
 		if r == corev1.ResourceMemory || r == corev1.ResourceEphemeralStorage {
 			requests := qos.PodRequests(pod)
-			c.Request = requests.Name(r, resource.BinarySI).Value()
+			c.Request = sat.Value(*requests.Name(r, resource.BinarySI))
 		}
 		c.Usage, c.HasStats = m.usageOf(pod, t.Signal)
 		cands = append(cands, c)
@@ -522,7 +523,7 @@ func (m *Manager) localStorage(active []*corev1.Pod) *evictionPlan {
 				continue
 			}
 			used, ok := m.usage.EmptyDir(pod, v.Name)
-			if !ok || used <= v.EmptyDir.SizeLimit.Value() {
+			if !ok || used <= sat.Value(*v.EmptyDir.SizeLimit) {
 				continue
 			}
 			if plan == nil {
@@ -533,9 +534,9 @@ func (m *Manager) localStorage(active []*corev1.Pod) *evictionPlan {
 				m.mu.Unlock()
 			}
 			msg := fmt.Sprintf("Usage of EmptyDir volume %q exceeds the limit %q. ", v.Name, v.EmptyDir.SizeLimit.String())
-			plan.victims = append(plan.victims, Candidate{Pod: pod, Usage: used, Request: v.EmptyDir.SizeLimit.Value(), HasStats: true})
+			plan.victims = append(plan.victims, Candidate{Pod: pod, Usage: used, Request: sat.Value(*v.EmptyDir.SizeLimit), HasStats: true})
 			plan.trace.Victims = append(plan.trace.Victims, Victim{Pod: pod.Namespace + "/" + pod.Name, UID: pod.UID, QoS: qos.Class(pod),
-				Priority: Priority(pod), Usage: used, Request: v.EmptyDir.SizeLimit.Value(), Grace: 1, Message: msg})
+				Priority: Priority(pod), Usage: used, Request: sat.Value(*v.EmptyDir.SizeLimit), Grace: 1, Message: msg})
 			break
 		}
 	}
@@ -570,7 +571,7 @@ func containersMessage(pod *corev1.Pod, usage map[string]ContainerUsage) string 
 		if !ok {
 			continue
 		}
-		request := c.Resources.Requests.Memory().Value()
+		request := sat.Value(*c.Resources.Requests.Memory())
 		if u.WorkingSet > request {
 			fmt.Fprintf(&b, "Container %s was using %s, request is %s, has larger consumption of memory. ", c.Name,
 				quantity(corev1.ResourceMemory, u.WorkingSet), quantity(corev1.ResourceMemory, request))

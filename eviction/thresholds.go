@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"nodeagent/internal/sat"
 )
 
 // Signal is an eviction signal, named as the kubelet names it.
@@ -199,7 +202,8 @@ func parseValue(s string) (v Value, skip bool, err error) {
 	s = strings.TrimSpace(s)
 	if p, ok := strings.CutSuffix(s, "%"); ok {
 		f, err := strconv.ParseFloat(p, 64)
-		if err != nil || f < 0 || f > 100 {
+		// NaN passes every comparison: "NaN%" silently disabled the threshold.
+		if err != nil || math.IsNaN(f) || f < 0 || f > 100 {
 			return Value{}, false, errors.New("percentage must be between 0% and 100%")
 		}
 		if f == 0 || f == 100 {
@@ -213,6 +217,9 @@ func parseValue(s string) (v Value, skip bool, err error) {
 	}
 	if q.Sign() <= 0 {
 		return Value{}, false, errors.New("eviction threshold must be positive")
+	}
+	if !sat.FitsValue(q) {
+		return Value{}, false, fmt.Errorf("must be at most %d", int64(math.MaxInt64))
 	}
 	return Value{Quantity: &q}, false, nil
 }

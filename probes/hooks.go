@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"nodeagent/internal/sat"
 	"nodeagent/internal/version"
 )
 
@@ -43,7 +44,7 @@ func (h *Handlers) RunHook(ctx context.Context, lh *corev1.LifecycleHandler, t T
 		resp.Body.Close()
 		return nil
 	case lh.Sleep != nil:
-		timer := time.NewTimer(time.Duration(lh.Sleep.Seconds) * time.Second)
+		timer := time.NewTimer(sat.Seconds(lh.Sleep.Seconds))
 		defer timer.Stop()
 		select {
 		case <-timer.C:

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 
 	"nodeagent/cgroups"
 	"nodeagent/eviction"
+	"nodeagent/internal/sat"
 	"nodeagent/network"
 )
 
@@ -256,8 +258,8 @@ func (c *Config) Validate() error {
 			bad("cpuCFSQuotaPeriod", p, "must be between 1ms and 1s")
 		}
 	}
-	if q, err := resource.ParseQuantity(c.ContainerLogMaxSize); err != nil || q.Value() < 1024 {
-		bad("containerLogMaxSize", c.ContainerLogMaxSize, "must be a quantity of at least 1Ki, such as 10Mi")
+	if q, err := resource.ParseQuantity(c.ContainerLogMaxSize); err != nil || q.Value() < 1024 || !sat.FitsValue(q) {
+		bad("containerLogMaxSize", c.ContainerLogMaxSize, "must be a quantity of at least 1Ki and at most 8Ei, such as 10Mi")
 	}
 	high, low := c.ImageGCThresholds()
 	if high < 0 || high > 100 {
@@ -296,8 +298,11 @@ func (c *Config) Validate() error {
 				continue
 			}
 			q, err := resource.ParseQuantity(m[k])
-			if err != nil || q.Sign() < 0 {
+			switch {
+			case err != nil || q.Sign() < 0:
 				bad(field+"."+k, m[k], "must be a non-negative quantity such as 500m or 1Gi")
+			case !sat.FitsMilli(q):
+				bad(field+"."+k, m[k], fmt.Sprintf("must be at most %dm", int64(math.MaxInt64)))
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"nodeagent/internal/qos"
+	"nodeagent/internal/sat"
 )
 
 // Rejection is why a pod was not admitted, in the kubelet's words.
@@ -39,7 +40,7 @@ func admit(pod *corev1.Pod, admitted []*corev1.Pod, maxPods int, allocatable cor
 			continue
 		}
 		r, u, c := amount(name, req), amount(name, used[name]), amount(name, capacity)
-		if r+u > c {
+		if sat.Add(r, u) > c {
 			return &Rejection{Reason: "OutOf" + string(name), Message: fmt.Sprintf(
 				"Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d", name, r, u, c)}
 		}
@@ -50,7 +51,7 @@ func admit(pod *corev1.Pod, admitted []*corev1.Pod, maxPods int, allocatable cor
 // amount is the unit the kubelet reports in: milli-CPU for cpu, else bytes.
 func amount(name corev1.ResourceName, q resource.Quantity) int64 {
 	if name == corev1.ResourceCPU {
-		return q.MilliValue()
+		return sat.MilliValue(q)
 	}
-	return q.Value()
+	return sat.Value(q)
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"nodeagent/cri"
 	"nodeagent/internal/expand"
 	"nodeagent/internal/qos"
+	"nodeagent/internal/sat"
 )
 
 // containerConfig builds the ContainerConfig as the kubelet does: $(VAR)
@@ -133,14 +133,14 @@ func specFromAnnotations(name string, annotations map[string]string) *corev1.Con
 // containerResources are the kubelet's CRI resources: shares from the cpu
 // request (or limit), CFS quota from the cpu limit, memory limit.
 func (m *Manager) containerResources(c *corev1.Container, oomScoreAdj int) *runtimeapi.LinuxContainerResources {
-	cpuReq := c.Resources.Requests.Cpu().MilliValue()
-	cpuLim := c.Resources.Limits.Cpu().MilliValue()
+	cpuReq := sat.MilliValue(*c.Resources.Requests.Cpu())
+	cpuLim := sat.MilliValue(*c.Resources.Limits.Cpu())
 	if cpuReq == 0 && cpuLim > 0 {
 		cpuReq = cpuLim
 	}
 	r := &runtimeapi.LinuxContainerResources{
 		CpuShares:          int64(cgroups.MilliCPUToShares(cpuReq)),
-		MemoryLimitInBytes: c.Resources.Limits.Memory().Value(),
+		MemoryLimitInBytes: sat.Value(*c.Resources.Limits.Memory()),
 		OomScoreAdj:        int64(oomScoreAdj),
 	}
 	if m.opts.OOMGroupKill {
@@ -303,7 +303,20 @@ func (m *Manager) resourceFieldRef(pod *corev1.Pod, c *corev1.Container, ref *co
 		divisor = resource.MustParse("1")
 	}
 	if name == "cpu" {
-		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
+		return strconv.FormatInt(ceilDiv(sat.MilliValue(q), sat.MilliValue(divisor)), 10), nil
 	}
-	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
+	return strconv.FormatInt(ceilDiv(sat.Value(q), sat.Value(divisor)), 10), nil
+}
+
+// ceilDiv is a/b rounded up, for a >= 0 and b > 0 (validation keeps
+// divisors to the API server's list).
+func ceilDiv(a, b int64) int64 {
+	if b <= 0 {
+		return a
+	}
+	q := a / b
+	if a%b != 0 {
+		q++
+	}
+	return q
 }

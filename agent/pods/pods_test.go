@@ -248,6 +248,15 @@ func TestAdmit(t *testing.T) {
 	if r := admit(withRequests("be", "", ""), admitted, 110, alloc); r != nil {
 		t.Errorf("a BestEffort pod always fits: %+v", r)
 	}
+	// Requests at int64's edge: counted at their size (not wrapped to 0 or
+	// below), and the used sum holds instead of wrapping negative.
+	huge := withRequests("huge", "9223372036854775807m", "9223372036854775807")
+	if r := admit(huge, nil, 110, alloc); r == nil || r.Reason != "OutOfcpu" {
+		t.Errorf("a pod asking for 9.2e15 CPUs must not fit: %+v", r)
+	}
+	if r := admit(withRequests("small", "", "1"), []*corev1.Pod{huge, huge}, 110, corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}); r == nil || r.Reason != "OutOfmemory" {
+		t.Errorf("with two huge pods admitted, the used sum must not wrap and let another in: %+v", r)
+	}
 }
 
 func testManager(t *testing.T, opts Options) *Manager {

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/internal/sat"
 )
 
 // podVolumeDir is where a pod's emptyDir volumes live, in the kubelet's layout.
@@ -65,8 +67,8 @@ func mountTmpfs(dir string, sizeLimit *resource.Quantity) error {
 		return err
 	}
 	opts := "mode=1777"
-	if sizeLimit != nil && sizeLimit.Value() > 0 {
-		opts += fmt.Sprintf(",size=%d", sizeLimit.Value())
+	if sizeLimit != nil && sat.Value(*sizeLimit) > 0 {
+		opts += fmt.Sprintf(",size=%d", sat.Value(*sizeLimit))
 	}
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount tmpfs on %s: %w", dir, err)

@@ -24,6 +24,7 @@ import (
 	"nodeagent/agent/pleg"
 	"nodeagent/cri"
 	"nodeagent/internal/qos"
+	"nodeagent/internal/sat"
 	"nodeagent/probes"
 )
 
@@ -189,7 +190,7 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 	}
 	var untilDeadline time.Duration
 	if d := pod.Spec.ActiveDeadlineSeconds; d != nil && w.failed == nil {
-		deadline := w.startTime.Add(time.Duration(*d) * time.Second)
+		deadline := w.startTime.Add(sat.Seconds(*d))
 		if now := w.m.clock.Now(); now.Before(deadline) {
 			untilDeadline = deadline.Sub(now)
 		} else {
@@ -1008,7 +1009,7 @@ func (w *worker) stopContainer(ctx context.Context, c *runtimeapi.ContainerStatu
 	w.m.events.Event(ref, corev1.EventTypeNormal, "Killing", message)
 	if grace > 0 && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		start := w.m.clock.Now()
-		hookCtx, cancel := context.WithTimeout(ctx, time.Duration(grace)*time.Second)
+		hookCtx, cancel := context.WithTimeout(ctx, sat.Seconds(grace))
 		err := w.m.hooks.RunHook(hookCtx, spec.Lifecycle.PreStop, probes.Target{PodIP: w.targetIP(podIP), ContainerID: c.Id, Container: spec})
 		cancel()
 		if err != nil && ctx.Err() == nil {

@@ -66,7 +66,7 @@ func ParseManifest(data []byte, file, node string) (pod *corev1.Pod, warnings []
 	pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute})
 	pod.Status = corev1.PodStatus{Phase: corev1.PodPending}
 
-	if errs := validate(pod); len(errs) > 0 {
+	if errs := Validate(pod); len(errs) > 0 {
 		return nil, warnings, errs.ToAggregate()
 	}
 	return pod, warnings, nil

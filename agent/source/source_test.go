@@ -97,6 +97,43 @@ func TestParseManifestErrors(t *testing.T) {
 		"bad name":  {"apiVersion: v1\nkind: Pod\nmetadata: {name: Bad_Name}\nspec: {containers: [{name: a, image: b}]}\n", "metadata.name: Invalid value"},
 		"bad type":  {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: 5}\n", "not a valid Pod"},
 		"no volume": {"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, image: b, volumeMounts: [{name: v, mountPath: /v}]}]}\n", "volumeMounts[0].name: Not found"},
+
+		// Found by the audit: each was admitted before.
+		"emptyDir name escapes the pod": {pod(`volumes: [{name: ../../../../../../../../tmp/x, emptyDir: {}}]`, `[{name: a, image: b}]`),
+			`spec.volumes[0].name: Invalid value: "../../../../../../../../tmp/x": a lowercase RFC 1123 label`},
+		"subPath with ..": {pod(`volumes: [{name: v, emptyDir: {}}]`, `[{name: a, image: b, volumeMounts: [{name: v, mountPath: /v, subPath: ../../../../../../../../etc}]}]`),
+			`spec.containers[0].volumeMounts[0].subPath: Invalid value: "../../../../../../../../etc": must not contain '..'`},
+		"subPath absolute": {pod(`volumes: [{name: v, emptyDir: {}}]`, `[{name: a, image: b, volumeMounts: [{name: v, mountPath: /v, subPath: /etc}]}]`),
+			`spec.containers[0].volumeMounts[0].subPath: Invalid value: "/etc": must be a relative path`},
+		"subPathExpr with ..": {pod(`volumes: [{name: v, emptyDir: {}}]`, `[{name: a, image: b, volumeMounts: [{name: v, mountPath: /v, subPathExpr: 'x/../../$(HOME)'}]}]`),
+			`spec.containers[0].volumeMounts[0].subPathExpr: Invalid value: "x/../../$(HOME)": must not contain '..'`},
+		"subPath and subPathExpr": {pod(`volumes: [{name: v, emptyDir: {}}]`, `[{name: a, image: b, volumeMounts: [{name: v, mountPath: /v, subPath: a, subPathExpr: b}]}]`),
+			"subPathExpr and subPath are mutually exclusive"},
+		"same mountPath twice": {pod(`volumes: [{name: v, emptyDir: {}}]`, `[{name: a, image: b, volumeMounts: [{name: v, mountPath: /v}, {name: v, mountPath: /v/}]}]`),
+			`spec.containers[0].volumeMounts[1].mountPath: Invalid value: "/v/": must be unique`},
+		"cpu beyond int64": {pod(``, `[{name: a, image: b, resources: {limits: {cpu: 1e30, memory: 1Gi}}}]`),
+			`spec.containers[0].resources.limits[cpu]: Invalid value: "1e+30": must be at most 9223372036854775807m`},
+		"memory beyond int64": {pod(``, `[{name: a, image: b, resources: {limits: {cpu: 1, memory: 1e19}}}]`),
+			`spec.containers[0].resources.limits[memory]: Invalid value: "10E": must be at most 9223372036854775807`},
+		"negative request": {pod(``, `[{name: a, image: b, resources: {requests: {memory: -1}}}]`),
+			`spec.containers[0].resources.requests[memory]: Invalid value: "-1": must be greater than or equal to 0`},
+		"sizeLimit beyond int64": {pod(`volumes: [{name: v, emptyDir: {sizeLimit: 1e20}}]`, `[{name: a, image: b}]`),
+			`spec.volumes[0].emptyDir.sizeLimit: Invalid value: "100E"`},
+		"overhead beyond int64": {pod(`overhead: {memory: 1e19}`, `[{name: a, image: b}]`), `spec.overhead[memory]: Invalid value`},
+		"activeDeadlineSeconds 0": {pod(`activeDeadlineSeconds: 0`, `[{name: a, image: b}]`),
+			"spec.activeDeadlineSeconds: Invalid value: 0: must be between 1 and 4294967295, inclusive"},
+		"bad label": {"apiVersion: v1\nkind: Pod\nmetadata: {name: x, labels: {'a b': c}}\nspec: {containers: [{name: a, image: b}]}\n",
+			`metadata.labels: Invalid value: "a b": name part must consist of alphanumeric`},
+		"bad annotation": {"apiVersion: v1\nkind: Pod\nmetadata: {name: x, annotations: {'/x': c}}\nspec: {containers: [{name: a, image: b}]}\n",
+			`metadata.annotations: Invalid value: "/x"`},
+		"bad env name": {pod(``, `[{name: a, image: b, env: [{name: 'A=B', value: c}]}]`), `spec.containers[0].env[0].name: Invalid value: "A=B"`},
+		"bad divisor": {pod(``, `[{name: a, image: b, env: [{name: M, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 3}}}]}]`),
+			`spec.containers[0].env[0].valueFrom.resourceFieldRef.divisor: Unsupported value: "3"`},
+		// A 253-character name is a valid name but its log directory
+		// <ns>_<name>_<uid> would be over 255 bytes: the pod could never start.
+		"name too long for its log directory": {"apiVersion: v1\nkind: Pod\nmetadata: {name: " + strings.Repeat("a", 240) + "}\nspec: {containers: [{name: a, image: b}]}\n",
+			`metadata.name: Invalid value: "` + strings.Repeat("a", 240) + `-n": must be no more than 214 characters in namespace "default"`},
+		"too many containers": {pod(``, "["+strings.Repeat("{name: a, image: b},", 257)+"]"), "spec.containers: Too many: 257: must have at most 256 items"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -109,6 +146,22 @@ func TestParseManifestErrors(t *testing.T) {
 	_, warnings, err := ParseManifest([]byte(strings.Replace(goodPod, "    image:", "    imagee: typo\n    image:", 1)), "/m/x.yaml", "n")
 	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "imagee") {
 		t.Errorf("unknown field must warn: %v %v", warnings, err)
+	}
+}
+
+// pod is a one-container manifest with spec fields and a container list.
+func pod(specFields, containers string) string {
+	if specFields != "" {
+		specFields += ", "
+	}
+	return "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {" + specFields + "containers: " + containers + "}\n"
+}
+
+func TestHugeGracePeriodIsValid(t *testing.T) {
+	// The API server sets no upper bound; the agent saturates what it
+	// derives from it (sat.Seconds) instead of refusing it.
+	if _, _, err := ParseManifest([]byte(pod(`terminationGracePeriodSeconds: 10000000000`, `[{name: a, image: b}]`)), "/m/x.yaml", "n"); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,22 +1,51 @@
 package source
 
 import (
+	"fmt"
+	"math"
 	"path"
+	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"nodeagent/internal/sat"
 )
 
-// validate checks a defaulted static pod for what the agent relies on, with
-// the API server's field paths in its messages. It is not the full API
-// validation: it covers names, containers, images, ports, resources,
-// policies, DNS and volume mounts. A valid spec that uses what the agent
-// cannot honour (API object references, other volume types) is not an
-// error here: admission rejects it, visibly, in the pod's status.
-func validate(pod *corev1.Pod) field.ErrorList {
+// Limits the agent adds to the API server's, because it derives host paths
+// and per-container state from pod data.
+const (
+	// MaxFileName is the longest file name a Linux filesystem takes: the
+	// pod's log directory <namespace>_<name>_<uid> must fit in it.
+	MaxFileName = 255
+	// MaxContainers bounds the init, app and ephemeral containers of one
+	// pod. The API server sets none (only the object's size); each
+	// container costs the agent a log directory, probes and a status.
+	MaxContainers = 256
+	// maxUID bounds a pod UID, which names directories and cgroups.
+	maxUID = 128
+)
+
+var uidPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+
+// Validate checks a defaulted pod for what the agent relies on, with the
+// API server's field paths and ranges in its messages: names, labels and
+// annotations, containers, images, ports, resources (within int64, so
+// nothing derived from them wraps), policies, DNS, volumes and their
+// mounts (a subPath stays inside its volume). It adds the limits that keep
+// every host path derived from the pod valid (see MaxFileName,
+// MaxContainers). It is not the full API validation: a valid spec that
+// asks for what the agent cannot honour (API object references, other
+// volume types) is rejected at admission, visibly, in the pod's status.
+//
+// Every source runs it: a pod that fails it never reaches a pod worker.
+func Validate(pod *corev1.Pod) field.ErrorList {
 	var errs field.ErrorList
 	meta := field.NewPath("metadata")
 	for _, msg := range validation.IsDNS1123Subdomain(pod.Name) {
@@ -25,11 +54,25 @@ func validate(pod *corev1.Pod) field.ErrorList {
 	for _, msg := range validation.IsDNS1123Label(pod.Namespace) {
 		errs = append(errs, field.Invalid(meta.Child("namespace"), pod.Namespace, msg))
 	}
+	uid := string(pod.UID)
+	if len(uid) > maxUID || !uidPattern.MatchString(uid) {
+		errs = append(errs, field.Invalid(meta.Child("uid"), uid, fmt.Sprintf("must be 1-%d characters of [A-Za-z0-9_-], starting with a letter or digit", maxUID)))
+	}
+	if logDir := len(pod.Namespace) + len(pod.Name) + len(uid) + 2; logDir > MaxFileName {
+		errs = append(errs, field.Invalid(meta.Child("name"), pod.Name, fmt.Sprintf(
+			"must be no more than %d characters in namespace %q: the pod's log directory <namespace>_<name>_<uid> must fit in a %d-byte file name",
+			max(MaxFileName-len(pod.Namespace)-len(uid)-2, 0), pod.Namespace, MaxFileName)))
+	}
+	errs = append(errs, metavalidation.ValidateLabels(pod.Labels, meta.Child("labels"))...)
+	errs = append(errs, apivalidation.ValidateAnnotations(pod.Annotations, meta.Child("annotations"))...)
 
 	spec := field.NewPath("spec")
 	s := &pod.Spec
 	if len(s.Containers) == 0 {
 		errs = append(errs, field.Required(spec.Child("containers"), "a pod needs at least one container"))
+	}
+	if n := len(s.InitContainers) + len(s.Containers) + len(s.EphemeralContainers); n > MaxContainers {
+		errs = append(errs, field.TooMany(spec.Child("containers"), n, MaxContainers))
 	}
 	switch s.RestartPolicy {
 	case corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:
@@ -45,24 +88,46 @@ func validate(pod *corev1.Pod) field.ErrorList {
 	default:
 		errs = append(errs, field.NotSupported(spec.Child("dnsPolicy"), s.DNSPolicy, []string{"ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"}))
 	}
+	// No upper bound, as in the API server: a huge grace period means "wait
+	// as long as can be waited" (see sat.Seconds), never a wrapped deadline.
 	if g := s.TerminationGracePeriodSeconds; g != nil && *g < 0 {
 		errs = append(errs, field.Invalid(spec.Child("terminationGracePeriodSeconds"), *g, "must be >= 0"))
 	}
-	if s.Hostname != "" {
-		for _, msg := range validation.IsDNS1123Label(s.Hostname) {
-			errs = append(errs, field.Invalid(spec.Child("hostname"), s.Hostname, msg))
+	if d := s.ActiveDeadlineSeconds; d != nil && (*d < 1 || *d > math.MaxUint32) {
+		errs = append(errs, field.Invalid(spec.Child("activeDeadlineSeconds"), *d, validation.InclusiveRangeError(1, math.MaxUint32)))
+	}
+	for name, v := range map[string]string{"hostname": s.Hostname, "subdomain": s.Subdomain} {
+		if v == "" {
+			continue
+		}
+		for _, msg := range validation.IsDNS1123Label(v) {
+			errs = append(errs, field.Invalid(spec.Child(name), v, msg))
 		}
 	}
+	errs = append(errs, validateResourceList(s.Overhead, spec.Child("overhead"))...)
 
 	volumes := sets.New[string]()
 	for i, v := range s.Volumes {
 		p := spec.Child("volumes").Index(i)
+		// The name becomes a directory under the pod's: it must be one
+		// path element, never "..".
+		if v.Name == "" {
+			errs = append(errs, field.Required(p.Child("name"), ""))
+		}
+		for _, msg := range validation.IsDNS1123Label(v.Name) {
+			if v.Name != "" {
+				errs = append(errs, field.Invalid(p.Child("name"), v.Name, msg))
+			}
+		}
 		if volumes.Has(v.Name) {
 			errs = append(errs, field.Duplicate(p.Child("name"), v.Name))
 		}
 		volumes.Insert(v.Name)
 		if v.HostPath != nil && !path.IsAbs(v.HostPath.Path) {
 			errs = append(errs, field.Invalid(p.Child("hostPath", "path"), v.HostPath.Path, "must be an absolute path"))
+		}
+		if v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil {
+			errs = append(errs, validateQuantity(corev1.ResourceEphemeralStorage, *v.EmptyDir.SizeLimit, p.Child("emptyDir", "sizeLimit"))...)
 		}
 	}
 
@@ -131,16 +196,8 @@ func validateContainer(c *corev1.Container, p *field.Path, names, volumes sets.S
 	}
 
 	rp := p.Child("resources")
-	for _, list := range []struct {
-		name string
-		l    corev1.ResourceList
-	}{{"requests", c.Resources.Requests}, {"limits", c.Resources.Limits}} {
-		for name, q := range list.l {
-			if q.Sign() < 0 {
-				errs = append(errs, field.Invalid(rp.Child(list.name).Key(string(name)), q.String(), "must be >= 0"))
-			}
-		}
-	}
+	errs = append(errs, validateResourceList(c.Resources.Requests, rp.Child("requests"))...)
+	errs = append(errs, validateResourceList(c.Resources.Limits, rp.Child("limits"))...)
 	for name, req := range c.Resources.Requests {
 		if lim, ok := c.Resources.Limits[name]; ok && req.Cmp(lim) > 0 {
 			errs = append(errs, field.Invalid(rp.Child("requests").Key(string(name)), req.String(), "must be less than or equal to "+string(name)+" limit of "+lim.String()))
@@ -149,10 +206,18 @@ func validateContainer(c *corev1.Container, p *field.Path, names, volumes sets.S
 
 	for i, e := range c.Env {
 		ep := p.Child("env").Index(i)
-		if e.Name == "" || strings.Contains(e.Name, "=") {
-			errs = append(errs, field.Invalid(ep.Child("name"), e.Name, "must be non-empty and without '='"))
+		if e.Name == "" {
+			errs = append(errs, field.Required(ep.Child("name"), ""))
+			continue
+		}
+		for _, msg := range validation.IsEnvVarName(e.Name) {
+			errs = append(errs, field.Invalid(ep.Child("name"), e.Name, msg))
+		}
+		if e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil {
+			errs = append(errs, validateDivisor(e.ValueFrom.ResourceFieldRef, ep.Child("valueFrom", "resourceFieldRef", "divisor"))...)
 		}
 	}
+	mountPaths := sets.New[string]()
 	for i, m := range c.VolumeMounts {
 		mp := p.Child("volumeMounts").Index(i)
 		if !volumes.Has(m.Name) {
@@ -160,7 +225,86 @@ func validateContainer(c *corev1.Container, p *field.Path, names, volumes sets.S
 		}
 		if !path.IsAbs(m.MountPath) {
 			errs = append(errs, field.Invalid(mp.Child("mountPath"), m.MountPath, "must be an absolute path"))
+		} else if mountPaths.Has(path.Clean(m.MountPath)) {
+			errs = append(errs, field.Invalid(mp.Child("mountPath"), m.MountPath, "must be unique"))
+		}
+		mountPaths.Insert(path.Clean(m.MountPath))
+		if m.SubPath != "" && m.SubPathExpr != "" {
+			errs = append(errs, field.Invalid(mp.Child("subPathExpr"), m.SubPathExpr, "subPathExpr and subPath are mutually exclusive"))
+		}
+		if m.SubPath != "" {
+			if err := CheckSubPath(m.SubPath); err != nil {
+				errs = append(errs, field.Invalid(mp.Child("subPath"), m.SubPath, err.Error()))
+			}
+		}
+		if m.SubPathExpr != "" {
+			if err := CheckSubPath(m.SubPathExpr); err != nil {
+				errs = append(errs, field.Invalid(mp.Child("subPathExpr"), m.SubPathExpr, err.Error()))
+			}
 		}
 	}
 	return errs
+}
+
+// CheckSubPath refuses a subPath that could leave its volume by name: an
+// absolute path or one with a ".." element (the API server's
+// validateLocalDescendingPath). It is checked again after subPathExpr
+// expansion; symlinks are the resolver's business (pods.resolveSubPath).
+func CheckSubPath(p string) error {
+	if path.IsAbs(p) {
+		return fmt.Errorf("must be a relative path")
+	}
+	for _, elem := range strings.Split(p, "/") {
+		if elem == ".." {
+			return fmt.Errorf("must not contain '..'")
+		}
+	}
+	return nil
+}
+
+// The divisors the API server accepts for a resourceFieldRef.
+var (
+	cpuDivisors   = sets.New("1m", "1")
+	bytesDivisors = sets.New("1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi", "1Ei")
+)
+
+func validateDivisor(ref *corev1.ResourceFieldSelector, p *field.Path) field.ErrorList {
+	if ref.Divisor.IsZero() {
+		return nil
+	}
+	allowed := bytesDivisors
+	if strings.HasSuffix(ref.Resource, ".cpu") {
+		allowed = cpuDivisors
+	}
+	if !allowed.Has(ref.Divisor.String()) {
+		return field.ErrorList{field.NotSupported(p, ref.Divisor.String(), sets.List(allowed))}
+	}
+	return nil
+}
+
+// validateResourceList checks names and quantities: non-negative, and
+// small enough that every value the agent derives (milli-CPU, bytes,
+// sums) stays within int64.
+func validateResourceList(list corev1.ResourceList, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for name, q := range list {
+		kp := p.Key(string(name))
+		for _, msg := range validation.IsQualifiedName(string(name)) {
+			errs = append(errs, field.Invalid(kp, name, msg))
+		}
+		errs = append(errs, validateQuantity(name, q, kp)...)
+	}
+	return errs
+}
+
+func validateQuantity(name corev1.ResourceName, q resource.Quantity, p *field.Path) field.ErrorList {
+	switch {
+	case q.Sign() < 0:
+		return field.ErrorList{field.Invalid(p, q.String(), "must be greater than or equal to 0")}
+	case name == corev1.ResourceCPU && !sat.FitsMilli(q):
+		return field.ErrorList{field.Invalid(p, q.String(), fmt.Sprintf("must be at most %dm", int64(math.MaxInt64)))}
+	case !sat.FitsValue(q):
+		return field.ErrorList{field.Invalid(p, q.String(), fmt.Sprintf("must be at most %d", int64(math.MaxInt64)))}
+	}
+	return nil
 }

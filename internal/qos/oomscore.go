@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"nodeagent/internal/sat"
 )
 
 // The kubelet's oom_score_adj constants (pkg/kubelet/qos/policy.go).
@@ -37,7 +39,7 @@ func ContainerOOMScoreAdj(pod *corev1.Pod, c *corev1.Container, memCapacity int6
 	if memCapacity <= 0 {
 		return BurstableMaxOOMScoreAdj
 	}
-	adj := burstableAdj(c.Resources.Requests.Memory().Value(), memCapacity)
+	adj := burstableAdj(sat.Value(*c.Resources.Requests.Memory()), memCapacity)
 	if IsSidecar(c) {
 		// A sidecar is never killed before the regular containers it serves:
 		// its score is capped at that of the smallest regular request.
@@ -49,7 +51,7 @@ func ContainerOOMScoreAdj(pod *corev1.Pod, c *corev1.Container, memCapacity int6
 }
 
 func burstableAdj(req, capacity int64) int {
-	adj := 1000 - int((1000*req)/capacity)
+	adj := 1000 - int(min(sat.Mul(1000, req)/capacity, 1000))
 	if adj < BurstableMinOOMScoreAdj {
 		return BurstableMinOOMScoreAdj
 	}
@@ -66,7 +68,7 @@ const defaultMemoryRequest = 200 << 20
 func minRegularMemoryRequest(pod *corev1.Pod) int64 {
 	var least int64 = -1
 	for i := range pod.Spec.Containers {
-		req := pod.Spec.Containers[i].Resources.Requests.Memory().Value()
+		req := sat.Value(*pod.Spec.Containers[i].Resources.Requests.Memory())
 		if req == 0 {
 			req = defaultMemoryRequest
 		}

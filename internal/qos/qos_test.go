@@ -118,6 +118,8 @@ func TestContainerOOMScoreAdj(t *testing.T) {
 		{"burstable 4Gi", burstable("4Gi"), 750},
 		{"burstable at capacity", burstable("16Gi"), 3},
 		{"burstable above capacity", burstable("32Gi"), 3},
+		// 1000*request wraps int64 from 9.2 PB; such a request is still the top.
+		{"burstable with a request beyond 1000*request", burstable("9223372036854775807"), 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

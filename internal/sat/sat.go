@@ -1,0 +1,92 @@
+// Package sat is saturating arithmetic for numbers that come from pod specs
+// and configuration: a sum, product or conversion that would overflow int64
+// or time.Duration stays at the bound instead of wrapping. A wrapped value
+// is worse than a large one: a memory limit that wraps negative reads as
+// "no limit", a grace period that wraps is a deadline in the past.
+package sat
+
+import (
+	"math"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Add is a+b, held at math.MaxInt64 or math.MinInt64.
+func Add(a, b int64) int64 {
+	s := a + b
+	switch {
+	case a > 0 && b > 0 && s < 0:
+		return math.MaxInt64
+	case a < 0 && b < 0 && s >= 0:
+		return math.MinInt64
+	}
+	return s
+}
+
+// Mul is a*b, held at math.MaxInt64 or math.MinInt64.
+func Mul(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	p := a * b
+	if p/b != a || (a == -1 && b == math.MinInt64) || (b == -1 && a == math.MinInt64) {
+		if (a > 0) == (b > 0) {
+			return math.MaxInt64
+		}
+		return math.MinInt64
+	}
+	return p
+}
+
+// MaxSeconds is the most whole seconds a Duration holds.
+const MaxSeconds = math.MaxInt64 / int64(time.Second)
+
+// Seconds is n seconds as a Duration, at most the longest Duration (about
+// 292 years): a huge grace period means "as long as can be waited".
+func Seconds(n int64) time.Duration {
+	switch {
+	case n > MaxSeconds:
+		return time.Duration(math.MaxInt64)
+	case n < -MaxSeconds:
+		return time.Duration(math.MinInt64)
+	}
+	return time.Duration(n) * time.Second
+}
+
+var (
+	maxValue = *resource.NewQuantity(math.MaxInt64, resource.DecimalSI)
+	minValue = *resource.NewQuantity(math.MinInt64, resource.DecimalSI)
+	maxMilli = *resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI)
+	minMilli = *resource.NewMilliQuantity(math.MinInt64, resource.DecimalSI)
+)
+
+// Value is q in whole units (rounded up, as Quantity.Value), held within
+// int64. Quantity.Value itself wraps: 1e19 reads as 0 and 2^63 as -2^63.
+func Value(q resource.Quantity) int64 {
+	switch {
+	case q.Cmp(maxValue) > 0:
+		return math.MaxInt64
+	case q.Cmp(minValue) < 0:
+		return math.MinInt64
+	}
+	return q.Value()
+}
+
+// MilliValue is q in thousandths (rounded up), held within int64.
+func MilliValue(q resource.Quantity) int64 {
+	switch {
+	case q.Cmp(maxMilli) > 0:
+		return math.MaxInt64
+	case q.Cmp(minMilli) < 0:
+		return math.MinInt64
+	}
+	return q.MilliValue()
+}
+
+// FitsValue reports whether q in whole units fits in int64 without
+// saturating; FitsMilli the same in thousandths.
+func FitsValue(q resource.Quantity) bool { return q.Cmp(maxValue) <= 0 && q.Cmp(minValue) >= 0 }
+
+// FitsMilli reports whether q in thousandths fits in int64.
+func FitsMilli(q resource.Quantity) bool { return q.Cmp(maxMilli) <= 0 && q.Cmp(minMilli) >= 0 }
