@@ -217,7 +217,9 @@ func (m *Manager) apply(u source.Update) {
 		if errs := unsupported(p); len(errs) > 0 {
 			r = &Rejection{Reason: "UnsupportedPodSpec", Message: errs.ToAggregate().Error()}
 		}
-		if errs := probes.Validate(p); len(errs) > 0 {
+		// Every source validates; this is the last line before host paths
+		// and cgroups are derived from the pod, whatever its source.
+		if errs := append(source.Validate(p), probes.Validate(p)...); len(errs) > 0 {
 			r = &Rejection{Reason: "InvalidPodSpec", Message: errs.ToAggregate().Error()}
 		}
 		// Pods the runtime already runs were admitted by an earlier agent.

@@ -22,6 +22,7 @@ import (
 func testPod(policy corev1.RestartPolicy, names ...string) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p-node", Namespace: "default", UID: "uid1"}}
 	p.Spec.RestartPolicy = policy
+	p.Spec.DNSPolicy = corev1.DNSClusterFirst // the API default: pods reach the manager defaulted
 	for _, n := range names {
 		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: n, Image: "img"})
 	}
