@@ -73,7 +73,7 @@ integration: build runtime-up ## integration tests in test/ against the real con
 	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent NODECTL_BIN=$(CURDIR)/$(BIN_DIR)/nodectl \
 		TEST_IMAGE=$(TEST_IMAGE) PAUSE_IMAGE=$(PAUSE_IMAGE) $(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration/ 2>&1 | tee $(BIN_DIR)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; \
 		exit $${PIPESTATUS[0]}
-	$(GO) test -count=1 -tags integration -run Live -v ./cgroups/ ./eviction/
+	$(GO) test -count=1 -tags integration -run Live -v ./cgroups/ ./eviction/ ./internal/mounts/
 
 conformance: build runtime-up ## run the node conformance suite against an agent started on this node (ARGS="--focus RE ...")
 	@BIN_DIR=$(BIN_DIR) CRI_ENDPOINT=$(CRI_ENDPOINT) TEST_IMAGE=$(TEST_IMAGE) hack/conformance.sh --junit $(BIN_DIR)/conformance/junit.xml $(ARGS)

@@ -37,7 +37,7 @@ func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, imageRef
 		}
 		return out
 	}
-	mounts, err := m.mounts(pod, c)
+	mounts, err := m.mounts(pod, c, mapping)
 	if err != nil {
 		return nil, err
 	}

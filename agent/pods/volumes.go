@@ -11,6 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"nodeagent/agent/source"
+	"nodeagent/internal/expand"
+	"nodeagent/internal/mounts"
 	"nodeagent/internal/sat"
 )
 
@@ -20,10 +23,13 @@ func (m *Manager) podVolumeDir(pod *corev1.Pod) string {
 }
 
 // mounts resolves the container's volume mounts to host paths, creating
-// emptyDir directories and DirectoryOrCreate host paths.
-func (m *Manager) mounts(pod *corev1.Pod, c *corev1.Container) ([]*runtimeapi.Mount, error) {
+// emptyDir directories and DirectoryOrCreate host paths. A subPath (or a
+// subPathExpr, expanded with the container's environment) is resolved
+// beneath its volume without following symlinks and bound at a
+// per-container target (bindSubPath).
+func (m *Manager) mounts(pod *corev1.Pod, c *corev1.Container, env func(string) (string, bool)) ([]*runtimeapi.Mount, error) {
 	var out []*runtimeapi.Mount
-	for _, vm := range c.VolumeMounts {
+	for i, vm := range c.VolumeMounts {
 		var host string
 		for _, v := range pod.Spec.Volumes {
 			if v.Name != vm.Name {
@@ -52,8 +58,19 @@ func (m *Manager) mounts(pod *corev1.Pod, c *corev1.Container) ([]*runtimeapi.Mo
 		if host == "" {
 			return nil, fmt.Errorf("volume %s not found", vm.Name)
 		}
-		if vm.SubPath != "" {
-			host = filepath.Join(host, vm.SubPath)
+		sub := vm.SubPath
+		if vm.SubPathExpr != "" {
+			sub = expand.Vars(vm.SubPathExpr, env)
+			if err := source.CheckSubPath(sub); err != nil {
+				return nil, fmt.Errorf("volumeMounts[%d].subPathExpr %q expands to %q, which %w", i, vm.SubPathExpr, sub, err)
+			}
+		}
+		if sub != "" {
+			target := m.subPathTarget(string(pod.UID), vm.Name, c.Name, i)
+			if err := bindSubPath(host, sub, target); err != nil {
+				return nil, fmt.Errorf("volume %s: %w", vm.Name, err)
+			}
+			host = target
 		}
 		out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly})
 	}
@@ -88,26 +105,12 @@ func isMountPoint(dir string) (bool, error) {
 	return st.Dev != parent.Dev, nil
 }
 
-// unmountVolumes detaches the tmpfs of every emptyDir under a pod's volume
-// directory, so the directory can be removed.
-func unmountVolumes(volumeDir string) error {
-	dirs, _ := filepath.Glob(filepath.Join(volumeDir, "kubernetes.io~empty-dir", "*"))
-	var errs []error
-	for _, d := range dirs {
-		if mounted, _ := isMountPoint(d); mounted {
-			if err := unix.Unmount(d, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-				errs = append(errs, fmt.Errorf("unmount %s: %w", d, err))
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// releaseVolumes tears down a pod's volume directory: tmpfs unmounted,
-// emptyDirs removed.
-func releaseVolumes(volumeDir string) error {
-	if err := unmountVolumes(volumeDir); err != nil {
+// releaseVolumes tears down a finished pod's volumes: every mount under
+// the pod's directory (tmpfs emptyDirs, subPath binds) is detached first,
+// then the emptyDirs and subPath targets are removed.
+func releaseVolumes(podDir string) error {
+	if err := mounts.UnmountUnder(podDir); err != nil {
 		return err
 	}
-	return os.RemoveAll(volumeDir)
+	return errors.Join(os.RemoveAll(filepath.Join(podDir, "volumes")), os.RemoveAll(filepath.Join(podDir, "volume-subpaths")))
 }

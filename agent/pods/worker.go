@@ -23,6 +23,7 @@ import (
 	"nodeagent/agent/events"
 	"nodeagent/agent/pleg"
 	"nodeagent/cri"
+	"nodeagent/internal/mounts"
 	"nodeagent/internal/qos"
 	"nodeagent/internal/sat"
 	"nodeagent/probes"
@@ -276,7 +277,7 @@ func (w *worker) finish(ctx context.Context, rt *pleg.PodRuntime) time.Duration 
 		// As the kubelet tears down a terminated pod's volumes: an
 		// eviction gives back the space it was for, a finished pod
 		// holds none.
-		if err := releaseVolumes(filepath.Join(w.m.opts.RootDir, "pods", string(w.uid), "volumes")); err != nil {
+		if err := releaseVolumes(filepath.Join(w.m.opts.RootDir, "pods", string(w.uid))); err != nil {
 			w.log.Warn("release a finished pod's volumes; will retry", "err", err)
 			retry = 10 * time.Second
 		} else {
@@ -1116,11 +1117,9 @@ func (w *worker) killAndClean(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := unmountVolumes(filepath.Join(w.m.opts.RootDir, "pods", string(w.uid), "volumes")); err != nil {
-		return err
-	}
 	for _, dir := range w.podDirs(rt) {
-		if err := os.RemoveAll(dir); err != nil {
+		// Mounts first: RemoveAll would empty what a subPath bind shows.
+		if err := mounts.RemoveAll(dir); err != nil {
 			return err
 		}
 	}
