@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -155,14 +156,15 @@ func (f *fakeSource) Observe(context.Context) (Observations, error) {
 }
 
 type fakePods struct {
-	pods    []*corev1.Pod
-	usage   map[types.UID]int64
-	disk    map[types.UID]int64
-	empty   map[string]int64    // uid/volume
-	layers  map[types.UID]int64 // writable layers
-	procs   map[types.UID]int64 // processes, in container "c"
-	evicted map[types.UID]int64 // grace
-	msgs    map[types.UID]string
+	pods     []*corev1.Pod
+	usage    map[types.UID]int64
+	disk     map[types.UID]int64
+	empty    map[string]int64    // uid/volume
+	emptyErr map[string]error    // uid/volume: cannot be measured
+	layers   map[types.UID]int64 // writable layers
+	procs    map[types.UID]int64 // processes, in container "c"
+	evicted  map[types.UID]int64 // grace
+	msgs     map[types.UID]string
 }
 
 func (f *fakePods) Active() []*corev1.Pod {
@@ -204,9 +206,11 @@ func (f *fakePods) Containers(p *corev1.Pod) map[string]ContainerUsage {
 	return map[string]ContainerUsage{"c": {WorkingSet: u, Processes: n}}
 }
 
-func (f *fakePods) EmptyDir(p *corev1.Pod, v string) (int64, bool) {
-	u, ok := f.empty[string(p.UID)+"/"+v]
-	return u, ok
+func (f *fakePods) EmptyDir(p *corev1.Pod, v string) (int64, error) {
+	if err := f.emptyErr[string(p.UID)+"/"+v]; err != nil {
+		return 0, err
+	}
+	return f.empty[string(p.UID)+"/"+v], nil
 }
 
 func TestManagerEvictsTheSmallestSetAndReportsPressure(t *testing.T) {
@@ -452,6 +456,24 @@ func TestEmptyDirOverItsSizeLimitIsEvicted(t *testing.T) {
 		if c.Status != corev1.ConditionFalse {
 			t.Errorf("an emptyDir over its limit is not node pressure: %+v", c)
 		}
+	}
+}
+
+// A pod can make its emptyDir unmeasurable (a tree deeper than the walk
+// goes): that used to skip the sizeLimit check; it now counts as over it.
+func TestUnmeasurableEmptyDirCountsAsOverItsLimit(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	limit := resource.MustParse("100Mi")
+	p := pod("deep", corev1.PodQOSBestEffort, 0)
+	p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &limit}}}}
+	pods := &fakePods{pods: []*corev1.Pod{p}, emptyErr: map[string]error{"deep/scratch": errors.New("deeper than 1024 directories")},
+		evicted: map[types.UID]int64{}, msgs: map[types.UID]string{}}
+	m := NewManager(Options{TransitionPeriod: time.Minute, Clock: clock}, &fakeSource{obs: Observations{}}, pods, pods)
+	clock.Step(10 * time.Second)
+	m.Synchronize(context.Background())
+	want := `Usage of EmptyDir volume "scratch" cannot be measured (deeper than 1024 directories) and is counted as over the limit "100Mi". `
+	if pods.evicted["deep"] != 1 || pods.msgs["deep"] != want {
+		t.Errorf("evicted %v message %q", pods.evicted, pods.msgs["deep"])
 	}
 }
 

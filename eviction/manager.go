@@ -35,8 +35,9 @@ type PodUsage interface {
 	Memory(pod *corev1.Pod) (int64, bool)
 	// Disk is what the pod holds on the node filesystem: bytes, inodes.
 	Disk(pod *corev1.Pod) (bytes, inodes int64, ok bool)
-	// EmptyDir is the bytes a disk emptyDir volume of the pod holds.
-	EmptyDir(pod *corev1.Pod, volume string) (int64, bool)
+	// EmptyDir is the bytes a disk emptyDir volume of the pod holds; an
+	// error means it cannot be measured.
+	EmptyDir(pod *corev1.Pod, volume string) (int64, error)
 	// ImageFs is what the pod's containers hold on the image filesystem
 	// (their writable layers): bytes, inodes.
 	ImageFs(pod *corev1.Pod) (bytes, inodes int64, ok bool)
@@ -522,8 +523,9 @@ func (m *Manager) localStorage(active []*corev1.Pod) *evictionPlan {
 			if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.Medium == corev1.StorageMediumMemory {
 				continue
 			}
-			used, ok := m.usage.EmptyDir(pod, v.Name)
-			if !ok || used <= sat.Value(*v.EmptyDir.SizeLimit) {
+			limit := sat.Value(*v.EmptyDir.SizeLimit)
+			used, err := m.usage.EmptyDir(pod, v.Name)
+			if err == nil && used <= limit {
 				continue
 			}
 			if plan == nil {
@@ -534,9 +536,15 @@ func (m *Manager) localStorage(active []*corev1.Pod) *evictionPlan {
 				m.mu.Unlock()
 			}
 			msg := fmt.Sprintf("Usage of EmptyDir volume %q exceeds the limit %q. ", v.Name, v.EmptyDir.SizeLimit.String())
-			plan.victims = append(plan.victims, Candidate{Pod: pod, Usage: used, Request: sat.Value(*v.EmptyDir.SizeLimit), HasStats: true})
+			if err != nil {
+				// The pod writes the tree being measured: one it made
+				// unmeasurable (too deep, say) must not hide its usage.
+				msg = fmt.Sprintf("Usage of EmptyDir volume %q cannot be measured (%v) and is counted as over the limit %q. ", v.Name, err, v.EmptyDir.SizeLimit.String())
+				used = limit
+			}
+			plan.victims = append(plan.victims, Candidate{Pod: pod, Usage: used, Request: limit, HasStats: true})
 			plan.trace.Victims = append(plan.trace.Victims, Victim{Pod: pod.Namespace + "/" + pod.Name, UID: pod.UID, QoS: qos.Class(pod),
-				Priority: Priority(pod), Usage: used, Request: sat.Value(*v.EmptyDir.SizeLimit), Grace: 1, Message: msg})
+				Priority: Priority(pod), Usage: used, Request: limit, Grace: 1, Message: msg})
 			break
 		}
 	}

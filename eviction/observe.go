@@ -227,7 +227,7 @@ func (u HostUsage) Disk(pod *corev1.Pod) (bytes, inodes int64, ok bool) {
 		filepath.Join(u.RootDir, "pods", string(pod.UID), "volumes"),
 		filepath.Join(u.LogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID)),
 	} {
-		b, i, err := DirUsage(dir)
+		b, i, err := fsinfo.DirUsage(dir)
 		if err != nil {
 			return 0, 0, false
 		}
@@ -253,36 +253,7 @@ func (u HostUsage) ImageFs(pod *corev1.Pod) (bytes, inodes int64, ok bool) {
 }
 
 // EmptyDir implements PodUsage: the bytes a disk emptyDir volume holds.
-func (u HostUsage) EmptyDir(pod *corev1.Pod, volume string) (int64, bool) {
-	b, _, err := DirUsage(filepath.Join(u.RootDir, "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", volume))
-	return b, err == nil
-}
-
-// DirUsage is what a directory tree takes on disk: allocated bytes and
-// inodes (hard links counted once). A missing directory takes nothing.
-func DirUsage(dir string) (bytes, inodes int64, err error) {
-	seen := map[uint64]bool{}
-	err = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		var st unix.Stat_t
-		if err := unix.Lstat(path, &st); err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if seen[st.Ino] {
-			return nil
-		}
-		seen[st.Ino] = true
-		bytes += st.Blocks * 512
-		inodes++
-		return nil
-	})
-	return bytes, inodes, err
+func (u HostUsage) EmptyDir(pod *corev1.Pod, volume string) (int64, error) {
+	b, _, err := fsinfo.DirUsage(filepath.Join(u.RootDir, "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", volume))
+	return b, err
 }

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math"
 	"net"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -22,6 +21,7 @@ import (
 
 	"nodeagent/cgroups"
 	"nodeagent/eviction"
+	"nodeagent/internal/safefile"
 	"nodeagent/internal/sat"
 	"nodeagent/network"
 )
@@ -116,6 +116,10 @@ func DefaultYAML() ([]byte, error) {
 	return yaml.Marshal(out)
 }
 
+// MaxConfigSize bounds the config file read: a KubeletConfiguration is a
+// few KiB.
+const MaxConfigSize = 1 << 20
+
 // Load reads file (YAML or JSON), applies defaults to unset fields and
 // validates. An empty file name returns the defaults.
 func Load(file string) (*Config, error) {
@@ -123,9 +127,9 @@ func Load(file string) (*Config, error) {
 	if file == "" {
 		return &cfg, nil
 	}
-	data, err := os.ReadFile(file)
+	data, err := safefile.Read(file, MaxConfigSize)
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, fmt.Errorf("read config %s: %w", file, err)
 	}
 	if err := cfg.decode(data); err != nil {
 		return nil, fmt.Errorf("config %s: %w", file, err)

@@ -45,7 +45,8 @@ func (m *Manager) terminationMessageFile(pod *corev1.Pod, c *corev1.Container) (
 // terminationMessage is what an exited container left for its status: the
 // first 4096 bytes of its message file; when that is empty, the policy is
 // FallbackToLogsOnError and the container failed, the last 80 lines of its
-// log, cut to 2048 bytes.
+// log, cut to 2048 bytes. Both reads are bounded, whatever the container
+// wrote.
 func terminationMessage(rec *runtimeapi.ContainerStatus) string {
 	msg := readAtMost(rec.Annotations[cri.AnnotationTerminationMessageFile], maxTerminationMessage)
 	if msg != "" || rec.ExitCode == 0 || rec.Reason == "ContainerCannotRun" ||
@@ -57,19 +58,11 @@ func terminationMessage(rec *runtimeapi.ContainerStatus) string {
 		return ""
 	}
 	defer f.Close()
-	recs, _ := crilog.Tail(f, fallbackLogLines)
+	// "echo -n DONE; exit 1" leaves "DONE", as with the kubelet: a line
+	// never ended gets no newline.
 	var b bytes.Buffer
-	for _, r := range recs {
-		b.Write(r.Content)
-		if !r.Unterminated { // "echo -n DONE; exit 1" leaves "DONE", as with the kubelet
-			b.WriteByte('\n')
-		}
-	}
-	out := b.Bytes()
-	if len(out) > fallbackLogBytes {
-		out = out[:fallbackLogBytes]
-	}
-	return string(out)
+	crilog.ReadTail(f, fallbackLogLines, fallbackLogBytes, &b)
+	return b.String()
 }
 
 func readAtMost(file string, n int64) string {

@@ -15,6 +15,8 @@ import (
 	"github.com/fsnotify/fsnotify"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"nodeagent/internal/safefile"
 )
 
 // File reads static pod manifests from one directory, as the kubelet does:
@@ -195,7 +197,8 @@ func (f *File) Scan() Update {
 
 // parse reads and parses a manifest, reusing the last result while the
 // file's size and modification time are unchanged. An empty file (one
-// being written, usually) is skipped: ok is false.
+// being written, usually) is skipped: ok is false. A file over
+// MaxManifestSize is refused by its size, before anything is read.
 func (f *File) parse(file string) (parseResult, bool) {
 	st, err := os.Stat(file)
 	if err != nil {
@@ -208,9 +211,10 @@ func (f *File) parse(file string) (parseResult, bool) {
 		return r, true
 	}
 	r := parseResult{size: st.Size(), mtime: st.ModTime()}
-	data, err := os.ReadFile(file)
+	data, err := safefile.Read(file, MaxManifestSize)
 	if err != nil {
-		r.err = err
+		r.err = fmt.Errorf("manifest %w", err)
+		f.parsed[file] = r
 		return r, true
 	}
 	r.pod, r.warnings, r.err = ParseManifest(data, file, f.node)

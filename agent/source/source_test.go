@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -259,4 +261,40 @@ func recv(t *testing.T, out <-chan Update) Update {
 		t.Fatal("no update: the file change was not noticed")
 	}
 	return Update{}
+}
+
+// The audit dropped a 200 MiB file in the manifest directory: the agent
+// read it whole (32 MiB to 235 MiB RSS) at every scan. It is refused by
+// its size, and a FIFO never blocks the scan.
+func TestScanRefusesHugeManifestsWithoutReadingThem(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(goodPod), 0o644)
+	big, _ := os.Create(filepath.Join(dir, "big.yaml"))
+	big.Truncate(200 << 20)
+	big.Close()
+	if err := unix.Mkfifo(filepath.Join(dir, "fifo.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := NewFile(dir, "n", time.Minute, quiet())
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	done := make(chan Update, 1)
+	go func() { done <- f.Scan() }()
+	var u Update
+	select {
+	case u = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Scan blocked (on the FIFO?)")
+	}
+	runtime.ReadMemStats(&after)
+	if len(u.Pods) != 1 || u.Pods[0].Name != "web-n" {
+		t.Errorf("the good manifest must still run: %v", u.Pods)
+	}
+	want := filepath.Join(dir, "big.yaml") + ": manifest is 209715200 bytes, more than the 10485760 allowed"
+	if len(u.Errors) != 1 || u.Errors[0].Error() != want {
+		t.Errorf("errors %v, want [%s]", u.Errors, want)
+	}
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 4<<20 {
+		t.Errorf("the scan allocated %d MiB: the 200 MiB file must not be read", grown>>20)
+	}
 }

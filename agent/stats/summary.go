@@ -19,7 +19,6 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"nodeagent/cgroups"
-	"nodeagent/eviction"
 	"nodeagent/internal/fsinfo"
 )
 
@@ -138,7 +137,7 @@ func (p *Provider) podStats(pr podReading, rootfs map[string]*statsapi.FsStats, 
 			ephemeralInodes += deref(fs.InodesUsed)
 		}
 		logDir := filepath.Join(p.LogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), name)
-		if b, i, err := eviction.DirUsage(logDir); err == nil {
+		if b, i, err := fsinfo.DirUsage(logDir); err == nil {
 			cs.Logs = withCapacity(&statsapi.FsStats{Time: now, UsedBytes: ptr(uint64(b)), InodesUsed: ptr(uint64(i))}, nodefs)
 			ephemeral += uint64(b)
 			ephemeralInodes += uint64(i)
@@ -150,7 +149,7 @@ func (p *Provider) podStats(pr podReading, rootfs map[string]*statsapi.FsStats, 
 			continue
 		}
 		dir := filepath.Join(p.RootDir, "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", v.Name)
-		b, i, err := eviction.DirUsage(dir)
+		b, i, err := fsinfo.DirUsage(dir)
 		if err != nil {
 			continue
 		}

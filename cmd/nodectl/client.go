@@ -17,6 +17,7 @@ type client struct {
 	server      string
 	manifestDir string
 	out         io.Writer
+	midLine     bool // a log line longer than one record is being printed
 }
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}

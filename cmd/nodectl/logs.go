@@ -78,18 +78,31 @@ func (c *client) logs(name string, o logOptions) error {
 	}
 	defer f.Close()
 
-	recs, err := crilog.Tail(f, o.tail)
+	// The tail is streamed, never held: a container controls how much it
+	// logs, and how long a line it writes.
+	from, err := crilog.TailOffset(f, o.tail)
 	if err != nil {
-		return err
+		return fmt.Errorf("read logs: %w", err)
 	}
-	for _, r := range recs {
-		c.printRecord(r, o.timestamps)
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return fmt.Errorf("read logs: %w", err)
+	}
+	rd := crilog.NewReader(f)
+	for {
+		rec, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		c.printRecord(rec, o.timestamps)
 	}
 	if !o.follow || o.previous {
 		return nil
 	}
 	// Follow: keep reading as the container writes, until it stops.
-	rd := crilog.NewReader(f)
+	rd = crilog.NewReader(f)
 	for {
 		rec, err := rd.Next()
 		if err == nil {
@@ -107,11 +120,17 @@ func (c *client) logs(name string, o logOptions) error {
 	}
 }
 
+// printRecord writes one record; the pieces of a line longer than
+// crilog.MaxRecordBytes are written as one line, stamped once.
 func (c *client) printRecord(r crilog.Record, timestamps bool) {
-	if timestamps {
+	if timestamps && !c.midLine {
 		fmt.Fprintf(c.out, "%s ", r.Time.Format(time.RFC3339Nano))
 	}
-	c.out.Write(append(r.Content, '\n'))
+	c.out.Write(r.Content)
+	c.midLine = r.Continued
+	if !r.Continued {
+		c.out.Write([]byte{'\n'})
+	}
 }
 
 func (c *client) stillRunning(pod, container, id string) bool {

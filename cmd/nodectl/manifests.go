@@ -15,15 +15,16 @@ import (
 	"time"
 
 	"nodeagent/agent/source"
+	"nodeagent/internal/safefile"
 )
 
 // apply validates a Pod manifest as the agent will, then writes it into the
 // manifest directory as <name>.yaml (atomically: a dotfile, which the agent
 // skips, renamed into place).
 func (c *client) apply(file string) error {
-	data, err := os.ReadFile(file)
+	data, err := safefile.Read(file, source.MaxManifestSize)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", file, err)
 	}
 	pod, warnings, err := source.ParseManifest(data, file, "node")
 	for _, w := range warnings {
