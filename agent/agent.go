@@ -18,6 +18,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/netutil"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,6 +39,7 @@ import (
 	"nodeagent/cgroups"
 	"nodeagent/cri"
 	"nodeagent/eviction"
+	"nodeagent/internal/control"
 	"nodeagent/internal/loop"
 	"nodeagent/internal/version"
 	"nodeagent/network"
@@ -106,7 +108,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// The control socket first: a live one means another agent runs here.
 	var controlListener net.Listener
 	if a.opts.ControlSocket != "" {
-		l, err := server.ListenControl(a.opts.ControlSocket)
+		l, err := control.Listen(a.opts.ControlSocket, server.MaxControlConns)
 		if err != nil {
 			return err
 		}
@@ -120,7 +122,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("read-only API on %s: %w: another process (a kubelet, another agent) holds the port; stop it, or set readOnlyPort to a free port (0 disables the API)", apiAddr, err)
 		}
-		apiListener = l
+		apiListener = netutil.LimitListener(l, server.MaxAPIConns)
 		defer l.Close()
 	}
 	metrics := newNodeMetrics()
@@ -373,7 +375,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			Pods:            store.List,
 			Events:          recorder.List,
 			Node:            func() *corev1.Node { return nodeStatus.Node(a.opts.Clock.Now()) },
-			Config:          func() any { return a.effective.Load().KubeletConfiguration },
+			Config:          a.configz,
 			Agent:           map[string]string{"controlSocket": a.opts.ControlSocket},
 			Probes:          func(uid types.UID) any { return prober.Reports(uid) },
 			Metrics:         metrics.registry(cache, prober.Metrics, evictor.Metrics),
@@ -404,7 +406,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	var ctl *http.Server
 	if controlListener != nil {
-		ctl = &http.Server{Handler: server.ControlHandler(manager, func(err error) bool { return errors.Is(err, pods.ErrPodNotFound) }), ReadHeaderTimeout: 5 * time.Second}
+		ctl = server.NewServer(a.opts.ControlSocket, server.ControlHandler(server.ControlSources{
+			Control: controlOps{manager, fileSource},
+			Config: func() any {
+				return map[string]any{"kubeletconfig": a.configz(), "nodeagent": map[string]string{"controlSocket": a.opts.ControlSocket}}
+			},
+			IsNotFound:  func(err error) bool { return errors.Is(err, pods.ErrPodNotFound) },
+			IsInvalid:   func(err error) bool { return errors.Is(err, source.ErrInvalidManifest) },
+			MaxManifest: source.MaxManifestSize,
+			UID:         uint32(os.Geteuid()),
+		}))
+		ctl.ConnContext = control.ConnContext
 		run(func() {
 			if err := ctl.Serve(controlListener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("control socket stopped", "err", err)
@@ -443,6 +455,31 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// configz is the configuration in effect, honoured fields only.
+func (a *Agent) configz() any {
+	fields, err := a.effective.Load().HonouredFields()
+	if err != nil {
+		return map[string]string{"error": err.Error()}
+	}
+	return fields
+}
+
+// controlOps is what the control socket acts on: the pod manager and the
+// static pod directory.
+type controlOps struct {
+	manager *pods.Manager
+	files   *source.File
+}
+
+func (c controlOps) DeletePod(namespace, name string, grace *int64) error {
+	return c.manager.DeletePod(namespace, name, grace)
+}
+
+func (c controlOps) ApplyManifest(data []byte) (server.ManifestResult, error) {
+	name, file, result, err := c.files.Apply(data)
+	return server.ManifestResult{Name: name, File: file, Result: result}, err
 }
 
 // reload re-reads the config file and applies its reloadable fields; a

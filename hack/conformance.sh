@@ -14,7 +14,7 @@ port=${CONFORMANCE_PORT:-10355}
 
 log() { printf 'conformance: %s\n' "$*" >&2; }
 
-mkdir -p "$dir/manifests" "$dir/logs" "$dir/root"
+mkdir -p "$dir/manifests" "$dir/logs" "$dir/root" "$dir/run"
 dir=$(cd "$dir" && pwd)
 rm -f "$dir"/manifests/conformance-*.yaml
 cat >"$dir/config.yaml" <<CONFIG
@@ -29,7 +29,7 @@ fileCheckFrequency: 2s
 CONFIG
 
 "$bin_dir/nodeagent" --config "$dir/config.yaml" --hostname-override conformance --root-dir "$dir/root" \
-	--control-socket "$dir/control.sock" >"$dir/agent.log" 2>&1 &
+	--control-socket "$dir/run/control.sock" >"$dir/agent.log" 2>&1 &
 agent=$!
 stop_agent() {
 	kill -TERM "$agent" 2>/dev/null && wait "$agent" 2>/dev/null || true
@@ -41,4 +41,4 @@ for _ in $(seq 1 60); do
 	sleep 0.5
 done
 log "agent up on 127.0.0.1:$port (log $dir/agent.log)"
-"$bin_dir/nodectl" conformance --server "http://127.0.0.1:$port" --image "$image" "$@"
+"$bin_dir/nodectl" conformance --server "http://127.0.0.1:$port" --control-socket "$dir/run/control.sock" --image "$image" "$@"

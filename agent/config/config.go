@@ -103,7 +103,19 @@ func Defaults() Config {
 // honours, with the values it uses when a file leaves them out.
 func DefaultYAML() ([]byte, error) {
 	defaults := Defaults()
-	all, err := defaults.fields()
+	out, err := defaults.HonouredFields()
+	if err != nil {
+		return nil, err
+	}
+	return yaml.Marshal(out)
+}
+
+// HonouredFields is the configuration as the fields nodeagent honours
+// (with apiVersion and kind): what /configz serves. A field it ignores is
+// left out, whatever the file said (staticPodURLHeader, say, can carry a
+// token).
+func (c *Config) HonouredFields() (map[string]any, error) {
+	all, err := c.fields()
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +125,7 @@ func DefaultYAML() ([]byte, error) {
 			out[f] = v
 		}
 	}
-	return yaml.Marshal(out)
+	return out, nil
 }
 
 // MaxConfigSize bounds the config file read: a KubeletConfiguration is a

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -181,5 +183,31 @@ func TestReloadTakesOnlyTheReloadableFields(t *testing.T) {
 	}
 	if _, reload, restart, _ := Reload(&a, &a); len(reload)+len(restart) != 0 {
 		t.Errorf("no change reported %v %v", reload, restart)
+	}
+}
+
+// /configz served every field of the file, including ones nodeagent
+// ignores and that can carry a token (staticPodURLHeader).
+func TestHonouredFieldsLeaveOutWhatIsIgnored(t *testing.T) {
+	f := write(t, header+"maxPods: 7\nstaticPodURL: https://example.invalid/pods\nstaticPodURLHeader:\n  Authorization: [\"Bearer s3cret\"]\n")
+	cfg, err := Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields, err := cfg.HonouredFields()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(fields)
+	if strings.Contains(string(b), "s3cret") || strings.Contains(string(b), "staticPodURL") {
+		t.Errorf("an ignored field is served: %s", b)
+	}
+	if fmt.Sprint(fields["maxPods"]) != "7" {
+		t.Errorf("maxPods = %v", fields["maxPods"])
+	}
+	for k := range fields {
+		if k != "apiVersion" && k != "kind" && !slices.Contains(Honoured, k) {
+			t.Errorf("field %s is served but not honoured", k)
+		}
 	}
 }

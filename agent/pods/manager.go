@@ -328,11 +328,12 @@ func (m *Manager) startIfFreeLocked(p *corev1.Pod) {
 	m.startWorkerLocked(p.UID, p)
 }
 
-// DeletePod removes a pod's manifest and terminates the pod with grace
-// seconds instead of its own grace period (0: SIGKILL at once), as
-// `kubectl delete --grace-period` does. It is what nodectl asks for over the
-// control socket.
-func (m *Manager) DeletePod(namespace, name string, grace int64) error {
+// DeletePod removes a pod's manifest and terminates the pod, with grace
+// seconds instead of its own grace period when set (0: SIGKILL at once),
+// as `kubectl delete --grace-period` does. It is what nodectl asks for
+// over the control socket. The manifest is the file the agent's own source
+// read the pod from.
+func (m *Manager) DeletePod(namespace, name string, grace *int64) error {
 	m.mu.Lock()
 	var pod *corev1.Pod
 	for _, p := range m.pods {
@@ -355,9 +356,13 @@ func (m *Manager) DeletePod(namespace, name string, grace int64) error {
 	if err := os.Remove(file); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove manifest of %s/%s: %w", namespace, name, err)
 	}
-	m.log.Info("pod deleted on request", "pod", fullName(pod), "pod_uid", pod.UID, "grace_period", grace, "manifest", file)
+	if grace != nil {
+		m.log.Info("pod deleted on request", "pod", fullName(pod), "pod_uid", pod.UID, "grace_period", *grace, "manifest", file)
+	} else {
+		m.log.Info("pod deleted on request", "pod", fullName(pod), "pod_uid", pod.UID, "manifest", file)
+	}
 	if w != nil {
-		w.terminate(&grace)
+		w.terminate(grace)
 	}
 	return nil
 }

@@ -1,32 +1,51 @@
 package server
 
 import (
-	"errors"
 	"fmt"
-	"net"
+	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
-	"time"
+
+	"nodeagent/internal/control"
 )
 
 // Control is what the control socket may ask of the agent.
 type Control interface {
-	DeletePod(namespace, name string, grace int64) error
+	// DeletePod removes the pod's manifest and stops it, with grace
+	// seconds when set, else the pod's own grace period.
+	DeletePod(namespace, name string, grace *int64) error
+	// ApplyManifest validates a manifest and writes it into the static pod
+	// directory.
+	ApplyManifest(data []byte) (ManifestResult, error)
 }
 
-// ControlHandler serves the control socket: the operations that change
-// the node, kept off the read-only port and guarded by file permissions.
+// ManifestResult is what applying a manifest did.
+type ManifestResult struct {
+	Name   string `json:"name"`   // metadata.name as written
+	File   string `json:"file"`   // where it was written
+	Result string `json:"result"` // created, configured or unchanged
+}
+
+// ControlHandler serves the control socket: the operations that act on
+// the node, kept off the read-only port and open to root only (the peer's
+// uid is checked on every connection; see control.RequireUID).
 //
-//	DELETE /pods/{namespace}/{name}?gracePeriodSeconds=N
-func ControlHandler(ctl Control, isNotFound func(error) bool) http.Handler {
+//	GET    /configz                                   the configuration in effect, unredacted
+//	DELETE /pods/{namespace}/{name}[?gracePeriodSeconds=N]
+//	POST   /manifests                                 body: a Pod manifest
+func ControlHandler(src ControlSources) http.Handler {
+	ctl, isNotFound, maxManifest := src.Control, src.IsNotFound, src.MaxManifest
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /configz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, src.Config()) })
 	mux.HandleFunc("DELETE /pods/{namespace}/{name}", func(w http.ResponseWriter, r *http.Request) {
-		grace, err := strconv.ParseInt(r.URL.Query().Get("gracePeriodSeconds"), 10, 64)
-		if err != nil || grace < 0 {
-			http.Error(w, fmt.Sprintf("gracePeriodSeconds %q: want an integer >= 0", r.URL.Query().Get("gracePeriodSeconds")), http.StatusBadRequest)
-			return
+		var grace *int64
+		if v := r.URL.Query().Get("gracePeriodSeconds"); v != "" {
+			g, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || g < 0 {
+				http.Error(w, fmt.Sprintf("gracePeriodSeconds %q: want an integer >= 0", v), http.StatusBadRequest)
+				return
+			}
+			grace = &g
 		}
 		if err := ctl.DeletePod(r.PathValue("namespace"), r.PathValue("name"), grace); err != nil {
 			code := http.StatusInternalServerError
@@ -38,30 +57,36 @@ func ControlHandler(ctl Control, isNotFound func(error) bool) http.Handler {
 		}
 		w.Write([]byte("deleted\n"))
 	})
-	return mux
+	mux.HandleFunc("POST /manifests", func(w http.ResponseWriter, r *http.Request) {
+		data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxManifest))
+		if err != nil {
+			http.Error(w, fmt.Sprintf("manifest: %v (at most %d bytes)", err, maxManifest), http.StatusRequestEntityTooLarge)
+			return
+		}
+		res, err := ctl.ApplyManifest(data)
+		if err != nil {
+			code := http.StatusInternalServerError
+			if src.IsInvalid(err) {
+				code = http.StatusBadRequest
+			}
+			http.Error(w, err.Error(), code)
+			return
+		}
+		writeJSON(w, res)
+	})
+	return control.RequireUID(src.UID, mux)
 }
 
-// ListenControl opens the control socket at path, readable and writable by
-// root only. A live socket there means another agent runs: that is an
-// error; a stale one is replaced.
-func ListenControl(path string) (net.Listener, error) {
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("control socket %s is in use: is another nodeagent running?", path)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
-	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
-		return nil, err
-	}
-	return l, nil
+// ControlSources are what the control socket serves.
+type ControlSources struct {
+	Control Control
+	// Config is /configz in full: what nodectl derives host paths from.
+	Config func() any
+	// IsNotFound and IsInvalid classify errors: 404 (no such pod) and 400
+	// (a manifest that does not validate); others are 500.
+	IsNotFound  func(error) bool
+	IsInvalid   func(error) bool
+	MaxManifest int64
+	// UID is the only caller served: the agent's own user (root).
+	UID uint32
 }

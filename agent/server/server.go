@@ -62,7 +62,11 @@ func Handler(src Sources) http.Handler {
 		http.Error(w, "no health check "+r.PathValue("check"), http.StatusNotFound)
 	})
 	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: src.Pods()})
+		pods := src.Pods()
+		for i := range pods {
+			pods[i] = Redact(pods[i])
+		}
+		writeJSON(w, &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: pods})
 	})
 	mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, &corev1.EventList{TypeMeta: metav1.TypeMeta{Kind: "EventList", APIVersion: "v1"}, Items: src.Events()})
@@ -133,6 +137,55 @@ func Handler(src Sources) http.Handler {
 	return mux
 }
 
+// Redacted replaces a value /pods does not serve.
+const Redacted = "(redacted)"
+
+// Redact hides what a pod spec may carry as a secret from the
+// unauthenticated read-only port: env values and the values of probe and
+// hook HTTP headers. Names stay, so a reader still sees the shape. The
+// kubelet's read-only port serves them; nodeagent does not.
+func Redact(p corev1.Pod) corev1.Pod {
+	p.Spec = *p.Spec.DeepCopy()
+	hide := func(c *corev1.Container) {
+		for i := range c.Env {
+			if c.Env[i].Value != "" {
+				c.Env[i].Value = Redacted
+			}
+		}
+		for _, pr := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
+			if pr != nil {
+				hideHeaders(pr.HTTPGet)
+			}
+		}
+		if lc := c.Lifecycle; lc != nil {
+			for _, h := range []*corev1.LifecycleHandler{lc.PostStart, lc.PreStop} {
+				if h != nil {
+					hideHeaders(h.HTTPGet)
+				}
+			}
+		}
+	}
+	for i := range p.Spec.InitContainers {
+		hide(&p.Spec.InitContainers[i])
+	}
+	for i := range p.Spec.Containers {
+		hide(&p.Spec.Containers[i])
+	}
+	for i := range p.Spec.EphemeralContainers {
+		hide((*corev1.Container)(&p.Spec.EphemeralContainers[i].EphemeralContainerCommon))
+	}
+	return p
+}
+
+func hideHeaders(g *corev1.HTTPGetAction) {
+	if g == nil {
+		return
+	}
+	for i := range g.HTTPHeaders {
+		g.HTTPHeaders[i].Value = Redacted
+	}
+}
+
 // HealthCheck is one component of /healthz.
 type HealthCheck struct {
 	Name  string
@@ -166,9 +219,21 @@ func serveHealth(w http.ResponseWriter, r *http.Request, checks []HealthCheck) {
 	}
 }
 
-// NewServer returns an http.Server for addr with sane timeouts.
+// Connection limits: a caller that opens connections and never speaks
+// holds one each until the timeouts below free it; past the limit new
+// connections wait in the kernel's backlog instead of costing the agent.
+const (
+	MaxAPIConns     = 256
+	MaxControlConns = 16
+)
+
+// NewServer returns an http.Server for addr with timeouts on every phase
+// (an idle keep-alive is closed after a minute) and a 64 KiB header limit.
+// /debug/pprof/profile and trace run for the seconds asked: they are only
+// served with enableProfilingHandler.
 func NewServer(addr string, h http.Handler) *http.Server {
-	return &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
+	return &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -42,6 +42,37 @@ type parseResult struct {
 	err      error
 }
 
+// ErrInvalidManifest is a manifest Apply refused: the caller's input.
+var ErrInvalidManifest = errors.New("invalid manifest")
+
+// Apply validates data as a manifest (ParseManifest) and writes it into
+// the directory as <metadata.name>.yaml, durably, unless the file already
+// holds exactly that. It is nodectl apply, done by the agent for a root
+// caller of its control socket: the directory is the agent's own.
+func (f *File) Apply(data []byte) (name, file, result string, err error) {
+	probe := filepath.Join(f.dir, "apply.yaml")
+	pod, _, err := ParseManifest(data, probe, f.node)
+	if err != nil {
+		return "", "", "", fmt.Errorf("%w: %w", ErrInvalidManifest, err)
+	}
+	name = strings.TrimSuffix(pod.Name, "-"+strings.ToLower(f.node))
+	file = filepath.Join(f.dir, name+".yaml")
+	result = "created"
+	if old, err := safefile.Read(file, MaxManifestSize); err == nil {
+		if string(old) == string(data) {
+			return name, file, "unchanged", nil
+		}
+		result = "configured"
+	}
+	if err := os.MkdirAll(f.dir, 0o755); err != nil {
+		return "", "", "", err
+	}
+	if err := safefile.Write(file, data, 0o644); err != nil {
+		return "", "", "", fmt.Errorf("write %s: %w", file, err)
+	}
+	return name, file, result, nil
+}
+
 // debounce groups the events of one editor save or copy into one scan.
 const debounce = 10 * time.Millisecond
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -46,23 +47,8 @@ var uidPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
 //
 // Every source runs it: a pod that fails it never reaches a pod worker.
 func Validate(pod *corev1.Pod) field.ErrorList {
-	var errs field.ErrorList
 	meta := field.NewPath("metadata")
-	for _, msg := range validation.IsDNS1123Subdomain(pod.Name) {
-		errs = append(errs, field.Invalid(meta.Child("name"), pod.Name, msg))
-	}
-	for _, msg := range validation.IsDNS1123Label(pod.Namespace) {
-		errs = append(errs, field.Invalid(meta.Child("namespace"), pod.Namespace, msg))
-	}
-	uid := string(pod.UID)
-	if len(uid) > maxUID || !uidPattern.MatchString(uid) {
-		errs = append(errs, field.Invalid(meta.Child("uid"), uid, fmt.Sprintf("must be 1-%d characters of [A-Za-z0-9_-], starting with a letter or digit", maxUID)))
-	}
-	if logDir := len(pod.Namespace) + len(pod.Name) + len(uid) + 2; logDir > MaxFileName {
-		errs = append(errs, field.Invalid(meta.Child("name"), pod.Name, fmt.Sprintf(
-			"must be no more than %d characters in namespace %q: the pod's log directory <namespace>_<name>_<uid> must fit in a %d-byte file name",
-			max(MaxFileName-len(pod.Namespace)-len(uid)-2, 0), pod.Namespace, MaxFileName)))
-	}
+	errs := CheckNames(pod.Namespace, pod.Name, pod.UID)
 	errs = append(errs, metavalidation.ValidateLabels(pod.Labels, meta.Child("labels"))...)
 	errs = append(errs, apivalidation.ValidateAnnotations(pod.Annotations, meta.Child("annotations"))...)
 
@@ -137,6 +123,36 @@ func Validate(pod *corev1.Pod) field.ErrorList {
 	}
 	for i := range s.Containers {
 		errs = append(errs, validateContainer(&s.Containers[i], spec.Child("containers").Index(i), names, volumes, false)...)
+	}
+	return errs
+}
+
+// CheckNames checks the names host paths are derived from: namespace,
+// name and UID (the log directory <namespace>_<name>_<uid> and the pod's
+// directory) and container names, each one path element within the
+// filesystem's limits. Validate runs it; nodectl runs it on what the
+// read-only API lists before it reads a log file as root.
+func CheckNames(namespace, name string, uid types.UID, containers ...string) field.ErrorList {
+	var errs field.ErrorList
+	meta := field.NewPath("metadata")
+	for _, msg := range validation.IsDNS1123Subdomain(name) {
+		errs = append(errs, field.Invalid(meta.Child("name"), name, msg))
+	}
+	for _, msg := range validation.IsDNS1123Label(namespace) {
+		errs = append(errs, field.Invalid(meta.Child("namespace"), namespace, msg))
+	}
+	if len(uid) > maxUID || !uidPattern.MatchString(string(uid)) {
+		errs = append(errs, field.Invalid(meta.Child("uid"), uid, fmt.Sprintf("must be 1-%d characters of [A-Za-z0-9_-], starting with a letter or digit", maxUID)))
+	}
+	if logDir := len(namespace) + len(name) + len(uid) + 2; logDir > MaxFileName {
+		errs = append(errs, field.Invalid(meta.Child("name"), name, fmt.Sprintf(
+			"must be no more than %d characters in namespace %q: the pod's log directory <namespace>_<name>_<uid> must fit in a %d-byte file name",
+			max(MaxFileName-len(namespace)-len(uid)-2, 0), namespace, MaxFileName)))
+	}
+	for _, c := range containers {
+		for _, msg := range validation.IsDNS1123Label(c) {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "containers").Key(c).Child("name"), c, msg))
+		}
 	}
 	return errs
 }

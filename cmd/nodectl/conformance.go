@@ -54,7 +54,7 @@ func (c *client) runConformance(o conformanceOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	node, err := conformance.Connect(ctx, c.server, o.image)
+	node, err := conformance.Connect(ctx, c.server, c.controlSocket, o.image)
 	if err != nil {
 		return err
 	}

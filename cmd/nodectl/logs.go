@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"nodeagent/agent/source"
 	"nodeagent/cri"
 	"nodeagent/internal/crilog"
 )
@@ -58,7 +60,7 @@ func (c *client) logs(name string, o logOptions) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := c.config()
+	cfg, err := c.trustedConfig()
 	if err != nil {
 		return err
 	}
@@ -71,8 +73,13 @@ func (c *client) logs(name string, o logOptions) error {
 	} else if cs.ContainerID == "" {
 		return fmt.Errorf("container %q in pod %q is waiting to start: %s", cs.Name, p.Name, waitingReason(cs))
 	}
+	// The names come from the read-only API: each must be one valid path
+	// element before it is joined under the agent's podLogsDir.
+	if err := checkPathNames(p, cs.Name); err != nil {
+		return err
+	}
 	file := filepath.Join(cfg.PodLogsDir, fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), cs.Name, strconv.Itoa(int(n))+".log")
-	f, err := os.Open(file)
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return fmt.Errorf("read logs: %w", err)
 	}
@@ -142,6 +149,15 @@ func (c *client) stillRunning(pod, container, id string) bool {
 	return err == nil && cs.ContainerID == id && cs.State.Running != nil
 }
 
+// checkPathNames refuses pod and container names that are not the API
+// server's: they name directories nodectl reads as root.
+func checkPathNames(p *corev1.Pod, container string) error {
+	if errs := source.CheckNames(p.Namespace, p.Name, p.UID, container); len(errs) > 0 {
+		return fmt.Errorf("the agent's API lists pod %q with names nodectl will not use as paths: %v", p.Name, errs.ToAggregate())
+	}
+	return nil
+}
+
 func waitingReason(cs corev1.ContainerStatus) string {
 	if w := cs.State.Waiting; w != nil {
 		return w.Reason
@@ -166,7 +182,7 @@ func (c *client) execTarget(name, container string, cmd []string) (*cri.Client, 
 	if cs.State.Running == nil {
 		return nil, "", fmt.Errorf("cannot exec in container %q of pod %q: it is not running", cs.Name, p.Name)
 	}
-	cfg, err := c.config()
+	cfg, err := c.trustedConfig()
 	if err != nil {
 		return nil, "", err
 	}

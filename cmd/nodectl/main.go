@@ -54,14 +54,19 @@ Usage:
   nodectl exec POD [-c C] [-i] [-t] [--timeout D] -- CMD [ARGS...]
                                           run a command in a container and exit with its code;
                                           -i passes stdin, -t gives it a terminal (-it for both)
-  nodectl apply -f FILE                   validate a Pod manifest and put it in the manifest directory
+  nodectl apply -f FILE                   validate a Pod manifest; the agent writes it into its manifest directory
   nodectl delete pod NAME [--grace-period N] [--wait]
-                                          remove the pod's manifest (the agent stops the pod);
+                                          the agent removes the pod's manifest and stops the pod;
                                           --grace-period overrides the pod's (0: kill at once)
 
 Global flags:
-  --server URL         the agent's read-only API (default http://127.0.0.1:10255, or $NODEAGENT_SERVER)
-  --manifest-dir DIR   the static pod directory (default: the agent's staticPodPath from /configz)
+  --server URL           the agent's read-only API (default http://127.0.0.1:10255, or $NODEAGENT_SERVER)
+  --control-socket PATH  the agent's root-only control socket (default /run/nodeagent/nodeagent.sock, or
+                         $NODEAGENT_CONTROL_SOCKET): apply, delete, logs, exec and conformance act
+                         through it, and only if the process behind it runs as root
+  --manifest-dir DIR     apply and delete write or remove DIR/NAME.yaml directly, without the agent
+
+What the read-only API says is shown, never acted on: nodectl derives no path from it.
 
 NAME is the pod name as listed (with the node suffix) or as written in its manifest.
 `
@@ -93,6 +98,7 @@ func (e usageError) Error() string { return string(e) + " (see nodectl --help)" 
 // flags holds every option; which ones a verb accepts is decided in newFlags.
 type flags struct {
 	server, manifestDir, output, file, podFilter, container        string
+	controlSocket                                                  string
 	wait, follow, previous, timestamps, interactive, tty, it, help bool
 	containers                                                     bool
 	conformance                                                    conformanceOptions
@@ -110,6 +116,7 @@ func newFlags(verb string) (*flag.FlagSet, *flags) {
 	f := &flags{}
 	fs.StringVar(&f.server, "server", envOr("NODEAGENT_SERVER", "http://127.0.0.1:10255"), "")
 	fs.StringVar(&f.manifestDir, "manifest-dir", "", "")
+	fs.StringVar(&f.controlSocket, "control-socket", controlSocketDefault(), "")
 	fs.BoolVar(&f.help, "help", false, "")
 	fs.BoolVar(&f.help, "h", false, "")
 	switch verb {
@@ -166,7 +173,7 @@ func verbOf(args []string) string {
 		if !strings.HasPrefix(a, "-") {
 			return a
 		}
-		if name := strings.TrimLeft(a, "-"); name == "server" || name == "manifest-dir" {
+		if name := strings.TrimLeft(a, "-"); name == "server" || name == "manifest-dir" || name == "control-socket" {
 			i++
 		}
 	}
@@ -202,7 +209,7 @@ func run(args []string, out io.Writer) error {
 		fmt.Fprint(out, usage)
 		return nil
 	}
-	c := &client{server: strings.TrimRight(f.server, "/"), manifestDir: f.manifestDir, out: out}
+	c := &client{server: strings.TrimRight(f.server, "/"), controlSocket: f.controlSocket, manifestDir: f.manifestDir, out: out}
 	verb, rest := words[0], words[1:]
 	isPod := func(w string) bool { return w == "pods" || w == "pod" || w == "po" }
 	isNode := func(w string) bool { return w == "node" || w == "nodes" || w == "no" }

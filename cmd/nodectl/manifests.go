@@ -2,11 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,13 +11,16 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"nodeagent/agent/source"
 	"nodeagent/internal/safefile"
 )
 
-// apply validates a Pod manifest as the agent will, then writes it into the
-// manifest directory as <name>.yaml (atomically: a dotfile, which the agent
-// skips, renamed into place).
+// apply validates a Pod manifest as the agent will and puts it in the
+// manifest directory as <name>.yaml: through the agent's control socket,
+// or, with --manifest-dir, into that directory directly (the agent may be
+// down).
 func (c *client) apply(file string) error {
 	data, err := safefile.Read(file, source.MaxManifestSize)
 	if err != nil {
@@ -33,66 +33,110 @@ func (c *client) apply(file string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
-	dir, err := c.manifests()
+	if c.manifestDir != "" {
+		return c.applyLocal(strings.TrimSuffix(pod.Name, "-node"), data)
+	}
+	resp, err := c.control(30*time.Second).Post("http://agent/manifests", "application/yaml", bytes.NewReader(data))
 	if err != nil {
+		return c.controlError(err)
+	}
+	var res struct{ Name, File, Result string }
+	if err := decode(resp, "apply "+file, &res); err != nil {
 		return err
 	}
-	name := pod.Name[:len(pod.Name)-len("-node")] // the manifest's own name
-	target := filepath.Join(dir, name+".yaml")
+	fmt.Fprintf(c.out, "pod/%s %s (%s)\n", res.Name, res.Result, res.File)
+	return nil
+}
+
+// applyLocal writes <dir>/<name>.yaml durably; name is a validated pod
+// name, so the file stays in the directory the operator named.
+func (c *client) applyLocal(name string, data []byte) error {
+	target := filepath.Join(c.manifestDir, name+".yaml")
 	verb := "created"
-	if old, err := os.ReadFile(target); err == nil {
+	if old, err := safefile.Read(target, source.MaxManifestSize); err == nil {
 		if bytes.Equal(old, data) {
 			fmt.Fprintf(c.out, "pod/%s unchanged\n", name)
 			return nil
 		}
 		verb = "configured"
 	}
-	tmp := filepath.Join(dir, "."+name+".yaml.tmp")
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, target); err != nil {
-		os.Remove(tmp)
+	if err := safefile.Write(target, data, 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.out, "pod/%s %s (%s)\n", name, verb, target)
 	return nil
 }
 
-// deletePod removes the manifest of a pod: the file the agent reports for
-// it, else <dir>/<name>.yaml. With a grace period it asks the agent, over
-// its control socket, to remove the manifest and stop the pod with that
-// grace. With wait, it returns once the agent no longer lists the pod.
+// deletePod removes a pod's manifest and lets the agent stop the pod
+// (with grace seconds, when set, instead of the pod's own). The agent
+// does it, over its control socket: it knows which file the pod came
+// from. With --manifest-dir, <dir>/<name>.yaml is removed directly (the
+// agent may be down). With wait, it returns once the agent no longer
+// lists the pod.
 func (c *client) deletePod(name string, wait bool, grace *int64) error {
-	if grace != nil {
-		return c.deleteWithGrace(name, *grace, wait)
+	if grace != nil && *grace < 0 {
+		return usageError("--grace-period must be >= 0")
 	}
-	target := ""
+	if c.manifestDir != "" {
+		if grace != nil {
+			return usageError("--grace-period needs the agent (its control socket), not --manifest-dir")
+		}
+		return c.deleteLocal(name, wait)
+	}
 	pod, err := c.findPod(name)
-	switch {
-	case err == nil:
-		target = pod.Annotations[source.AnnotationManifest]
-	case c.manifestDir == "":
+	if err != nil {
 		return err
 	}
-	if target == "" {
-		dir, err := c.manifests()
+	u := fmt.Sprintf("http://agent/pods/%s/%s", url.PathEscape(pod.Namespace), url.PathEscape(pod.Name))
+	if grace != nil {
+		u += fmt.Sprintf("?gracePeriodSeconds=%d", *grace)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, u, nil)
+	resp, err := c.control(30 * time.Second).Do(req)
+	if err != nil {
+		return c.controlError(err)
+	}
+	if err := decode(resp, "delete "+pod.Name, nil); err != nil {
+		return err
+	}
+	if grace != nil {
+		fmt.Fprintf(c.out, "pod %q deleted (grace period %ds)\n", name, *grace)
+	} else {
+		fmt.Fprintf(c.out, "pod %q deleted\n", name)
+	}
+	if wait {
+		return c.waitGone(pod.Name)
+	}
+	return nil
+}
+
+// deleteLocal removes <dir>/<name>.yaml, name being the manifest's own
+// (the node suffix of a listed name is dropped when the file is not
+// there). Only a valid pod name is turned into a file name.
+func (c *client) deleteLocal(name string, wait bool) error {
+	candidates := []string{name}
+	if pod, err := c.findPod(name); err == nil {
+		candidates = append(candidates, strings.TrimSuffix(pod.Name, "-"+strings.ToLower(pod.Spec.NodeName)))
+	}
+	for _, n := range candidates {
+		if msgs := validation.IsDNS1123Subdomain(n); len(msgs) > 0 {
+			return fmt.Errorf("pod name %q: %s", n, msgs[0])
+		}
+		target := filepath.Join(c.manifestDir, n+".yaml")
+		err := os.Remove(target)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return err
 		}
-		target = filepath.Join(dir, name+".yaml")
-	}
-	if err := os.Remove(target); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("pod %q: manifest %s not found", name, target)
+		fmt.Fprintf(c.out, "pod %q deleted (removed %s)\n", name, target)
+		if wait {
+			return c.waitGone(n)
 		}
-		return err
-	}
-	fmt.Fprintf(c.out, "pod %q deleted (removed %s)\n", name, target)
-	if !wait || pod == nil {
 		return nil
 	}
-	return c.waitGone(pod.Name)
+	return fmt.Errorf("pod %q: no manifest %s in %s", name, name+".yaml", c.manifestDir)
 }
 
 func (c *client) waitGone(podName string) error {
@@ -102,46 +146,4 @@ func (c *client) waitGone(podName string) error {
 		}
 	}
 	return fmt.Errorf("pod %q still listed after 5 minutes", podName)
-}
-
-func (c *client) deleteWithGrace(name string, grace int64, wait bool) error {
-	if grace < 0 {
-		return usageError("--grace-period must be >= 0")
-	}
-	pod, err := c.findPod(name)
-	if err != nil {
-		return err
-	}
-	var cz struct {
-		NodeAgent struct {
-			ControlSocket string `json:"controlSocket"`
-		} `json:"nodeagent"`
-	}
-	if err := c.fetch("/configz", &cz); err != nil {
-		return err
-	}
-	socket := cz.NodeAgent.ControlSocket
-	if socket == "" {
-		return errors.New("the agent has no control socket (--control-socket is empty): delete without --grace-period")
-	}
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-		},
-	}}
-	req, _ := http.NewRequest(http.MethodDelete, fmt.Sprintf("http://agent/pods/%s/%s?gracePeriodSeconds=%d", url.PathEscape(pod.Namespace), url.PathEscape(pod.Name), grace), nil)
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("agent control socket %s: %w (nodectl must run as root)", socket, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("delete %s: %s", pod.Name, strings.TrimSpace(string(body)))
-	}
-	fmt.Fprintf(c.out, "pod %q deleted (grace period %ds)\n", name, grace)
-	if wait {
-		return c.waitGone(pod.Name)
-	}
-	return nil
 }

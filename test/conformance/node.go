@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"nodeagent/internal/control"
 	"nodeagent/internal/crilog"
 )
 
@@ -37,8 +38,10 @@ type Node struct {
 	client          *http.Client
 }
 
-// Connect reads the agent's /configz and /node.
-func Connect(ctx context.Context, api, image string) (*Node, error) {
+// Connect reads the agent's /node from its API, and its configuration
+// (where manifests and logs are: the suite writes and reads there as
+// root) from its control socket, whose server must be root.
+func Connect(ctx context.Context, api, controlSocket, image string) (*Node, error) {
 	n := &Node{API: strings.TrimRight(api, "/"), Image: image, client: &http.Client{Timeout: 10 * time.Second}}
 	var configz struct {
 		Kubelet struct {
@@ -48,8 +51,9 @@ func Connect(ctx context.Context, api, image string) (*Node, error) {
 			CgroupsPerQOS            *bool  `json:"cgroupsPerQOS"`
 		} `json:"kubeletconfig"`
 	}
-	if err := n.get(ctx, "/configz", &configz); err != nil {
-		return nil, err
+	trusted := &Node{API: "http://agent", client: control.Client(controlSocket, 0, 10*time.Second)}
+	if err := trusted.get(ctx, "/configz", &configz); err != nil {
+		return nil, fmt.Errorf("the agent's configuration over its control socket %s: %w", controlSocket, err)
 	}
 	var node corev1.Node
 	if err := n.get(ctx, "/node", &node); err != nil {
@@ -79,7 +83,7 @@ func (n *Node) get(ctx context.Context, path string, into any) error {
 		return fmt.Errorf("cannot reach nodeagent at %s: %w", n.API, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return err
 	}

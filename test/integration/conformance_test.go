@@ -21,7 +21,7 @@ func TestConformanceSuitePassesOnTheLocalNode(t *testing.T) {
 	n := newNode(t, "")
 	n.start()
 	junit := filepath.Join(t.TempDir(), "junit.xml")
-	cmd := exec.Command(nodectlBin, "conformance", "--server", n.url(""), "--image", testImage, "--parallel", "4", "--junit", junit)
+	cmd := exec.Command(nodectlBin, "conformance", "--server", n.url(""), "--control-socket", n.controlSocket(), "--image", testImage, "--parallel", "4", "--junit", junit)
 	out, err := cmd.CombinedOutput()
 	total := len(conformance.Cases())
 	if err != nil || !strings.Contains(string(out), "0 failed, 0 skipped") {
@@ -63,7 +63,7 @@ func TestConformanceSuitePassesOnTheLocalNode(t *testing.T) {
 func TestInterruptedConformanceRunCleansUp(t *testing.T) {
 	n := newNode(t, "")
 	n.start()
-	cmd := exec.Command(nodectlBin, "conformance", "--server", n.url(""), "--image", testImage, "--focus", `exec "cat /tmp/health" liveness`)
+	cmd := exec.Command(nodectlBin, "conformance", "--server", n.url(""), "--control-socket", n.controlSocket(), "--image", testImage, "--focus", `exec "cat /tmp/health" liveness`)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

@@ -195,6 +195,9 @@ func (n *node) logText() string {
 	return n.log.String()
 }
 
+// controlSocket is where the agent under test listens for nodectl's changes.
+func (n *node) controlSocket() string { return filepath.Join(n.dir, "control.sock") }
+
 func (n *node) url(path string) string { return fmt.Sprintf("http://127.0.0.1:%d%s", n.port, path) }
 
 // cleanup stops the agent, then removes whatever it left in the runtime
@@ -402,7 +405,7 @@ func (n *node) nodectl(args ...string) (string, error) {
 	if nodectlBin == "" {
 		n.t.Fatal("NODECTL_BIN is not set (run `make integration`)")
 	}
-	out, err := exec.Command(nodectlBin, append([]string{"--server", n.url("")}, args...)...).CombinedOutput()
+	out, err := exec.Command(nodectlBin, append([]string{"--server", n.url(""), "--control-socket", n.controlSocket()}, args...)...).CombinedOutput()
 	return string(out), err
 }
 

@@ -209,7 +209,7 @@ func TestNodectlLogsAndExec(t *testing.T) {
 	})
 	nodectl := func(args ...string) (string, int) {
 		t.Helper()
-		cmd := exec.Command(nodectlBin, append([]string{"--server", n.url("")}, args...)...)
+		cmd := exec.Command(nodectlBin, append([]string{"--server", n.url(""), "--control-socket", n.controlSocket()}, args...)...)
 		out, err := cmd.CombinedOutput()
 		code := 0
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -241,14 +241,14 @@ func TestNodectlLogsAndExec(t *testing.T) {
 		t.Errorf("exec: code %d output %q", code, out)
 	}
 	// -i: stdin reaches the command through the runtime's streaming server.
-	in := exec.Command(nodectlBin, "--server", n.url(""), "exec", "-i", "talk", "--", "sh")
+	in := exec.Command(nodectlBin, "--server", n.url(""), "--control-socket", n.controlSocket(), "exec", "-i", "talk", "--", "sh")
 	in.Stdin = strings.NewReader("echo from-stdin\nexit 4\n")
 	out, err := in.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 4 || !strings.Contains(string(out), "from-stdin") {
 		t.Errorf("exec -i: %v %q", err, out)
 	}
 	// -it: a terminal, here from script(1).
-	tty := exec.Command("script", "-qec", nodectlBin+" --server "+n.url("")+" exec -it talk -- sh -c 'tty; exit 6'", "/dev/null")
+	tty := exec.Command("script", "-qec", nodectlBin+" --server "+n.url("")+" --control-socket "+n.controlSocket()+" exec -it talk -- sh -c 'tty; exit 6'", "/dev/null")
 	out, err = tty.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 6 || !strings.Contains(string(out), "/dev/pts/") {
 		t.Errorf("exec -it: %v %q", err, out)
@@ -323,7 +323,7 @@ func TestDeleteWithGracePeriodOverride(t *testing.T) {
 	n.waitRunning("three")
 	del := func(name, grace string) time.Duration {
 		start := time.Now()
-		out, err := exec.Command(nodectlBin, "--server", n.url(""), "delete", "pod", name, "--grace-period", grace, "--wait").CombinedOutput()
+		out, err := exec.Command(nodectlBin, "--server", n.url(""), "--control-socket", n.controlSocket(), "delete", "pod", name, "--grace-period", grace, "--wait").CombinedOutput()
 		if err != nil {
 			t.Fatalf("delete %s: %v\n%s", name, err, out)
 		}
@@ -340,7 +340,7 @@ func TestDeleteWithGracePeriodOverride(t *testing.T) {
 			t.Errorf("manifest %s still there", f)
 		}
 	}
-	out, err := exec.Command(nodectlBin, "--server", n.url(""), "delete", "pod", "nosuch", "--grace-period", "1").CombinedOutput()
+	out, err := exec.Command(nodectlBin, "--server", n.url(""), "--control-socket", n.controlSocket(), "delete", "pod", "nosuch", "--grace-period", "1").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), `pod "nosuch" not found`) {
 		t.Errorf("deleting a missing pod: %v %s", err, out)
 	}

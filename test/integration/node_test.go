@@ -408,7 +408,7 @@ func TestNodectlManagesManifests(t *testing.T) {
 	n.start()
 	nodectl := func(args ...string) string {
 		t.Helper()
-		out, err := exec.Command(nodectlBin, append([]string{"--server", n.url("")}, args...)...).CombinedOutput()
+		out, err := exec.Command(nodectlBin, append([]string{"--server", n.url(""), "--control-socket", n.controlSocket()}, args...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("nodectl %v: %v\n%s", args, err, out)
 		}

@@ -3,10 +3,15 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -160,4 +165,231 @@ func mountsUnder(t *testing.T, dir string) []string {
 		}
 	}
 	return out
+}
+
+// vmHWM is a process's peak resident memory, in bytes.
+func vmHWM(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+func (n *node) pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd.Process.Pid
+}
+
+// TestHugeManifestLeavesTheAgentFlat: the audit dropped a 200 MiB file in
+// the manifest directory and the agent went from 32 MiB to 235 MiB RSS. It
+// is refused by its size, never read, and named in the log.
+func TestHugeManifestLeavesTheAgentFlat(t *testing.T) {
+	n := newNode(t, "")
+	n.start()
+	n.writeManifest("ok.yaml", podManifest("ok", ""))
+	n.waitRunning("ok")
+	before := vmHWM(t, n.pid())
+	big, err := os.Create(filepath.Join(n.manifests, "big.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Real bytes (a sparse file reads as zeros just the same, but a YAML
+	// document of spaces is what a careless copy would leave).
+	chunk := []byte(strings.Repeat(" ", 1<<20))
+	for i := 0; i < 200; i++ {
+		big.Write(chunk)
+	}
+	big.Close()
+	want := "manifest is 209715200 bytes, more than the 10485760 allowed"
+	n.eventually("the big manifest refused in the log", 30*time.Second, func() error {
+		if !strings.Contains(n.logText(), want) {
+			return fmt.Errorf("not logged yet")
+		}
+		return nil
+	})
+	// A rescan or two more (fileCheckFrequency 2s) must not read it either.
+	time.Sleep(5 * time.Second)
+	if grown := vmHWM(t, n.pid()) - before; grown > 20<<20 {
+		t.Errorf("the agent's peak RSS grew %d MiB with a 200 MiB manifest in its directory", grown>>20)
+	}
+	if p, _ := n.pod("ok"); p == nil || p.Status.Phase != corev1.PodRunning {
+		t.Errorf("the good pod must keep running: %+v", p)
+	}
+}
+
+// TestHugeUnterminatedLogLeavesAgentAndNodectlFlat: a container writes
+// 256 MiB without a newline and fails, with FallbackToLogsOnError. The
+// agent's termination message and nodectl logs read it with bounded
+// memory; the message is the head of the last 80 lines, 2048 bytes.
+func TestHugeUnterminatedLogLeavesAgentAndNodectlFlat(t *testing.T) {
+	n := newNode(t, "containerLogMaxSize: 1Gi\n")
+	n.start()
+	n.writeManifest("flood.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: flood}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: %s
+    terminationMessagePolicy: FallbackToLogsOnError
+    command: ["sh", "-c", "sleep 2; head -c 268435456 /dev/zero | tr '\\0' x; exit 1"]
+`, testImage))
+	n.waitRunning("flood")
+	before := vmHWM(t, n.pid())
+	p := n.waitPod("flood", 3*time.Minute, "failed", func(p *corev1.Pod) error {
+		if p != nil && p.Status.Phase == corev1.PodFailed {
+			return nil
+		}
+		return fmt.Errorf("phase %v", p.Status.Phase)
+	})
+	term := p.Status.ContainerStatuses[0].State.Terminated
+	if term == nil || term.ExitCode != 1 || len(term.Message) != 2048 || strings.Trim(term.Message, "x") != "" {
+		t.Errorf("termination: %+v (message of %d bytes); want exit 1 and 2048 bytes of x", term, len(term.Message))
+	}
+	if grown := vmHWM(t, n.pid()) - before; grown > 40<<20 {
+		t.Errorf("the agent's peak RSS grew %d MiB while a container logged 256 MiB without a newline", grown>>20)
+	}
+
+	cmd := exec.Command(nodectlBin, "--server", n.url(""), "logs", "flood", "--control-socket", n.controlSocket())
+	var out countingWriter
+	cmd.Stdout = &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("nodectl logs: %v", err)
+	}
+	if out.n != 256<<20+1 { // the line, and the newline nodectl ends it with
+		t.Errorf("nodectl logs printed %d bytes, want %d", out.n, 256<<20+1)
+	}
+	if rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10; rss > 64<<20 {
+		t.Errorf("nodectl logs peaked at %d MiB RSS printing one 256 MiB line", rss>>20)
+	}
+}
+
+type countingWriter struct{ n int }
+
+func (w *countingWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
+
+// TestNodectlTakesNoOrdersFromTheReadOnlyPort: any local user can answer on
+// the read-only port when the agent is down. The audit's malicious API
+// made root nodectl delete the file named in a pod's annotation and write
+// through the staticPodPath it reported. Now nodectl derives nothing it
+// acts on from that port, and a control socket served by anyone but root
+// is refused before a byte is sent.
+func TestNodectlTakesNoOrdersFromTheReadOnlyPort(t *testing.T) {
+	private := t.TempDir() // root's: the files the attacker wants gone or written
+	victim := filepath.Join(private, "victim")
+	os.WriteFile(victim, []byte("keep me"), 0o600)
+	// The attacker's directory: nobody must reach it (t.TempDir's parent
+	// is root's alone).
+	attacker, err := os.MkdirTemp("/tmp", "nodeagent-attacker-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(attacker)
+	os.Chmod(attacker, 0o777)
+	os.Symlink(private, filepath.Join(attacker, "manifests")) // a "staticPodPath" leading into root's files
+
+	evilPod := corev1.Pod{}
+	evilPod.Name, evilPod.Namespace, evilPod.UID = "evil-n", "default", "u1"
+	evilPod.Spec.NodeName = "n"
+	evilPod.Annotations = map[string]string{"nodeagent.io/manifest": victim}
+	evilPod.Spec.Containers = []corev1.Container{{Name: "c"}}
+	evilPod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", ContainerID: "containerd://x", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/pods":
+			json.NewEncoder(w).Encode(corev1.PodList{Items: []corev1.Pod{evilPod}})
+		case "/configz":
+			fmt.Fprintf(w, `{"kubeletconfig": {"staticPodPath": %q, "podLogsDir": %q}, "nodeagent": {"controlSocket": %q}}`,
+				filepath.Join(attacker, "manifests"), private, filepath.Join(attacker, "sock"))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer fake.Close()
+
+	// The attacker's own control socket, served by nobody.
+	helper := filepath.Join(attacker, "untrusted")
+	if out, err := exec.Command("go", "build", "-o", helper, "./testdata/untrusted").CombinedOutput(); err != nil {
+		t.Fatalf("build the untrusted server: %v\n%s", err, out)
+	}
+	sock, requests := filepath.Join(attacker, "sock"), filepath.Join(attacker, "requests")
+	srv := exec.Command(helper, sock, requests, filepath.Join(attacker, "manifests"))
+	srv.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	waitFor(t, "the untrusted socket", func() bool { _, err := os.Stat(sock); return err == nil })
+
+	manifest := filepath.Join(t.TempDir(), "good.yaml")
+	os.WriteFile(manifest, []byte(podManifest("good", "")), 0o644)
+	for _, socket := range []string{sock, filepath.Join(attacker, "missing.sock")} {
+		for _, args := range [][]string{
+			{"delete", "pod", "evil"},
+			{"delete", "pod", "evil", "--grace-period", "0"},
+			{"apply", "-f", manifest},
+			{"logs", "evil"},
+			{"exec", "evil", "--", "true"},
+		} {
+			cmd := exec.Command(nodectlBin, append([]string{"--server", fake.URL, "--control-socket", socket}, args...)...)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Errorf("nodectl %v against the fake API and %s succeeded:\n%s", args, socket, out)
+			}
+			if socket == sock && !strings.Contains(string(out), "not root") {
+				t.Errorf("nodectl %v: %s; want it to refuse a control socket not served by root", args, out)
+			}
+		}
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "keep me" {
+		t.Errorf("the file named by the fake API's annotation: %q %v", b, err)
+	}
+	if entries, _ := os.ReadDir(private); len(entries) != 1 {
+		t.Errorf("nodectl wrote into the directory the fake API pointed at: %v", entries)
+	}
+	if b, _ := os.ReadFile(requests); len(b) != 0 {
+		t.Errorf("nodectl sent requests to a control socket served by nobody:\n%s", b)
+	}
+}
+
+// TestNodectlRefusesPathNamesFromTheAPI: even with the real agent's
+// control socket, names the read-only API lists are checked before they
+// become a path nodectl reads as root.
+func TestNodectlRefusesPathNamesFromTheAPI(t *testing.T) {
+	n := newNode(t, "")
+	n.start()
+	evil := corev1.Pod{}
+	evil.Name, evil.Namespace, evil.UID = "evil", "..", "../../../../etc"
+	evil.Spec.Containers = []corev1.Container{{Name: "passwd"}}
+	evil.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "passwd", ContainerID: "containerd://x"}}
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(corev1.PodList{Items: []corev1.Pod{evil}})
+	}))
+	defer fake.Close()
+	out, err := exec.Command(nodectlBin, "--server", fake.URL, "--control-socket", n.controlSocket(), "logs", "evil").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "names nodectl will not use as paths") {
+		t.Errorf("logs of a pod named into /etc: %v\n%s", err, out)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if ok() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
 }
