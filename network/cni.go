@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/containernetworking/cni/libcni"
+
+	"nodeagent/internal/safefile"
 )
 
 const (
@@ -74,6 +76,14 @@ func Ensure(ctx context.Context, confDir string, binDirs []string, podCIDR strin
 	if err != nil {
 		return Result{}, fmt.Errorf("read CNI configuration directory %s: %w", confDir, err)
 	}
+	// The agent's own file, left empty or torn by a crash of an older
+	// agent (which wrote without fsync), is written anew, not reported
+	// as invalid forever.
+	if len(files) > 0 && filepath.Base(files[0]) == ConfFile {
+		if _, err := load(files[0]); err != nil {
+			files = files[1:]
+		}
+	}
 	if len(files) > 0 {
 		file := files[0]
 		list, err := load(file)
@@ -98,8 +108,11 @@ func Ensure(ctx context.Context, confDir string, binDirs []string, podCIDR strin
 		return Result{}, fmt.Errorf("CNI plugins in %v cannot run the bridge network: %w", binDirs, err)
 	}
 	file := filepath.Join(confDir, ConfFile)
-	if err := writeAtomic(file, data); err != nil {
+	if err := os.MkdirAll(confDir, 0o755); err != nil {
 		return Result{}, err
+	}
+	if err := safefile.Write(file, data, 0o644); err != nil {
+		return Result{}, fmt.Errorf("write CNI configuration: %w", err)
 	}
 	return Result{File: file, Name: list.Name, Written: true}, nil
 }
@@ -122,19 +135,4 @@ func validate(ctx context.Context, list *libcni.NetworkConfigList, binDirs []str
 	cni := libcni.NewCNIConfig(binDirs, nil)
 	_, err := cni.ValidateNetworkList(ctx, list)
 	return err
-}
-
-func writeAtomic(file string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return err
-	}
-	tmp := file + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, file); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
 }

@@ -86,3 +86,33 @@ func TestBridgeConfListRejectsBadCIDR(t *testing.T) {
 		t.Errorf("want error naming the CIDR, got %v", err)
 	}
 }
+
+// A power loss while an older agent wrote the file (no fsync) left a
+// zero-length 10-nodeagent.conflist, reported invalid at every start. The
+// agent's own file is repaired; someone else's is still reported.
+func TestEnsureRepairsItsOwnTornFile(t *testing.T) {
+	bin := fakePlugins(t, "bridge", "host-local", "portmap", "loopback")
+	for name, torn := range map[string]string{"empty": "", "cut": `{"cniVersion":"1.0.0","name":"nodea`} {
+		t.Run(name, func(t *testing.T) {
+			conf := t.TempDir()
+			own := filepath.Join(conf, ConfFile)
+			os.WriteFile(own, []byte(torn), 0o644)
+			res, err := Ensure(context.Background(), conf, []string{bin}, DefaultPodCIDR)
+			if err != nil || !res.Written || res.File != own {
+				t.Fatalf("torn own file: %+v, %v", res, err)
+			}
+			if _, err := load(own); err != nil {
+				t.Errorf("still invalid after repair: %v", err)
+			}
+			if entries, _ := os.ReadDir(conf); len(entries) != 1 {
+				t.Errorf("left behind: %v", entries)
+			}
+		})
+	}
+	conf := t.TempDir()
+	foreign := filepath.Join(conf, "05-other.conflist")
+	os.WriteFile(foreign, nil, 0o644)
+	if _, err := Ensure(context.Background(), conf, []string{bin}, DefaultPodCIDR); err == nil || !strings.Contains(err.Error(), "05-other.conflist is invalid") {
+		t.Errorf("someone else's empty file: %v", err)
+	}
+}

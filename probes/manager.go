@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodeagent/internal/qos"
+	"nodeagent/internal/safefile"
 )
 
 // Kind is a probe type, named as in the kubelet's events and metrics.
@@ -549,6 +550,9 @@ func (m *Manager) Reports(uid types.UID) []Report {
 	return out
 }
 
+// maxStateFile bounds a pod's saved probe results (a few bytes a container).
+const maxStateFile = 1 << 20
+
 func (m *Manager) statePath(uid types.UID) string {
 	return filepath.Join(m.opts.StateDir, string(uid)+".json")
 }
@@ -558,15 +562,19 @@ func (m *Manager) loadSaved(uid types.UID) map[string]savedResult {
 	if m.opts.StateDir == "" {
 		return saved
 	}
-	b, err := os.ReadFile(m.statePath(uid))
-	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			m.opts.Log.Warn("read saved probe results", "err", err)
-		}
+	b, err := safefile.Read(m.statePath(uid), maxStateFile)
+	if errors.Is(err, os.ErrNotExist) {
 		return saved
 	}
-	if err := json.Unmarshal(b, &saved); err != nil {
+	if err == nil {
+		err = json.Unmarshal(b, &saved)
+	}
+	if err != nil {
+		// Torn or foreign: start from the initial results, and remove it so
+		// the next save starts clean instead of this warning repeating.
 		m.opts.Log.Warn("saved probe results unreadable; starting from initial results", "file", m.statePath(uid), "err", err)
+		os.Remove(m.statePath(uid))
+		return map[string]savedResult{}
 	}
 	return saved
 }
@@ -599,12 +607,7 @@ func (m *Manager) saveLocked(pp *podProbes) {
 		m.opts.Log.Warn("save probe results", "err", err)
 		return
 	}
-	tmp := m.statePath(pp.uid) + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		m.opts.Log.Warn("save probe results", "err", err)
-		return
-	}
-	if err := os.Rename(tmp, m.statePath(pp.uid)); err != nil {
+	if err := safefile.Write(m.statePath(pp.uid), b, 0o600); err != nil {
 		m.opts.Log.Warn("save probe results", "err", err)
 	}
 }

@@ -2,6 +2,9 @@ package probes
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -351,4 +354,35 @@ func TestSlowProbeCountsMissedPeriods(t *testing.T) {
 		t.Errorf("missed periods = %d, want 2", got)
 	}
 	close(release)
+}
+
+// A torn state file (empty after a power loss, or cut short) is not
+// reported at every start: it is dropped, and the pod starts from the
+// initial results, its next save written durably in its place.
+func TestTornProbeStateIsRepaired(t *testing.T) {
+	dir := t.TempDir()
+	start := time.Unix(1000, 0)
+	c := corev1.Container{Name: "app",
+		ReadinessProbe: &corev1.Probe{PeriodSeconds: 10, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3, ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{}}},
+	}
+	pod := testPod(c)
+	file := filepath.Join(dir, string(pod.UID)+".json")
+	os.WriteFile(file, []byte(`{"c1": {"rea`), 0o600)
+	b := newBed(t, dir, start)
+	b.m.AddPod(pod)
+	if b.m.Ready(pod.UID, "app", "c1") {
+		t.Error("ready from a torn file")
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("the torn file is still there: %v", err)
+	}
+	b.m.UpdatePod(pod.UID, "10.0.0.2", false, []ContainerState{{Name: "app", ID: "c1", Running: true, StartedAt: start}})
+	b.expectRun(Readiness)
+	got, err := os.ReadFile(file)
+	if err != nil || !strings.Contains(string(got), `"c1"`) {
+		t.Errorf("the next save: %q %v", got, err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("left behind: %v", entries)
+	}
 }

@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -79,4 +80,23 @@ func (b *backOff) Delay(key string) time.Duration {
 		return e.delay
 	}
 	return 0
+}
+
+// Forget drops every entry of a pod (keys start with "<uid>/"): a pod
+// that is gone leaves nothing behind.
+func (b *backOff) Forget(uid string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for key := range b.entries {
+		if strings.HasPrefix(key, uid+"/") {
+			delete(b.entries, key)
+		}
+	}
+}
+
+// Len is the number of entries.
+func (b *backOff) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.entries)
 }

@@ -243,3 +243,20 @@ func TestReclaimContainersTakesOnlyFinishedPodsOldRecords(t *testing.T) {
 		t.Errorf("removed %d: %v, want %v", n, rt.stopped, want)
 	}
 }
+
+// The back-off maps grew with every pod that ever crashed or failed a
+// pull: a terminated pod's entries are forgotten, other pods' kept.
+func TestTerminatedPodLeavesNoBackOffEntries(t *testing.T) {
+	rt := &fakeRuntime{sandbox: map[string]*runtimeapi.PodSandboxStatus{}}
+	m, _ := newTestManager(t, rt, nil)
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	now := time.Now()
+	m.restarts.Next(string(pod.UID)+"/a/img", now)
+	m.imagePulls.Next(string(pod.UID)+"/img", now)
+	m.restarts.Next("other/a/img", now)
+	m.imagePulls.Next("other/img", now)
+	newWorker(m, pod.UID, pod).terminatePod(context.Background())
+	if m.restarts.Len() != 1 || m.imagePulls.Len() != 1 || m.restarts.Delay("other/a/img") == 0 {
+		t.Errorf("after the pod's termination: %d restart and %d pull back-off entries, want 1 each (the other pod's)", m.restarts.Len(), m.imagePulls.Len())
+	}
+}

@@ -1065,6 +1065,8 @@ func (w *worker) terminatePod(ctx context.Context) {
 			w.m.cache.Inspect(ctx, w.uid)
 			w.m.store.Delete(w.uid)
 			w.m.probes.RemovePod(w.uid, true)
+			w.m.restarts.Forget(string(w.uid))
+			w.m.imagePulls.Forget(string(w.uid))
 			w.log.Info("pod terminated and cleaned up")
 			return
 		}

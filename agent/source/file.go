@@ -88,17 +88,23 @@ func (f *File) Run(ctx context.Context, out chan<- Update) {
 		f.log.Warn("cannot create static pod directory; will keep rescanning", "dir", f.dir, "err", err)
 	}
 	events := make(<-chan fsnotify.Event)
+	errs := make(<-chan error)
 	watcher, err := fsnotify.NewWatcher()
 	if err == nil {
 		if err = watcher.Add(f.dir); err == nil {
-			events = watcher.Events
+			events, errs = watcher.Events, watcher.Errors
 		}
 		defer watcher.Close()
 	}
 	if err != nil {
 		f.log.Warn("cannot watch static pod directory; relying on the periodic rescan", "dir", f.dir, "period", f.period, "err", err)
 	}
+	f.watch(ctx, out, events, errs)
+}
 
+// watch scans at once and again on every event burst, watcher error and
+// tick, sending each changed desired set to out.
+func (f *File) watch(ctx context.Context, out chan<- Update, events <-chan fsnotify.Event, errs <-chan error) {
 	ticker := time.NewTicker(f.period)
 	defer ticker.Stop()
 	settle := time.NewTimer(debounce)
@@ -119,6 +125,13 @@ func (f *File) Run(ctx context.Context, out chan<- Update) {
 					settling = true
 					return true
 				}
+			case err := <-errs:
+				// Read, or the watcher stops delivering events. An
+				// overflow lost events: rescan now, not at the next tick.
+				if !errors.Is(err, fsnotify.ErrEventOverflow) {
+					f.log.Warn("watching the static pod directory", "dir", f.dir, "err", err)
+				}
+				return true
 			case <-ticker.C:
 				return true
 			case <-settle.C:

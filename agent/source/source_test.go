@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -296,5 +297,31 @@ func TestScanRefusesHugeManifestsWithoutReadingThem(t *testing.T) {
 	}
 	if grown := after.TotalAlloc - before.TotalAlloc; grown > 4<<20 {
 		t.Errorf("the scan allocated %d MiB: the 200 MiB file must not be read", grown>>20)
+	}
+}
+
+// fsnotify reports a full kernel queue (IN_Q_OVERFLOW) on its error
+// channel and waits until someone reads it; unread, no event came through
+// again and changes waited for the periodic rescan. The error is read, and
+// an overflow rescans at once: the events it lost are not needed.
+func TestAWatcherOverflowRescansAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan Update, 4)
+	events, errs := make(chan fsnotify.Event), make(chan error)
+	go NewFile(dir, "n", time.Hour, quiet()).watch(ctx, out, events, errs)
+	recv(t, out)
+	// A change whose event the full queue lost.
+	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(goodPod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case errs <- fsnotify.ErrEventOverflow:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watcher's error was not read")
+	}
+	if u := recv(t, out); len(u.Pods) != 1 {
+		t.Fatalf("after the overflow: %v", u.Pods)
 	}
 }
