@@ -318,7 +318,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	run(func() { evictor.Run(ctx) })
 	if err := eviction.WatchKernelOOM(ctx, "/dev/kmsg", func(k eviction.OOMKill) {
 		metrics.kernelOOMKills.WithLabelValues(k.Constraint).Inc()
-		recorder.Event(recorder.NodeRef(), corev1.EventTypeWarning, "OOMKilling", oomMessage(k, store))
+		recorder.Event(recorder.NodeRef(), corev1.EventTypeWarning, "OOMKilling", oomMessage(k, func(uid types.UID) (*corev1.Pod, bool) {
+			if p, ok := manager.Pod(uid); ok {
+				return p, true
+			}
+			return store.Get(uid)
+		}))
 		log.Warn("kernel OOM killer", "process", k.Process, "pid", k.PID, "cgroup", k.TaskMemcg, "limit_of", k.OOMMemcg, "constraint", k.Constraint)
 		evictor.NotifyAt(k.Seen, eviction.WokenByKernelOOM) // a kill is the strongest pressure signal there is
 	}); err != nil {
@@ -701,10 +706,12 @@ func sameFilesystem(a, b string) bool {
 
 // oomMessage names the OOM killer's victim, its cgroup and pod, and whose
 // limit was hit.
-func oomMessage(k eviction.OOMKill, store *status.Store) string {
+func oomMessage(k eviction.OOMKill, podOf func(types.UID) (*corev1.Pod, bool)) string {
 	msg := fmt.Sprintf("Killed process %d (%s) in cgroup %s", k.PID, k.Process, k.TaskMemcg)
+	// The admitted pod, not only a published status: a container killed
+	// as it starts can go before its pod's first status.
 	if uid := eviction.PodUIDFromCgroup(k.TaskMemcg); uid != "" {
-		if pod, ok := store.Get(types.UID(uid)); ok {
+		if pod, ok := podOf(types.UID(uid)); ok {
 			msg += fmt.Sprintf(" (pod %s/%s)", pod.Namespace, pod.Name)
 		}
 	}

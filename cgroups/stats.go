@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -127,6 +128,17 @@ func ReadPressure(path string) (*Pressure, error) {
 		}
 		return nil, err
 	}
+	p, err := ParsePressure(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+// ParsePressure parses PSI lines ("some avg10=0.00 avg60=0.00 avg300=0.00
+// total=0", and "full ..."). Averages are percentages: anything but a
+// finite value in [0, 100] is refused.
+func ParsePressure(b []byte) (*Pressure, error) {
 	var p Pressure
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		fields := strings.Fields(line)
@@ -140,30 +152,41 @@ func ReadPressure(path string) (*Pressure, error) {
 		case "full":
 			dst = &p.Full
 		default:
-			return nil, fmt.Errorf("%s: unexpected line %q", path, line)
+			return nil, fmt.Errorf("unexpected line %q", line)
 		}
 		for _, f := range fields[1:] {
 			k, v, ok := strings.Cut(f, "=")
 			if !ok {
-				return nil, fmt.Errorf("%s: unexpected field %q", path, f)
+				return nil, fmt.Errorf("unexpected field %q", f)
 			}
 			var err error
 			switch k {
 			case "avg10":
-				dst.Avg10, err = strconv.ParseFloat(v, 64)
+				dst.Avg10, err = parsePercent(v)
 			case "avg60":
-				dst.Avg60, err = strconv.ParseFloat(v, 64)
+				dst.Avg60, err = parsePercent(v)
 			case "avg300":
-				dst.Avg300, err = strconv.ParseFloat(v, 64)
+				dst.Avg300, err = parsePercent(v)
 			case "total":
 				dst.Total, err = strconv.ParseUint(v, 10, 64)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("%s: field %q: %w", path, f, err)
+				return nil, fmt.Errorf("field %q: %w", f, err)
 			}
 		}
 	}
 	return &p, nil
+}
+
+func parsePercent(v string) (float64, error) {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return 0, err
+	}
+	if math.IsNaN(f) || f < 0 || f > 100 {
+		return 0, fmt.Errorf("%q is not a percentage", v)
+	}
+	return f, nil
 }
 
 // readUint reads a single-value cgroup file; "max" is 0 (unlimited).
@@ -191,8 +214,18 @@ func ReadFlatKeyed(path string) (map[string]uint64, error) {
 		return nil, err
 	}
 	defer f.Close()
+	out, err := ParseFlatKeyed(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}
+
+// ParseFlatKeyed parses "key value [unit]" lines; unparsable values are
+// skipped. A line over 64 KiB is an error (bufio.ErrTooLong).
+func ParseFlatKeyed(r io.Reader) (map[string]uint64, error) {
 	out := map[string]uint64{}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if len(fields) < 2 {

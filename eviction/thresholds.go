@@ -211,7 +211,7 @@ func parseValue(s string) (v Value, skip bool, err error) {
 		}
 		return Value{Percentage: f / 100}, false, nil
 	}
-	q, err := resource.ParseQuantity(s)
+	q, err := sat.ParseQuantity(s)
 	if err != nil {
 		return Value{}, false, errors.New("must be a quantity (100Mi) or a percentage (10%)")
 	}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
@@ -274,7 +273,7 @@ func (c *Config) Validate() error {
 			bad("cpuCFSQuotaPeriod", p, "must be between 1ms and 1s")
 		}
 	}
-	if q, err := resource.ParseQuantity(c.ContainerLogMaxSize); err != nil || q.Value() < 1024 || !sat.FitsValue(q) {
+	if q, err := sat.ParseQuantity(c.ContainerLogMaxSize); err != nil || q.Value() < 1024 || !sat.FitsValue(q) {
 		bad("containerLogMaxSize", c.ContainerLogMaxSize, "must be a quantity of at least 1Ki and at most 8Ei, such as 10Mi")
 	}
 	high, low := c.ImageGCThresholds()
@@ -313,7 +312,7 @@ func (c *Config) Validate() error {
 				bad(field+"."+k, m[k], "unknown resource; want cpu, memory, pid or ephemeral-storage")
 				continue
 			}
-			q, err := resource.ParseQuantity(m[k])
+			q, err := sat.ParseQuantity(m[k])
 			switch {
 			case err != nil || q.Sign() < 0:
 				bad(field+"."+k, m[k], "must be a non-negative quantity such as 500m or 1Gi")
@@ -348,7 +347,7 @@ func (c *Config) Reserved() []corev1.ResourceList {
 	for _, m := range []map[string]string{c.SystemReserved, c.KubeReserved} {
 		l := corev1.ResourceList{}
 		for k, v := range m {
-			if q, err := resource.ParseQuantity(v); err == nil {
+			if q, err := sat.ParseQuantity(v); err == nil {
 				l[corev1.ResourceName(k)] = q
 			}
 		}
@@ -414,7 +413,7 @@ func (c *Config) MaxRestartBackOff() time.Duration {
 
 // LogMaxSize is containerLogMaxSize in bytes.
 func (c *Config) LogMaxSize() int64 {
-	q, _ := resource.ParseQuantity(c.ContainerLogMaxSize)
+	q, _ := sat.ParseQuantity(c.ContainerLogMaxSize)
 	return q.Value()
 }
 

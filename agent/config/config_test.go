@@ -95,6 +95,8 @@ func TestErrorsNameFieldAndValue(t *testing.T) {
 		{"kubeReserved:\n  gpu: \"1\"\n", `kubeReserved.gpu: invalid value "1": unknown resource`},
 		{"kubeReserved:\n  memory: 1e19\n", `kubeReserved.memory: invalid value "1e+19": must be at most 9223372036854775807m`},
 		{"containerLogMaxSize: 1e19\n", `containerLogMaxSize: invalid value "1e+19"`},
+		{"systemReserved:\n  memory: \"1e-100000000\"\n", `systemReserved.memory: invalid value "1e-100000000"`},
+		{"evictionHard:\n  memory.available: \"1e100000000\"\n", `evictionHard.memory.available: invalid value "1e100000000": must be a quantity`},
 		{"enforceNodeAllocatable: [pods, everything]\n", `enforceNodeAllocatable: invalid value "everything"`},
 		{"evictionHard:\n  memory.available: 200%\n", `evictionHard.memory.available: invalid value "200%"`},
 		{"evictionHard:\n  memory.free: 1Gi\n", `evictionHard.memory.free: invalid value "1Gi": unknown eviction signal`},

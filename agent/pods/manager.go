@@ -353,7 +353,15 @@ func (m *Manager) DeletePod(namespace, name string, grace *int64) error {
 	if file == "" {
 		return fmt.Errorf("pod %s/%s has no manifest file", namespace, name)
 	}
+	// The override first: the source sees the manifest go at once and
+	// terminates the pod, with whatever grace the worker has then.
+	if w != nil && grace != nil {
+		w.overrideGrace(grace)
+	}
 	if err := os.Remove(file); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if w != nil && grace != nil {
+			w.overrideGrace(nil)
+		}
 		return fmt.Errorf("remove manifest of %s/%s: %w", namespace, name, err)
 	}
 	if grace != nil {
@@ -438,6 +446,15 @@ func (m *Manager) Reconcile() {
 			m.log.Info("removed orphaned pod cgroup", "cgroup", name.Cgroupfs())
 		}
 	}
+}
+
+// Pod is the admitted pod with uid, whether or not its worker has
+// published a status yet.
+func (m *Manager) Pod(uid types.UID) (*corev1.Pod, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.pods[uid]
+	return p, ok
 }
 
 // Active lists the admitted pods that still run: not terminating, not

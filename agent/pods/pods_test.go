@@ -260,7 +260,7 @@ func TestAdmit(t *testing.T) {
 	}
 }
 
-func testManager(t *testing.T, opts Options) *Manager {
+func testManager(t testing.TB, opts Options) *Manager {
 	if opts.NodeName == "" {
 		opts.NodeName = "node"
 	}

@@ -89,6 +89,14 @@ func (w *worker) wake() {
 	}
 }
 
+// overrideGrace sets the grace period the pod will be stopped with,
+// instead of its own, before anything asks for the stop.
+func (w *worker) overrideGrace(grace *int64) {
+	w.mu.Lock()
+	w.grace = grace
+	w.mu.Unlock()
+}
+
 // terminate asks the worker to stop its pod; grace, when set, overrides
 // the pod's grace period.
 func (w *worker) terminate(grace *int64) {

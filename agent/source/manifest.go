@@ -42,11 +42,18 @@ func ParseManifest(data []byte, file, node string) (pod *corev1.Pod, warnings []
 	if head.APIVersion != "v1" {
 		return nil, nil, fmt.Errorf("apiVersion %q: want v1", head.APIVersion)
 	}
+	jsonData, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("not valid YAML or JSON: %w", err)
+	}
+	if errs := checkQuantityText(jsonData); len(errs) > 0 {
+		return nil, nil, errs.ToAggregate()
+	}
 	pod = &corev1.Pod{}
-	if err := yaml.Unmarshal(data, pod); err != nil {
+	if err := json.Unmarshal(jsonData, pod); err != nil {
 		return nil, nil, fmt.Errorf("not a valid Pod: %w", err)
 	}
-	if err := yaml.UnmarshalStrict(data, &corev1.Pod{}); err != nil {
+	if err := yaml.UnmarshalStrict(jsonData, &corev1.Pod{}); err != nil {
 		warnings = append(warnings, strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: "))
 	}
 	if pod.Name == "" {

