@@ -18,7 +18,7 @@ LDFLAGS  := -X nodeagent/internal/version.Version=$(VERSION)
 export RUNTIME_DIR RUNTIME_RUN_DIR REGISTRY PAUSE_IMAGE TEST_IMAGE BIN_DIR
 
 .DEFAULT_GOAL := help
-.PHONY: help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance test-v2 vm-image bench lint clean
+.PHONY: help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 vm-image bench lint clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -77,6 +77,10 @@ integration: build runtime-up ## integration tests in test/ against the real con
 
 conformance: build runtime-up ## run the node conformance suite against an agent started on this node (ARGS="--focus RE ...")
 	@BIN_DIR=$(BIN_DIR) CRI_ENDPOINT=$(CRI_ENDPOINT) TEST_IMAGE=$(TEST_IMAGE) hack/conformance.sh --junit $(BIN_DIR)/conformance/junit.xml $(ARGS)
+
+FUZZTIME ?= 1m
+fuzz: ## run every fuzz target for FUZZTIME each (default 1m; make test runs their seeds)
+	@GO=$(GO) hack/fuzz.sh $(FUZZTIME)
 
 V2_WORK := $(BIN_DIR)/v2
 

@@ -20,6 +20,7 @@ import (
 
 	"nodeagent/agent"
 	"nodeagent/agent/config"
+	"nodeagent/internal/control"
 	"nodeagent/internal/version"
 )
 
@@ -49,7 +50,7 @@ Flags:
 	rootDir := fs.String("root-dir", "/var/lib/nodeagent", "directory for the agent's state (pod volumes)")
 	cniConfDir := fs.String("cni-conf-dir", "", "CNI configuration directory (default: what the runtime reports)")
 	cniBinDir := fs.String("cni-bin-dir", "", "comma-separated CNI plugin directories (default: what the runtime reports)")
-	controlSocket := fs.String("control-socket", "/run/nodeagent/nodeagent.sock", "root-only unix socket for nodectl's changes (delete --grace-period); empty disables it")
+	controlSocket := fs.String("control-socket", control.DefaultSocket, "root-only unix socket nodectl acts through (apply, delete, logs, exec); empty disables it")
 	imageGCPeriod := fs.Duration("image-gc-period", 5*time.Minute, "how often unused images are garbage-collected")
 	evictionRanking := fs.String("eviction-ranking", "kubelet", "eviction order: kubelet (usage over request, priority, overage) or qos (BestEffort, Burstable, Guaranteed, then the kubelet's keys)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")

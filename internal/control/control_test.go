@@ -3,6 +3,7 @@ package control
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -97,5 +98,44 @@ func TestClientChecksTheServersUID(t *testing.T) {
 	_, err := Client(path, uint32(os.Geteuid())+1, time.Second).Get("http://agent/x")
 	if !errors.Is(err, ErrUntrustedPeer) {
 		t.Errorf("got %v, want ErrUntrustedPeer", err)
+	}
+}
+
+// A caller that opens connections and never speaks holds a slot each: past
+// maxConns, new connections wait in the backlog instead of costing the
+// agent, and a slot comes back when a connection closes.
+func TestListenBoundsOpenConnections(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sock")
+	l, err := Listen(path, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 2)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	first, _ := net.Dial("unix", path)
+	defer first.Close()
+	held := <-accepted
+	second, _ := net.Dial("unix", path)
+	defer second.Close()
+	select {
+	case <-accepted:
+		t.Fatal("a second connection was accepted past the limit of 1")
+	case <-time.After(200 * time.Millisecond):
+	}
+	held.Close()
+	select {
+	case c := <-accepted:
+		c.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the freed slot was not reused")
 	}
 }

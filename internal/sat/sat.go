@@ -67,42 +67,31 @@ var (
 
 // Value is q in whole units (rounded up, as Quantity.Value), held within
 // int64. Quantity.Value itself wraps: 1e19 reads as 0 and 2^63 as -2^63.
-func Value(q resource.Quantity) int64 {
-	switch {
-	case huge(q) || q.Cmp(maxValue) > 0:
-		if q.Sign() < 0 {
-			return math.MinInt64
-		}
-		return math.MaxInt64
-	case q.Cmp(minValue) < 0:
-		return math.MinInt64
-	}
-	return q.Value()
-}
+func Value(q resource.Quantity) int64 { return held(q, minValue, maxValue, q.Value) }
 
 // MilliValue is q in thousandths (rounded up), held within int64.
-func MilliValue(q resource.Quantity) int64 {
-	switch {
-	case huge(q) || q.Cmp(maxMilli) > 0:
-		if q.Sign() < 0 {
-			return math.MinInt64
-		}
-		return math.MaxInt64
-	case q.Cmp(minMilli) < 0:
-		return math.MinInt64
-	}
-	return q.MilliValue()
-}
+func MilliValue(q resource.Quantity) int64 { return held(q, minMilli, maxMilli, q.MilliValue) }
 
 // FitsValue reports whether q in whole units fits in int64 without
 // saturating; FitsMilli the same in thousandths.
-func FitsValue(q resource.Quantity) bool {
-	return !huge(q) && q.Cmp(maxValue) <= 0 && q.Cmp(minValue) >= 0
-}
+func FitsValue(q resource.Quantity) bool { return fits(q, minValue, maxValue) }
 
 // FitsMilli reports whether q in thousandths fits in int64.
-func FitsMilli(q resource.Quantity) bool {
-	return !huge(q) && q.Cmp(maxMilli) <= 0 && q.Cmp(minMilli) >= 0
+func FitsMilli(q resource.Quantity) bool { return fits(q, minMilli, maxMilli) }
+
+func fits(q, lo, hi resource.Quantity) bool {
+	return !huge(q) && q.Cmp(hi) <= 0 && q.Cmp(lo) >= 0
+}
+
+// held is exact() when q lies within [lo, hi], else the bound it passed.
+func held(q, lo, hi resource.Quantity, exact func() int64) int64 {
+	switch {
+	case fits(q, lo, hi):
+		return exact()
+	case q.Sign() < 0:
+		return math.MinInt64
+	}
+	return math.MaxInt64
 }
 
 // MaxExponent bounds the decimal exponent a quantity may be written with
