@@ -29,11 +29,16 @@ func ParseManifest(data []byte, file, node string) (pod *corev1.Pod, warnings []
 	if docs := yamlDocuments(data); docs > 1 {
 		return nil, nil, fmt.Errorf("holds %d YAML documents: one Pod per file", docs)
 	}
+	// One conversion to JSON serves every decode below.
+	jsonData, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("not valid YAML or JSON: %w", err)
+	}
 	var head struct {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
 	}
-	if err := yaml.Unmarshal(data, &head); err != nil {
+	if err := json.Unmarshal(jsonData, &head); err != nil {
 		return nil, nil, fmt.Errorf("not valid YAML or JSON: %w", err)
 	}
 	if head.Kind != "Pod" {
@@ -42,10 +47,6 @@ func ParseManifest(data []byte, file, node string) (pod *corev1.Pod, warnings []
 	if head.APIVersion != "v1" {
 		return nil, nil, fmt.Errorf("apiVersion %q: want v1", head.APIVersion)
 	}
-	jsonData, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return nil, nil, fmt.Errorf("not valid YAML or JSON: %w", err)
-	}
 	if errs := checkQuantityText(jsonData); len(errs) > 0 {
 		return nil, nil, errs.ToAggregate()
 	}
@@ -53,8 +54,10 @@ func ParseManifest(data []byte, file, node string) (pod *corev1.Pod, warnings []
 	if err := json.Unmarshal(jsonData, pod); err != nil {
 		return nil, nil, fmt.Errorf("not a valid Pod: %w", err)
 	}
-	if err := yaml.UnmarshalStrict(jsonData, &corev1.Pod{}); err != nil {
-		warnings = append(warnings, strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: "))
+	strict := json.NewDecoder(bytes.NewReader(jsonData))
+	strict.DisallowUnknownFields()
+	if err := strict.Decode(&corev1.Pod{}); err != nil {
+		warnings = append(warnings, err.Error())
 	}
 	if pod.Name == "" {
 		return nil, warnings, errors.New("metadata.name: Required value")
