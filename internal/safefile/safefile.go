@@ -5,6 +5,7 @@
 package safefile
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -43,14 +44,17 @@ func Read(path string, limit int64) ([]byte, error) {
 	if st.Size() > limit {
 		return nil, &TooLargeError{Size: st.Size(), Limit: limit}
 	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
+	// Sized by the file: ReadAll's doubling would hold twice what is read.
+	var buf bytes.Buffer
+	buf.Grow(int(st.Size()) + 512)
+	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
 		return nil, err
 	}
-	if int64(len(data)) > limit {
-		return nil, &TooLargeError{Size: int64(len(data)), Limit: limit}
+	if int64(buf.Len()) > limit {
+		// It grew while being read: still never more than limit+1 bytes.
+		return nil, &TooLargeError{Size: int64(buf.Len()), Limit: limit}
 	}
-	return data, nil
+	return buf.Bytes(), nil
 }
 
 // Write replaces path with data durably: a temporary file in the same
