@@ -364,11 +364,11 @@ func (m *Manager) DeletePod(namespace, name string, grace *int64) error {
 		}
 		return fmt.Errorf("remove manifest of %s/%s: %w", namespace, name, err)
 	}
+	args := []any{"pod", fullName(pod), "pod_uid", pod.UID, "manifest", file}
 	if grace != nil {
-		m.log.Info("pod deleted on request", "pod", fullName(pod), "pod_uid", pod.UID, "grace_period", *grace, "manifest", file)
-	} else {
-		m.log.Info("pod deleted on request", "pod", fullName(pod), "pod_uid", pod.UID, "manifest", file)
+		args = append(args, "grace_period", *grace)
 	}
+	m.log.Info("pod deleted on request", args...)
 	if w != nil {
 		w.terminate(grace)
 	}

@@ -25,7 +25,7 @@ func (m *Manager) podVolumeDir(pod *corev1.Pod) string {
 // mounts resolves the container's volume mounts to host paths, creating
 // emptyDir directories and DirectoryOrCreate host paths. A subPath (or a
 // subPathExpr, expanded with the container's environment) is resolved
-// beneath its volume without following symlinks and bound at a
+// beneath its volume (a symlink leading out is an error) and bound at a
 // per-container target (bindSubPath).
 func (m *Manager) mounts(pod *corev1.Pod, c *corev1.Container, env func(string) (string, bool)) ([]*runtimeapi.Mount, error) {
 	var out []*runtimeapi.Mount
