@@ -140,16 +140,26 @@ func (t *Tree) Healthy() error {
 	return nil
 }
 
-// EnsurePod creates the pod's cgroup if missing and writes its values.
-func (t *Tree) EnsurePod(pod *corev1.Pod) error {
+// EnsurePod creates the pod's cgroup if missing, writes its values and
+// returns it as the runtime names a parent.
+func (t *Tree) EnsurePod(pod *corev1.Pod) (parent string, err error) {
 	name, ok := t.PodCgroup(pod)
 	if !ok {
-		return nil
+		return "", nil
 	}
 	if err := t.mgr.Set(name, PodConfig(pod, t.cfg.Pod)); err != nil {
-		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return "", fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	return nil
+	return t.mgr.CgroupParent(name), nil
+}
+
+// CgroupParent is the pod cgroup as the runtime names a parent (a slice
+// under the systemd driver); "" without per-QoS cgroups.
+func (t *Tree) CgroupParent(pod *corev1.Pod) string {
+	if name, ok := t.PodCgroup(pod); ok {
+		return t.mgr.CgroupParent(name)
+	}
+	return ""
 }
 
 // PodCgroups finds every pod cgroup on disk ("pod<uid>" under kubepods and

@@ -62,7 +62,7 @@ func TestTreeLayout(t *testing.T) {
 	b2 := pod("b2", corev1.ResourceRequirements{Requests: rl("cpu", "500m")})
 	be := pod("be", corev1.ResourceRequirements{})
 	for _, p := range []*corev1.Pod{g, b1, b2, be} {
-		if err := tree.EnsurePod(p); err != nil {
+		if _, err := tree.EnsurePod(p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -121,7 +121,7 @@ func TestSyncFromAStaleListDoesNotRecreateRemovedPodCgroups(t *testing.T) {
 	b := pod("b", corev1.ResourceRequirements{Requests: rl("cpu", "250m")})
 	be := pod("be", corev1.ResourceRequirements{})
 	for _, p := range []*corev1.Pod{b, be} {
-		if err := tree.EnsurePod(p); err != nil {
+		if _, err := tree.EnsurePod(p); err != nil {
 			t.Fatal(err)
 		}
 	}

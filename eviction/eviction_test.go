@@ -223,14 +223,14 @@ func TestManagerEvictsTheSmallestSetAndReportsPressure(t *testing.T) {
 		evicted: map[types.UID]int64{}, msgs: map[types.UID]string{},
 	}
 	ts, _ := ParseThresholds(Config{Hard: map[string]string{"memory.available": "100Mi"}})
-	m := NewManager(Options{Thresholds: ts, TransitionPeriod: 5 * time.Minute, Clock: clock}, src, pods, pods)
+	m := NewManager(Options{Thresholds: ts, Pressure: NewPressure(5*time.Minute, clock), Clock: clock}, src, pods, pods)
 
 	src.set(MemoryAvailable, 500*mi, 1000*mi, clock.Now())
 	m.Synchronize(context.Background())
-	if len(pods.evicted) != 0 || m.Conditions(clock.Now())[0].Status != corev1.ConditionFalse {
+	if len(pods.evicted) != 0 || m.opts.Pressure.Conditions(clock.Now())[0].Status != corev1.ConditionFalse {
 		t.Fatal("evicted or under pressure above the threshold")
 	}
-	if msg := m.Admit(pod("new", corev1.PodQOSBestEffort, 0)); msg != "" {
+	if msg := m.opts.Pressure.Admit(pod("new", corev1.PodQOSBestEffort, 0)); msg != "" {
 		t.Errorf("admission refused without pressure: %s", msg)
 	}
 
@@ -242,14 +242,14 @@ func TestManagerEvictsTheSmallestSetAndReportsPressure(t *testing.T) {
 	if msg := pods.msgs["hog"]; msg != "The node was low on resource: memory. Threshold quantity: 100Mi, available: 60Mi. Container c was using 400Mi, request is 0, has larger consumption of memory. " {
 		t.Errorf("message %q", msg)
 	}
-	cond := m.Conditions(clock.Now())[0]
+	cond := m.opts.Pressure.Conditions(clock.Now())[0]
 	if cond.Type != corev1.NodeMemoryPressure || cond.Status != corev1.ConditionTrue || cond.Reason != "KubeletHasInsufficientMemory" {
 		t.Errorf("condition %+v", cond)
 	}
-	if msg := m.Admit(pod("new", corev1.PodQOSBestEffort, 0)); msg != "The node had condition: [MemoryPressure]. " {
+	if msg := m.opts.Pressure.Admit(pod("new", corev1.PodQOSBestEffort, 0)); msg != "The node had condition: [MemoryPressure]. " {
 		t.Errorf("BestEffort admission under MemoryPressure: %q", msg)
 	}
-	if msg := m.Admit(pod("new", corev1.PodQOSBurstable, 0)); msg != "" {
+	if msg := m.opts.Pressure.Admit(pod("new", corev1.PodQOSBurstable, 0)); msg != "" {
 		t.Errorf("Burstable refused under MemoryPressure alone: %q", msg)
 	}
 
@@ -274,11 +274,11 @@ func TestManagerEvictsTheSmallestSetAndReportsPressure(t *testing.T) {
 		t.Errorf("trace not stamped when the victim drained: %+v", tr)
 	}
 	clock.Step(4 * time.Minute)
-	if m.Conditions(clock.Now())[0].Status != corev1.ConditionTrue {
+	if m.opts.Pressure.Conditions(clock.Now())[0].Status != corev1.ConditionTrue {
 		t.Error("MemoryPressure cleared before the transition period")
 	}
 	clock.Step(time.Minute)
-	if m.Conditions(clock.Now())[0].Status != corev1.ConditionFalse {
+	if m.opts.Pressure.Conditions(clock.Now())[0].Status != corev1.ConditionFalse {
 		t.Error("MemoryPressure kept after the transition period")
 	}
 	if tr := m.Traces(); len(tr) != 1 || len(tr[0].Victims) != 1 || tr[0].Victims[0].QoS != corev1.PodQOSBestEffort {
@@ -304,13 +304,13 @@ func TestSoftThresholdWaitsForItsGracePeriod(t *testing.T) {
 	p.Spec.TerminationGracePeriodSeconds = &grace
 	pods := &fakePods{pods: []*corev1.Pod{p}, usage: map[types.UID]int64{"hog": 400 * mi}, evicted: map[types.UID]int64{}, msgs: map[types.UID]string{}}
 	ts, _ := ParseThresholds(Config{Soft: map[string]string{"memory.available": "100Mi"}, SoftGracePeriod: map[string]string{"memory.available": "30s"}})
-	m := NewManager(Options{Thresholds: ts, MaxPodGracePeriod: 20, TransitionPeriod: time.Minute, Clock: clock}, src, pods, pods)
+	m := NewManager(Options{Thresholds: ts, MaxPodGracePeriod: 20, Pressure: NewPressure(time.Minute, clock), Clock: clock}, src, pods, pods)
 	src.set(MemoryAvailable, 50*mi, 1000*mi, clock.Now())
 	m.Synchronize(context.Background())
 	if len(pods.evicted) != 0 {
 		t.Fatal("soft threshold acted on before its grace period")
 	}
-	if m.Conditions(clock.Now())[0].Status != corev1.ConditionTrue {
+	if m.opts.Pressure.Conditions(clock.Now())[0].Status != corev1.ConditionTrue {
 		t.Error("the condition must show at once, grace or not")
 	}
 	clock.Step(30 * time.Second)
@@ -327,9 +327,9 @@ func TestCriticalAndMissingData(t *testing.T) {
 	critical := pod("critical", corev1.PodQOSBestEffort, 2000001000)
 	pods := &fakePods{pods: []*corev1.Pod{critical}, usage: map[types.UID]int64{"critical": 400 * mi}, evicted: map[types.UID]int64{}, msgs: map[types.UID]string{}}
 	ts, _ := ParseThresholds(Config{Hard: map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"}})
-	m := NewManager(Options{Thresholds: ts, TransitionPeriod: time.Minute, Clock: clock}, src, pods, pods)
+	m := NewManager(Options{Thresholds: ts, Pressure: NewPressure(time.Minute, clock), Clock: clock}, src, pods, pods)
 	m.Synchronize(context.Background()) // no observations at all
-	for _, c := range m.Conditions(clock.Now()) {
+	for _, c := range m.opts.Pressure.Conditions(clock.Now()) {
 		if c.Status != corev1.ConditionFalse {
 			t.Errorf("pressure without data: %+v", c)
 		}
@@ -339,7 +339,7 @@ func TestCriticalAndMissingData(t *testing.T) {
 	if len(pods.evicted) != 0 {
 		t.Error("a critical pod was evicted")
 	}
-	if msg := m.Admit(pod("new", corev1.PodQOSGuaranteed, 2000001000)); msg != "" {
+	if msg := m.opts.Pressure.Admit(pod("new", corev1.PodQOSGuaranteed, 2000001000)); msg != "" {
 		t.Errorf("critical pod refused: %s", msg)
 	}
 }
@@ -352,12 +352,12 @@ type admittingPods struct {
 }
 
 func (a admittingPods) Active() []*corev1.Pod {
-	a.m.Admit(pod("probe", corev1.PodQOSBestEffort, 0))
+	a.m.opts.Pressure.Admit(pod("probe", corev1.PodQOSBestEffort, 0))
 	return a.fakePods.Active()
 }
 
 func (a admittingPods) Evict(uid types.UID, grace int64, msg string) error {
-	a.m.Admit(pod("probe", corev1.PodQOSBestEffort, 0))
+	a.m.opts.Pressure.Admit(pod("probe", corev1.PodQOSBestEffort, 0))
 	return a.fakePods.Evict(uid, grace, msg)
 }
 
@@ -368,7 +368,7 @@ func TestSynchronizeNeverCallsThePodsWithItsLockHeld(t *testing.T) {
 	fp := &fakePods{pods: []*corev1.Pod{pod("hog", corev1.PodQOSBestEffort, 0)}, usage: map[types.UID]int64{"hog": 400 * mi}, evicted: map[types.UID]int64{}, msgs: map[types.UID]string{}}
 	ts, _ := ParseThresholds(Config{Hard: map[string]string{"memory.available": "100Mi"}})
 	ap := admittingPods{fakePods: fp}
-	m := NewManager(Options{Thresholds: ts, TransitionPeriod: time.Minute, Clock: clock}, src, ap, fp)
+	m := NewManager(Options{Thresholds: ts, Pressure: NewPressure(time.Minute, clock), Clock: clock}, src, ap, fp)
 	ap.m = m
 	m.pods = ap
 	src.set(MemoryAvailable, 10*mi, 1000*mi, clock.Now())
@@ -396,7 +396,7 @@ func TestDiskPressureReclaimsBeforeEvicting(t *testing.T) {
 	ts, _ := ParseThresholds(Config{Hard: map[string]string{"nodefs.available": "10%"}})
 	reclaims := 0
 	freed := int64(0)
-	m := NewManager(Options{Thresholds: ts, TransitionPeriod: time.Minute, Clock: clock,
+	m := NewManager(Options{Thresholds: ts, Pressure: NewPressure(time.Minute, clock), Clock: clock,
 		Reclaim: func(context.Context, Signal) string {
 			reclaims++
 			src.set(NodeFsAvailable, 8*gi+freed, 100*gi, clock.Now())
@@ -410,10 +410,10 @@ func TestDiskPressureReclaimsBeforeEvicting(t *testing.T) {
 	if reclaims != 1 || len(pods.evicted) != 0 {
 		t.Fatalf("reclaims %d evicted %v: reclaim alone was enough", reclaims, pods.evicted)
 	}
-	if m.Conditions(clock.Now())[1].Status != corev1.ConditionTrue {
+	if m.opts.Pressure.Conditions(clock.Now())[1].Status != corev1.ConditionTrue {
 		t.Error("no DiskPressure while the threshold was met")
 	}
-	if msg := m.Admit(pod("new", corev1.PodQOSGuaranteed, 0)); msg != "The node had condition: [DiskPressure]. " {
+	if msg := m.opts.Pressure.Admit(pod("new", corev1.PodQOSGuaranteed, 0)); msg != "The node had condition: [DiskPressure]. " {
 		t.Errorf("admission under DiskPressure: %q", msg)
 	}
 
@@ -437,7 +437,7 @@ func TestEmptyDirOverItsSizeLimitIsEvicted(t *testing.T) {
 	p := pod("filler", corev1.PodQOSBestEffort, 0)
 	p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &limit}}}}
 	pods := &fakePods{pods: []*corev1.Pod{p}, empty: map[string]int64{"filler/scratch": 50 * mi}, evicted: map[types.UID]int64{}, msgs: map[types.UID]string{}}
-	m := NewManager(Options{TransitionPeriod: time.Minute, Clock: clock}, &fakeSource{obs: Observations{}}, pods, pods)
+	m := NewManager(Options{Pressure: NewPressure(time.Minute, clock), Clock: clock}, &fakeSource{obs: Observations{}}, pods, pods)
 	m.Synchronize(context.Background())
 	if len(pods.evicted) != 0 {
 		t.Fatal("evicted under the limit")
@@ -452,7 +452,7 @@ func TestEmptyDirOverItsSizeLimitIsEvicted(t *testing.T) {
 	if pods.evicted["filler"] != 1 || pods.msgs["filler"] != `Usage of EmptyDir volume "scratch" exceeds the limit "100Mi". ` {
 		t.Errorf("evicted %v message %q", pods.evicted, pods.msgs["filler"])
 	}
-	for _, c := range m.Conditions(clock.Now()) {
+	for _, c := range m.opts.Pressure.Conditions(clock.Now()) {
 		if c.Status != corev1.ConditionFalse {
 			t.Errorf("an emptyDir over its limit is not node pressure: %+v", c)
 		}
@@ -468,7 +468,7 @@ func TestUnmeasurableEmptyDirCountsAsOverItsLimit(t *testing.T) {
 	p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &limit}}}}
 	pods := &fakePods{pods: []*corev1.Pod{p}, emptyErr: map[string]error{"deep/scratch": errors.New("deeper than 1024 directories")},
 		evicted: map[types.UID]int64{}, msgs: map[types.UID]string{}}
-	m := NewManager(Options{TransitionPeriod: time.Minute, Clock: clock}, &fakeSource{obs: Observations{}}, pods, pods)
+	m := NewManager(Options{Pressure: NewPressure(time.Minute, clock), Clock: clock}, &fakeSource{obs: Observations{}}, pods, pods)
 	clock.Step(10 * time.Second)
 	m.Synchronize(context.Background())
 	want := `Usage of EmptyDir volume "scratch" cannot be measured (deeper than 1024 directories) and is counted as over the limit "100Mi". `
@@ -500,7 +500,7 @@ func TestAVictimDrainingAfterTheReadingDoesNotTakeAnInnocent(t *testing.T) {
 	}
 	src := drainingSource{fakeSource: &fakeSource{obs: Observations{}}, pods: fp}
 	ts, _ := ParseThresholds(Config{Hard: map[string]string{"allocatableMemory.available": "300Mi"}})
-	m := NewManager(Options{Thresholds: ts, TransitionPeriod: time.Minute, Clock: clock}, src, fp, fp)
+	m := NewManager(Options{Thresholds: ts, Pressure: NewPressure(time.Minute, clock), Clock: clock}, src, fp, fp)
 	src.set(AllocatableMemoryAvailable, 280*mi, 1024*mi, clock.Now())
 	fp.usage["hog"] = 700 * mi
 	m.pending["hog"] = pendingEviction{pod: fp.pods[0], signal: AllocatableMemoryAvailable, usage: 700 * mi, since: clock.Now(), trace: 1}
@@ -523,7 +523,7 @@ func TestPIDAndImageFsPressureEvictByTheirOwnMeasure(t *testing.T) {
 		evicted: map[types.UID]int64{}, msgs: map[types.UID]string{},
 	}
 	ts, _ := ParseThresholds(Config{Hard: map[string]string{"pid.available": "1000", "imagefs.available": "15%"}})
-	m := NewManager(Options{Thresholds: ts, TransitionPeriod: time.Minute, Clock: clock}, src, pods, pods)
+	m := NewManager(Options{Thresholds: ts, Pressure: NewPressure(time.Minute, clock), Clock: clock}, src, pods, pods)
 
 	// 500 pids short: pods have no pid requests, so priority goes first
 	// (low, 3 processes, is not enough), then the process count.
@@ -532,7 +532,7 @@ func TestPIDAndImageFsPressureEvictByTheirOwnMeasure(t *testing.T) {
 	if len(pods.evicted) != 2 || pods.evicted["low"] != 1 || pods.evicted["forker"] != 1 {
 		t.Fatalf("pid pressure evicted %v, want low then forker", pods.evicted)
 	}
-	if c := m.Conditions(clock.Now())[2]; c.Type != corev1.NodePIDPressure || c.Status != corev1.ConditionTrue {
+	if c := m.opts.Pressure.Conditions(clock.Now())[2]; c.Type != corev1.NodePIDPressure || c.Status != corev1.ConditionTrue {
 		t.Errorf("condition %+v", c)
 	}
 	if msg := pods.msgs["forker"]; msg != "The node was low on resource: pids. Threshold quantity: 1k, available: 500. Pod forker was using 900, request is 0, has larger consumption of pids. " {

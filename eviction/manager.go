@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -57,9 +56,11 @@ type Options struct {
 	// MaxPodGracePeriod caps a pod's grace period on soft evictions
 	// (evictionMaxPodGracePeriod); 0 leaves the pod's own.
 	MaxPodGracePeriod int64
-	// TransitionPeriod keeps a pressure condition on this long after the
-	// last observation that met a threshold (evictionPressureTransitionPeriod).
-	TransitionPeriod time.Duration
+	// Pressure holds the node conditions the manager sets (default: one
+	// without a transition period).
+	Pressure *Pressure
+	// Alarm wakes the manager on kernel notifications (default: a new one).
+	Alarm *Alarm
 	// Period is the safety-net poll (default 1 s).
 	Period  time.Duration
 	Ranking Ranking
@@ -83,30 +84,19 @@ type Manager struct {
 	node  NodeSource
 	pods  Pods
 	usage PodUsage
-	kick  chan struct{}
 	// Metrics are the eviction counters and latency histograms.
 	Metrics *Metrics
-
-	triggerMu sync.Mutex
-	triggered wakeup // the kernel notification that last woke us
 
 	mu            sync.Mutex
 	obs           Observations
 	obsErr        error
 	firstObserved map[string]time.Time // threshold key -> first observation meeting it
-	lastObserved  map[corev1.NodeConditionType]time.Time
-	reclaiming    map[string]bool // thresholds met, kept until minimum reclaim is satisfied
+	reclaiming    map[string]bool      // thresholds met, kept until minimum reclaim is satisfied
 	pending       map[types.UID]pendingEviction
-	transitions   map[corev1.NodeConditionType]transition
 	traces        []Trace
 	nextID        int
 	lastLocal     time.Time // last emptyDir sizeLimit check
 	lastSync      time.Time // last observation, for Healthy
-}
-
-type transition struct {
-	status bool
-	since  time.Time
 }
 
 type pendingEviction struct {
@@ -141,49 +131,20 @@ func NewManager(opts Options, node NodeSource, pods Pods, usage PodUsage) *Manag
 	if opts.Event == nil {
 		opts.Event = func(string, string, string) {}
 	}
+	if opts.Pressure == nil {
+		opts.Pressure = NewPressure(0, opts.Clock)
+	}
+	if opts.Alarm == nil {
+		opts.Alarm = NewAlarm()
+	}
 	return &Manager{
-		opts: opts, node: node, pods: pods, usage: usage, kick: make(chan struct{}, 1), Metrics: newMetrics(),
-		firstObserved: map[string]time.Time{}, lastObserved: map[corev1.NodeConditionType]time.Time{},
-		reclaiming: map[string]bool{}, pending: map[types.UID]pendingEviction{},
-		transitions: map[corev1.NodeConditionType]transition{},
+		opts: opts, node: node, pods: pods, usage: usage, Metrics: newMetrics(),
+		firstObserved: map[string]time.Time{}, reclaiming: map[string]bool{}, pending: map[types.UID]pendingEviction{},
 	}
 }
 
-// Notify asks for a synchronization now (a kernel event crossed a line).
-func (m *Manager) Notify() {
-	select {
-	case m.kick <- struct{}{}:
-	default:
-	}
-}
-
-// What woke the agent, as traces name it.
-const (
-	WokenByMemcgThreshold = "memcg threshold"
-	WokenByMemcgOOM       = "memcg OOM"
-	WokenByTripwire       = "memory.high tripwire"
-	WokenByPSI            = "PSI trigger"
-	WokenByKernelOOM      = "kernel OOM kill"
-)
-
-// wakeup is the first kernel notification since the last synchronization.
-type wakeup struct {
-	at time.Time
-	by string
-}
-
-// NotifyAt is Notify from a kernel notification (one of the WokenBy
-// sources) that fired at at; the next decision's trace records it.
-func (m *Manager) NotifyAt(at time.Time, by string) {
-	m.triggerMu.Lock()
-	if m.triggered.at.IsZero() {
-		m.triggered = wakeup{at: at, by: by}
-	}
-	m.triggerMu.Unlock()
-	m.Notify()
-}
-
-// Run synchronizes every period and on every Notify until ctx ends.
+// Run synchronizes every period and whenever the alarm rings, until ctx
+// ends.
 func (m *Manager) Run(ctx context.Context) {
 	ticker := m.opts.Clock.NewTicker(m.opts.Period)
 	defer ticker.Stop()
@@ -193,7 +154,7 @@ func (m *Manager) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C():
-		case <-m.kick:
+		case <-m.opts.Alarm.kick:
 		}
 	}
 }
@@ -219,8 +180,6 @@ func key(t Threshold) string { return fmt.Sprintf("%s/%v", t.Signal, t.Hard) }
 // met. It is the kubelet's synchronize, without its one-pod-per-cycle limit.
 func (m *Manager) Synchronize(ctx context.Context) {
 	woke := m.opts.Clock.Now()
-	// The pod manager calls Admit (and so takes m.mu) while holding its own
-	// lock: it is never called with m.mu held.
 	active := m.pods.Active()
 	// Victims' usage is read before the signals: a victim that drained
 	// after the reading would otherwise stop counting as on its way out
@@ -231,17 +190,9 @@ func (m *Manager) Synchronize(ctx context.Context) {
 	m.mu.Unlock()
 	reading := m.opts.Clock.Now()
 	obs, err := m.node.Observe(ctx)
-	// A notification that came in before the reading is what the reading
-	// shows, even if the poll had already woken us (then the agent was
-	// awake when the kernel fired). A later one is the next round's.
-	m.triggerMu.Lock()
-	triggered := m.triggered
-	if triggered.at.After(reading) {
-		triggered = wakeup{}
-	} else {
-		m.triggered = wakeup{}
-	}
-	m.triggerMu.Unlock()
+	// If the poll had already woken us when the kernel fired, the agent
+	// was awake then: the notification still names what the reading shows.
+	triggered := m.opts.Alarm.take(reading)
 	if !triggered.at.IsZero() && triggered.at.After(woke) {
 		woke = triggered.at
 	}
@@ -293,7 +244,7 @@ func (m *Manager) decideLocked(active []*corev1.Pod, obs Observations, err error
 			if _, seen := m.firstObserved[key(t)]; !seen {
 				m.firstObserved[key(t)] = o.Time
 			}
-			m.lastObserved[t.Signal.Condition()] = now
+			m.opts.Pressure.observe(t.Signal.Condition(), now)
 		} else {
 			delete(m.firstObserved, key(t))
 			delete(m.reclaiming, key(t))
@@ -593,65 +544,6 @@ func quantity(res corev1.ResourceName, v int64) string {
 		return resource.NewQuantity(v, resource.BinarySI).String()
 	}
 	return resource.NewQuantity(v, resource.DecimalSI).String()
-}
-
-// Conditions are the node's pressure conditions, as the kubelet words them.
-func (m *Manager) Conditions(now time.Time) []corev1.NodeCondition {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []corev1.NodeCondition
-	for _, c := range []struct {
-		t                 corev1.NodeConditionType
-		okReason, okMsg   string
-		badReason, badMsg string
-	}{
-		{corev1.NodeMemoryPressure, "KubeletHasSufficientMemory", "nodeagent has sufficient memory available",
-			"KubeletHasInsufficientMemory", "nodeagent has insufficient memory available"},
-		{corev1.NodeDiskPressure, "KubeletHasNoDiskPressure", "nodeagent has no disk pressure",
-			"KubeletHasDiskPressure", "nodeagent has disk pressure"},
-		{corev1.NodePIDPressure, "KubeletHasSufficientPID", "nodeagent has sufficient PID available",
-			"KubeletHasInsufficientPID", "nodeagent has insufficient PID available"},
-	} {
-		cond := corev1.NodeCondition{Type: c.t, Status: corev1.ConditionFalse, Reason: c.okReason, Message: c.okMsg, LastHeartbeatTime: metav1.NewTime(now)}
-		if m.pressureLocked(c.t, now) {
-			cond.Status, cond.Reason, cond.Message = corev1.ConditionTrue, c.badReason, c.badMsg
-		}
-		on := cond.Status == corev1.ConditionTrue
-		if tr, ok := m.transitions[c.t]; !ok || tr.status != on {
-			m.transitions[c.t] = transition{status: on, since: now}
-		}
-		cond.LastTransitionTime = metav1.NewTime(m.transitions[c.t].since)
-		out = append(out, cond)
-	}
-	return out
-}
-
-func (m *Manager) pressureLocked(c corev1.NodeConditionType, now time.Time) bool {
-	last, ok := m.lastObserved[c]
-	return ok && now.Sub(last) < m.opts.TransitionPeriod
-}
-
-// Admit is the kubelet's admission under pressure: critical pods always
-// pass; under MemoryPressure alone only BestEffort pods are refused; under
-// DiskPressure or PIDPressure every other pod is. It returns the rejection
-// message, or "".
-func (m *Manager) Admit(pod *corev1.Pod) string {
-	now := m.opts.Clock.Now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var conds []string
-	for _, c := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
-		if m.pressureLocked(c, now) {
-			conds = append(conds, string(c))
-		}
-	}
-	if len(conds) == 0 || Critical(pod) {
-		return ""
-	}
-	if len(conds) == 1 && conds[0] == string(corev1.NodeMemoryPressure) && qos.Class(pod) != corev1.PodQOSBestEffort {
-		return ""
-	}
-	return fmt.Sprintf("The node had condition: [%s]. ", strings.Join(conds, ", "))
 }
 
 // Observations returns the latest readings and the error of the last

@@ -121,10 +121,12 @@ func load(file string) (*libcni.NetworkConfigList, error) {
 	if filepath.Ext(file) == ".conflist" {
 		return libcni.ConfListFromFile(file)
 	}
+	//lint:ignore SA1019 the runtime (containerd's go-cni) still loads single-plugin .conf files, so the agent reads them too
 	conf, err := libcni.ConfFromFile(file)
 	if err != nil {
 		return nil, err
 	}
+	//lint:ignore SA1019 as ConfFromFile above
 	return libcni.ConfListFromConf(conf)
 }
 

@@ -379,6 +379,14 @@ func (c *Config) EnforcePods() bool {
 // PerQOS reports cgroupsPerQOS.
 func (c *Config) PerQOS() bool { return c.CgroupsPerQOS == nil || *c.CgroupsPerQOS }
 
+// Driver is the cgroup driver in effect: cgroupDriver, or cgroupfs.
+func (c *Config) Driver() string {
+	if c.CgroupDriver == "" {
+		return "cgroupfs"
+	}
+	return c.CgroupDriver
+}
+
 // EnforceCPULimits reports cpuCFSQuota.
 func (c *Config) EnforceCPULimits() bool { return c.CPUCFSQuota == nil || *c.CPUCFSQuota }
 

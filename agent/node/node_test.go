@@ -62,7 +62,7 @@ func TestDefaultRouteInterface(t *testing.T) {
 
 func TestReadyCondition(t *testing.T) {
 	now := time.Unix(100, 0)
-	s := NewStatus("n", "192.0.2.1", "v", "containerd://1", Machine{}, corev1.ResourceList{"pid": resource.MustParse("1")}, nil)
+	s := NewStatus(Facts{Name: "n", IP: "192.0.2.1", Version: "v", RuntimeVersion: "containerd://1", Capacity: corev1.ResourceList{"pid": resource.MustParse("1")}})
 	if c := s.Node(now).Status.Conditions[0]; c.Status != corev1.ConditionUnknown {
 		t.Errorf("before any check: %+v", c)
 	}

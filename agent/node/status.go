@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"sync"
 	"time"
@@ -11,8 +12,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Status builds the node object served on /node. Safe for concurrent use.
+// Status builds the node object served on /node from its inputs: the
+// facts fixed at start (Facts), the runtime's readiness (SetRuntime) and
+// the pressure conditions, read when the node is. It is the one owner of
+// the node object. Safe for concurrent use.
 type Status struct {
+	pressure func(now time.Time) []corev1.NodeCondition
+
 	mu          sync.Mutex
 	node        corev1.Node
 	runtimeErr  string // why the runtime is not ready ("" when it is)
@@ -20,31 +26,44 @@ type Status struct {
 	readySince  metav1.Time
 	lastReady   bool
 	initialized bool
-	pressure    func(now time.Time) []corev1.NodeCondition
 }
 
-// SetPressure sets where the Memory/Disk/PIDPressure conditions come from.
-func (s *Status) SetPressure(f func(now time.Time) []corev1.NodeCondition) {
-	s.mu.Lock()
-	s.pressure = f
-	s.mu.Unlock()
+// Facts are what a node is at start.
+type Facts struct {
+	Name           string
+	IP             string
+	Version        string // the agent's, as kubeletVersion
+	RuntimeVersion string // <runtime>://<version>
+	Machine        Machine
+	Capacity       corev1.ResourceList
+	Allocatable    corev1.ResourceList
+	// Annotations say what the Node API has no field for.
+	Annotations map[string]string
+	// Pressure gives the Memory/Disk/PIDPressure conditions (nil: none).
+	Pressure func(now time.Time) []corev1.NodeCondition
 }
 
 // NewStatus describes a node with the given facts.
-func NewStatus(name, ip, version, runtimeVersion string, m Machine, capacity, allocatable corev1.ResourceList) *Status {
-	s := &Status{}
-	capacity = capacity.DeepCopy()
+func NewStatus(f Facts) *Status {
+	s := &Status{pressure: f.Pressure}
+	capacity := f.Capacity.DeepCopy()
 	delete(capacity, "pid")
+	m := f.Machine
+	var annotations map[string]string
+	if len(f.Annotations) > 0 {
+		annotations = maps.Clone(f.Annotations)
+	}
 	s.node = corev1.Node{
-		TypeMeta:   metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": runtime.GOARCH}},
+		TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: f.Name, Annotations: annotations,
+			Labels: map[string]string{"kubernetes.io/hostname": f.Name, "kubernetes.io/os": "linux", "kubernetes.io/arch": runtime.GOARCH}},
 		Status: corev1.NodeStatus{
 			Capacity:    capacity,
-			Allocatable: allocatable,
-			Addresses:   []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeHostName, Address: name}},
+			Allocatable: f.Allocatable,
+			Addresses:   []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: f.IP}, {Type: corev1.NodeHostName, Address: f.Name}},
 			NodeInfo: corev1.NodeSystemInfo{
 				MachineID: m.MachineID, BootID: m.BootID, KernelVersion: m.KernelVersion, OSImage: m.OSImage,
-				ContainerRuntimeVersion: runtimeVersion, KubeletVersion: version,
+				ContainerRuntimeVersion: f.RuntimeVersion, KubeletVersion: f.Version,
 				OperatingSystem: "linux", Architecture: runtime.GOARCH,
 			},
 		},
@@ -58,16 +77,6 @@ const (
 	AnnotationCgroupDriver  = "nodeagent.io/cgroup-driver"  // cgroupfs or systemd
 	AnnotationCgroupRoot    = "nodeagent.io/kubepods"       // the kubepods cgroup's directory
 )
-
-// Annotate sets an annotation on the node.
-func (s *Status) Annotate(key, value string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.node.Annotations == nil {
-		s.node.Annotations = map[string]string{}
-	}
-	s.node.Annotations[key] = value
-}
 
 // SetRuntime records the runtime's readiness: runtimeErr and networkErr
 // are empty when RuntimeReady and NetworkReady hold. It reports whether

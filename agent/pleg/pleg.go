@@ -338,6 +338,16 @@ func (c *Cache) Get(uid types.UID) *PodRuntime {
 	return c.pods[uid]
 }
 
+// ContainerNames maps the IDs of the pod's containers, as the last relist
+// saw them, to their names: how eviction tells a container's cgroup.
+func (c *Cache) ContainerNames(uid types.UID) map[string]string {
+	names := map[string]string{}
+	for _, ctr := range c.Get(uid).GetContainers() {
+		names[ctr.Id] = ctr.GetMetadata().GetName()
+	}
+	return names
+}
+
 // UIDs lists every pod the runtime holds objects for.
 func (c *Cache) UIDs() []types.UID {
 	c.mu.Lock()

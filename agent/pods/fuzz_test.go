@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"nodeagent/agent/pods/criconfig"
 	"nodeagent/agent/source"
 	"nodeagent/cgroups"
 	"nodeagent/internal/qos"
@@ -16,8 +17,8 @@ import (
 // A manifest, from parse to what the agent would hand the kernel and the
 // runtime: any input is refused or turns into values in their ranges.
 // Whatever passes validation must never produce a wrapped limit, a share
-// count out of range or an OOM score the kernel refuses. The runtime's
-// mounts are left out: they create directories and mounts.
+// count out of range or an OOM score the kernel refuses. The files mounts
+// point at are only named (paperHost): making them is nodeFiles' job.
 func FuzzManifestToPodConfig(f *testing.F) {
 	f.Add([]byte(`apiVersion: v1
 kind: Pod
@@ -46,6 +47,7 @@ spec:
 	f.Add([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, image: b, resources: {limits: {cpu: 1e30}}}]}\n"))
 	m := testManager(f, Options{MemoryCapacity: 16 << 30, Allocatable: corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("16Gi")}})
+	configs := criconfig.New(criconfig.Options{NodeName: "node", MemoryCapacity: m.opts.MemoryCapacity, Allocatable: m.opts.Allocatable, EnforceCPULimits: true, CPUPeriod: 100000}, paperHost{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pod, _, err := source.ParseManifest(data, "/m/x.yaml", "node")
 		if err != nil {
@@ -65,7 +67,8 @@ spec:
 		if mem := rc.Memory; mem != nil && *mem < 0 {
 			t.Fatalf("memory limit %d", *mem)
 		}
-		if _, err := m.sandboxConfig(pod, 0, "/kubepods/pod"+string(pod.UID)); err != nil && !strings.Contains(err.Error(), "resolv") {
+		plan := criconfig.NewPlan(pod, "/kubepods/pod"+string(pod.UID))
+		if _, err := configs.Sandbox(plan, 0); err != nil && !strings.Contains(err.Error(), "resolv") {
 			t.Fatalf("sandbox config of a valid pod: %v", err)
 		}
 		for i := range pod.Spec.Containers {
@@ -74,14 +77,30 @@ spec:
 			if adj < -1000 || adj > 1000 {
 				t.Fatalf("oom_score_adj %d", adj)
 			}
-			r := m.containerResources(c, adj)
-			if r.MemoryLimitInBytes < 0 || r.CpuShares < 0 || r.CpuQuota < -1 || r.CpuQuota > cgroups.MaxQuota {
+			cfg, err := configs.Container(plan, c, "img", 0, "10.0.0.1")
+			if err != nil {
+				continue // a downward API reference the agent does not support
+			}
+			r := cfg.Linux.Resources
+			if r.MemoryLimitInBytes < 0 || r.CpuShares < 0 || r.CpuQuota < -1 || r.CpuQuota > cgroups.MaxQuota || r.OomScoreAdj < -1000 || r.OomScoreAdj > 1000 {
 				t.Fatalf("container resources %+v", r)
 			}
-			m.containerEnv(pod, c, "10.0.0.1")
 		}
 		if g := gracePeriod(pod, nil); g < 2 {
 			t.Fatalf("grace %d", g)
 		}
 	})
 }
+
+// paperHost names the files a config points at without making them.
+type paperHost struct{}
+
+func (paperHost) EmptyDir(pod *corev1.Pod, v *corev1.Volume) (string, error) {
+	return "/v/" + v.Name, nil
+}
+func (paperHost) HostPath(v *corev1.HostPathVolumeSource) (string, error) { return v.Path, nil }
+func (paperHost) SubPath(_ *corev1.Pod, volume, container string, index int, _, _ string) (string, error) {
+	return "/s/" + volume + "/" + container, nil
+}
+func (paperHost) HostsFile(*corev1.Pod, []byte) (string, error)              { return "/hosts", nil }
+func (paperHost) TerminationMessageFile(*corev1.Pod, string) (string, error) { return "/msg", nil }

@@ -16,9 +16,11 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodeagent/agent/events"
+	"nodeagent/agent/pods/criconfig"
 	"nodeagent/agent/source"
 	"nodeagent/agent/status"
 	"nodeagent/cgroups"
+	"nodeagent/internal/notify"
 	"nodeagent/internal/qos"
 	"nodeagent/probes"
 )
@@ -68,9 +70,11 @@ type Deps struct {
 	// Hooks runs postStart and preStop handlers; nil: pods with hooks fail
 	// them.
 	Hooks Hooks
-	// AdmitUnderPressure refuses a pod while the node is under pressure,
-	// with the kubelet's message ("": admit); nil admits.
-	AdmitUnderPressure func(pod *corev1.Pod) string
+	// Pressure refuses pods while the node is under pressure; nil admits.
+	Pressure Admitter
+	// Changes bring runtime and probe changes to the manager's loop (nil
+	// sets: none come).
+	Changes Changes
 	// PodStarted, if set, is told when a pod this agent started first has
 	// all its containers running: the time since the agent first saw it,
 	// and that time less image pulls and init containers (the kubelet's
@@ -89,10 +93,12 @@ type Manager struct {
 	networkReady func() error
 	probes       Probes
 	hooks        Hooks
-	pressure     func(pod *corev1.Pod) string
+	pressure     Admitter
+	changes      Changes
 	podStarted   func(total, sli time.Duration)
 	clock        clock.WithTicker
 	log          *slog.Logger
+	configs      *criconfig.Builder
 	restarts     *backOff // crash-loop back-off per container
 	imagePulls   *backOff // image pull back-off per image
 	housekeeping time.Duration
@@ -123,12 +129,24 @@ func NewManager(opts Options, deps Deps) *Manager {
 	if deps.Hooks == nil {
 		deps.Hooks = noHooks{}
 	}
+	if deps.Changes.Runtime == nil {
+		deps.Changes.Runtime = notify.NewSet[types.UID]()
+	}
+	if deps.Changes.Probes == nil {
+		deps.Changes.Probes = notify.NewSet[ProbeChange]()
+	}
 	if deps.Events == nil {
 		deps.Events = events.NewRecorder(deps.Clock, opts.NodeName, 0)
 	}
 	return &Manager{
-		opts: opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.AdmitUnderPressure, podStarted: deps.PodStarted, clock: deps.Clock,
-		log:          deps.Log,
+		opts: opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, clock: deps.Clock,
+		log: deps.Log,
+		configs: criconfig.New(criconfig.Options{
+			NodeName: opts.NodeName, NodeIP: opts.NodeIP, PodLogsDir: opts.PodLogsDir,
+			MemoryCapacity: opts.MemoryCapacity, OOMRange: opts.OOMRange, Allocatable: opts.Allocatable,
+			EnforceCPULimits: opts.EnforceCPULimits, CPUPeriod: opts.CPUPeriod, OOMGroupKill: opts.OOMGroupKill,
+			ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain, ResolvConf: opts.ResolvConf,
+		}, nodeFiles{root: opts.RootDir}),
 		restarts:     newBackOff(deps.Clock, opts.MaxRestartBackOff),
 		imagePulls:   newBackOff(deps.Clock, 0),
 		housekeeping: 2 * time.Second,
@@ -156,6 +174,14 @@ func (m *Manager) Run(ctx context.Context, updates <-chan source.Update) {
 			return
 		case u := <-updates:
 			m.apply(u)
+		case <-m.changes.Runtime.Ready():
+			for _, uid := range m.changes.Runtime.Take() {
+				m.wake(uid)
+			}
+		case <-m.changes.Probes.Ready():
+			for _, c := range m.changes.Probes.Take() {
+				m.probeResultChanged(c)
+			}
 		case <-housekeeping.C():
 			m.collectOrphans()
 		case <-reconcile.C():
@@ -224,7 +250,7 @@ func (m *Manager) apply(u source.Update) {
 		}
 		// Pods the runtime already runs were admitted by an earlier agent.
 		if r == nil && m.pressure != nil && !running[p.UID] {
-			if msg := m.pressure(p); msg != "" {
+			if msg := m.pressure.Admit(p); msg != "" {
 				r = &Rejection{Reason: "Evicted", Message: msg}
 			}
 		}
@@ -378,9 +404,9 @@ func (m *Manager) DeletePod(namespace, name string, grace *int64) error {
 // ErrPodNotFound is returned for a pod the manager does not run.
 var ErrPodNotFound = errors.New("not found")
 
-// Wake tells the pod's worker that its runtime state changed; a pod the
+// wake tells the pod's worker that its runtime state changed; a pod the
 // runtime holds but nobody wants is handed to a terminating worker.
-func (m *Manager) Wake(uid types.UID) {
+func (m *Manager) wake(uid types.UID) {
 	m.mu.Lock()
 	w := m.workers[uid]
 	m.mu.Unlock()
@@ -505,16 +531,6 @@ func (m *Manager) ReclaimContainers(ctx context.Context) (int, error) {
 	return removed, errors.Join(errs...)
 }
 
-// ContainerNames maps the IDs of the pod's containers, as the last relist
-// saw them, to their names: how eviction tells a container's cgroup.
-func (m *Manager) ContainerNames(uid types.UID) map[string]string {
-	names := map[string]string{}
-	for _, c := range m.cache.Get(uid).GetContainers() {
-		names[c.Id] = c.GetMetadata().GetName()
-	}
-	return names
-}
-
 // Evict ends a pod as the kubelet's eviction does: its containers stop
 // with grace seconds and it stays listed as Failed, reason Evicted, with
 // message and a DisruptionTarget condition, until its manifest changes.
@@ -529,15 +545,14 @@ func (m *Manager) Evict(uid types.UID, grace int64, message string) error {
 	return nil
 }
 
-// ProbeResultChanged is the probe manager's callback: readiness and
-// startup changes show in the published status at once (also while the
-// worker is busy terminating the pod), and the worker wakes to act on
-// liveness and startup failures.
-func (m *Manager) ProbeResultChanged(uid types.UID, kind probes.Kind) {
-	if kind != probes.Liveness {
-		m.store.Update(uid, func(pod *corev1.Pod) { refreshReadiness(pod, m.probes, m.clock.Now()) })
+// probeResultChanged shows readiness and startup changes in the published
+// status at once (also while the worker is busy terminating the pod), and
+// wakes the worker to act on liveness and startup failures.
+func (m *Manager) probeResultChanged(c ProbeChange) {
+	if c.Kind != probes.Liveness {
+		m.store.Update(c.UID, func(pod *corev1.Pod) { refreshReadiness(pod, m.probes, m.clock.Now()) })
 	}
-	m.Wake(uid)
+	m.wake(c.UID)
 }
 
 func fullName(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }

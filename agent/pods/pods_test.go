@@ -16,7 +16,6 @@ import (
 
 	"nodeagent/agent/pleg"
 	"nodeagent/cri"
-	"nodeagent/internal/qos"
 )
 
 func testPod(policy corev1.RestartPolicy, names ...string) *corev1.Pod {
@@ -270,144 +269,6 @@ func testManager(t testing.TB, opts Options) *Manager {
 	return NewManager(opts, Deps{Clock: clocktesting.NewFakeClock(t0)})
 }
 
-func TestDNSConfig(t *testing.T) {
-	resolv := filepath.Join(t.TempDir(), "resolv.conf")
-	os.WriteFile(resolv, []byte("# comment\nnameserver 192.0.2.53\nsearch corp.example\noptions edns0\n"), 0o644)
-	pod := testPod(corev1.RestartPolicyAlways, "a")
-
-	pod.Spec.DNSPolicy = corev1.DNSClusterFirst
-	m := testManager(t, Options{ResolvConf: resolv})
-	cfg, err := m.dnsConfig(pod)
-	if err != nil || strings.Join(cfg.Servers, ",") != "192.0.2.53" || strings.Join(cfg.Options, ",") != "edns0" {
-		t.Errorf("ClusterFirst without clusterDNS falls back to the host: %+v %v", cfg, err)
-	}
-	m = testManager(t, Options{ResolvConf: resolv, ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local"})
-	cfg, _ = m.dnsConfig(pod)
-	if strings.Join(cfg.Servers, ",") != "10.96.0.10" || strings.Join(cfg.Searches, ",") != "default.svc.cluster.local,svc.cluster.local,cluster.local,corp.example" || strings.Join(cfg.Options, ",") != "ndots:5" {
-		t.Errorf("ClusterFirst: %+v", cfg)
-	}
-	pod.Spec.DNSPolicy = corev1.DNSNone
-	two := "2"
-	pod.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"1.1.1.1"}, Searches: []string{"a.example"}, Options: []corev1.PodDNSConfigOption{{Name: "ndots", Value: &two}}}
-	cfg, _ = m.dnsConfig(pod)
-	if strings.Join(cfg.Servers, ",") != "1.1.1.1" || strings.Join(cfg.Searches, ",") != "a.example" || strings.Join(cfg.Options, ",") != "ndots:2" {
-		t.Errorf("None: %+v", cfg)
-	}
-	pod.Spec.DNSPolicy = corev1.DNSDefault
-	pod.Spec.DNSConfig = &corev1.PodDNSConfig{Options: []corev1.PodDNSConfigOption{{Name: "edns0"}, {Name: "ndots", Value: &two}}}
-	cfg, _ = m.dnsConfig(pod)
-	if strings.Join(cfg.Options, ",") != "edns0,ndots:2" {
-		t.Errorf("Default merged options: %+v", cfg.Options)
-	}
-	m = testManager(t, Options{ResolvConf: "/nonexistent/resolv.conf"})
-	if _, err := m.dnsConfig(pod); err == nil || !strings.Contains(err.Error(), "/nonexistent/resolv.conf") {
-		t.Errorf("missing resolv.conf: %v", err)
-	}
-}
-
-func TestContainerConfig(t *testing.T) {
-	m := testManager(t, Options{NodeName: "n1", NodeIP: "192.0.2.1", MemoryCapacity: 16 << 30, OOMRange: qos.OOMScoreRange{Min: 0}, EnforceCPULimits: true, CPUPeriod: 100000})
-	pod := testPod(corev1.RestartPolicyAlways, "web")
-	pod.Labels = map[string]string{"app": "web"}
-	c := &pod.Spec.Containers[0]
-	c.TerminationMessagePath = "/dev/termination-log"
-	c.Command = []string{"sh", "-c", "echo $(GREETING) from $(POD) at $(IP)"}
-	c.Env = []corev1.EnvVar{
-		{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-		{Name: "IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
-		{Name: "GREETING", Value: "hi-$(POD)"},
-		{Name: "APP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['app']"}}},
-		{Name: "MEM", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory", Divisor: resource.MustParse("1Mi")}}},
-	}
-	c.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("1Gi")}
-	c.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("2Gi")}
-
-	cfg, err := m.containerConfig(pod, c, "sha256:img", 3, "10.88.0.7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{}
-	for _, kv := range cfg.Envs {
-		env[kv.Key] = kv.Value
-	}
-	if env["POD"] != "p-node" || env["IP"] != "10.88.0.7" || env["GREETING"] != "hi-p-node" || env["APP"] != "web" || env["MEM"] != "2048" {
-		t.Errorf("env = %v", env)
-	}
-	if got := strings.Join(cfg.Command, " "); got != "sh -c echo hi-p-node from p-node at 10.88.0.7" {
-		t.Errorf("command = %q", got)
-	}
-	r := cfg.Linux.Resources
-	// Burstable with a 1Gi request on 16Gi: 1000 - 62 = 938, allowed as is.
-	if r.CpuShares != 256 || r.CpuQuota != 50000 || r.CpuPeriod != 100000 || r.MemoryLimitInBytes != 2<<30 || r.OomScoreAdj != 938 {
-		t.Errorf("resources = %+v", r)
-	}
-	if cfg.LogPath != "web/3.log" || cfg.Metadata.Attempt != 3 || cfg.Image.Image != "sha256:img" || cfg.Image.UserSpecifiedImage != "img" {
-		t.Errorf("log path %q attempt %d image %+v", cfg.LogPath, cfg.Metadata.Attempt, cfg.Image)
-	}
-	var message *runtimeapi.Mount
-	for _, mnt := range cfg.Mounts {
-		if mnt.ContainerPath == "/dev/termination-log" {
-			message = mnt
-		}
-	}
-	if message == nil || cfg.Annotations[cri.AnnotationTerminationMessageFile] != message.HostPath {
-		t.Fatalf("termination message file not mounted: %+v", cfg.Mounts)
-	}
-	if st, err := os.Stat(message.HostPath); err != nil || st.Mode().Perm() != 0o666 || !strings.HasPrefix(message.HostPath, m.opts.RootDir) {
-		t.Errorf("message file %s: %v %v", message.HostPath, st, err)
-	}
-	if cfg.Labels[cri.LabelManagedBy] != "n1" || cfg.Labels[cri.LabelPodUID] != "uid1" || cfg.Annotations[cri.AnnotationRestartCount] != "3" {
-		t.Errorf("labels %v annotations %v", cfg.Labels, cfg.Annotations)
-	}
-
-	if r.Unified != nil {
-		t.Errorf("memory.oom.group set without OOMGroupKill: %v", r.Unified)
-	}
-	m.opts.OOMGroupKill = true
-	if cfg, _ := m.containerConfig(pod, c, "sha256:img", 0, ""); cfg.Linux.Resources.Unified["memory.oom.group"] != "1" {
-		t.Errorf("unified %v: want memory.oom.group=1 on cgroup v2", cfg.Linux.Resources.Unified)
-	}
-	m.opts.OOMGroupKill = false
-
-	// Guaranteed on a host that refuses negative scores gets the floor.
-	c.Resources.Requests = c.Resources.Limits.DeepCopy()
-	cfg, _ = m.containerConfig(pod, c, "sha256:img", 0, "")
-	if cfg.Linux.Resources.OomScoreAdj != 0 {
-		t.Errorf("guaranteed oom_score_adj %d, want 0 (host floor)", cfg.Linux.Resources.OomScoreAdj)
-	}
-}
-
-func TestSandboxConfig(t *testing.T) {
-	m := testManager(t, Options{NodeName: "n1", PodLogsDir: "/var/log/pods"})
-	pod := testPod(corev1.RestartPolicyAlways, "a")
-	pod.Spec.DNSPolicy = corev1.DNSNone
-	pod.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"1.1.1.1"}}
-	pod.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080, Protocol: corev1.ProtocolTCP}, {ContainerPort: 81}}
-	cfg, err := m.sandboxConfig(pod, 2, "/kubepods/besteffort/poduid1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Metadata.Attempt != 2 || cfg.Hostname != "p-node" || cfg.LogDirectory != "/var/log/pods/default_p-node_uid1" || cfg.Linux.CgroupParent != "/kubepods/besteffort/poduid1" {
-		t.Errorf("sandbox config %+v", cfg)
-	}
-	if len(cfg.PortMappings) != 1 || cfg.PortMappings[0].HostPort != 8080 || cfg.PortMappings[0].ContainerPort != 80 {
-		t.Errorf("port mappings %+v", cfg.PortMappings)
-	}
-	if cfg.Labels[cri.LabelPodName] != "p-node" || cfg.Labels[cri.LabelManagedBy] != "n1" {
-		t.Errorf("labels %v", cfg.Labels)
-	}
-	pod.Spec.HostNetwork = true
-	cfg, _ = m.sandboxConfig(pod, 0, "")
-	if cfg.Hostname != "" || cfg.Linux.SecurityContext.NamespaceOptions.Network != runtimeapi.NamespaceMode_NODE {
-		t.Errorf("hostNetwork: hostname %q ns %v", cfg.Hostname, cfg.Linux.SecurityContext.NamespaceOptions)
-	}
-	long := testPod(corev1.RestartPolicyAlways, "a")
-	long.Name = strings.Repeat("a", 62) + "-b"
-	if h := podHostname(long); len(h) != 62 || strings.HasSuffix(h, "-") {
-		t.Errorf("hostname %q must be cut to 63 without a trailing '-'", h)
-	}
-}
-
 func TestTerminalReasonWins(t *testing.T) {
 	pod := testPod(corev1.RestartPolicyAlways, "a")
 	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()},
@@ -459,25 +320,6 @@ func TestTerminationMessage(t *testing.T) {
 	}
 	if joinMessage("OOMKilled", "bye") != "OOMKilled: bye" || joinMessage("", "bye") != "bye" || joinMessage("x", "") != "x" {
 		t.Error("joinMessage")
-	}
-}
-
-func TestHostsFile(t *testing.T) {
-	pod := testPod(corev1.RestartPolicyAlways, "a")
-	pod.Spec.HostAliases = []corev1.HostAlias{{IP: "192.0.2.10", Hostnames: []string{"db", "db.local"}}}
-	got := string(hostsFileContent(pod, "10.88.0.5", ""))
-	for _, want := range []string{"# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n", "10.88.0.5\tp-node\n", "\n# Entries added by HostAliases.\n192.0.2.10\tdb\tdb.local\n"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("hosts file lacks %q:\n%s", want, got)
-		}
-	}
-	pod.Spec.HostNetwork = true
-	got = string(hostsFileContent(pod, "", "127.0.0.1 localhost myhost"))
-	if !strings.HasPrefix(got, "# Kubernetes-managed hosts file (host network).\n127.0.0.1 localhost myhost\n") || strings.Contains(got, "ip6-allnodes") {
-		t.Errorf("host network hosts file:\n%s", got)
-	}
-	if mountsEtcHosts(&corev1.Container{VolumeMounts: []corev1.VolumeMount{{MountPath: "/etc/hosts/"}}}) {
-		t.Error("a container mounting its own /etc/hosts must keep it")
 	}
 }
 
@@ -573,5 +415,26 @@ func TestSidecarsKeepThePodRunningUntilStopped(t *testing.T) {
 				t.Errorf("appsDone = %v, want %v", got, tc.appsDone)
 			}
 		})
+	}
+}
+
+func TestNodeFilesLayout(t *testing.T) {
+	root := t.TempDir()
+	files := nodeFiles{root: root}
+	pod := testPod(corev1.RestartPolicyAlways, "web")
+	msg, err := files.TerminationMessageFile(pod, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(msg); err != nil || st.Mode().Perm() != 0o666 || filepath.Dir(msg) != filepath.Join(root, "pods", "uid1", "containers", "web") {
+		t.Errorf("termination message file %s: %v %v; want mode 0666 under the pod's containers/web", msg, st, err)
+	}
+	hosts, err := files.HostsFile(pod, []byte("127.0.0.1\tlocalhost\n"))
+	if b, _ := os.ReadFile(hosts); err != nil || hosts != filepath.Join(root, "pods", "uid1", "etc-hosts") || string(b) != "127.0.0.1\tlocalhost\n" {
+		t.Errorf("hosts file %s holds %q (%v)", hosts, b, err)
+	}
+	dir, err := files.EmptyDir(pod, &corev1.Volume{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	if st, serr := os.Stat(dir); err != nil || serr != nil || !st.IsDir() || dir != filepath.Join(root, "pods", "uid1", "volumes", "kubernetes.io~empty-dir", "cache") {
+		t.Errorf("emptyDir %s: %v %v", dir, err, serr)
 	}
 }

@@ -6,12 +6,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/agent/pleg"
-	"nodeagent/cri"
-	"nodeagent/probes"
 )
 
 // scriptedProbes answers readiness and startup per container ID.
@@ -66,29 +63,4 @@ func condition(st corev1.PodStatus, t corev1.PodConditionType) corev1.PodConditi
 		}
 	}
 	return corev1.PodCondition{}
-}
-
-func TestPreStopTravelsWithTheContainer(t *testing.T) {
-	m := testManager(t, Options{})
-	pod := testPod(corev1.RestartPolicyAlways, "a")
-	c := &pod.Spec.Containers[0]
-	c.Ports = []corev1.ContainerPort{{Name: "web", ContainerPort: 8080}}
-	c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/bye", Port: intstr.FromString("web")}}}
-	cfg, err := m.containerConfig(pod, c, "img", 0, "10.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := cfg.Annotations[cri.AnnotationPreStopHandler]; !ok {
-		t.Fatal("no preStop annotation")
-	}
-	got := specFromAnnotations("a", cfg.Annotations)
-	if got == nil || got.Lifecycle.PreStop.HTTPGet.Path != "/bye" {
-		t.Fatalf("rebuilt spec %+v", got)
-	}
-	if port, err := probes.ResolvePort(got.Lifecycle.PreStop.HTTPGet.Port, got); err != nil || port != 8080 {
-		t.Errorf("named port from the annotations: %d %v", port, err)
-	}
-	if specFromAnnotations("a", map[string]string{}) != nil {
-		t.Error("a container without a preStop annotation has no hook")
-	}
 }

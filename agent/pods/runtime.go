@@ -9,6 +9,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/agent/pleg"
+	"nodeagent/internal/notify"
 	"nodeagent/probes"
 )
 
@@ -42,6 +43,26 @@ type Probes interface {
 	Ready(uid types.UID, container, id string) bool
 	Started(uid types.UID, container, id string) bool
 	Kill(uid types.UID, container, id string) (kind probes.Kind, grace *int64, kill bool)
+}
+
+// Admitter refuses a pod for the node's state, with the kubelet's message
+// ("": admit) (*eviction.Pressure).
+type Admitter interface {
+	Admit(pod *corev1.Pod) string
+}
+
+// Changes are what the manager hears besides source updates, queued by
+// producers that must not block: pods whose runtime state changed (the
+// relist) and probe results that changed.
+type Changes struct {
+	Runtime *notify.Set[types.UID]
+	Probes  *notify.Set[ProbeChange]
+}
+
+// ProbeChange is a pod whose probe results of one kind changed.
+type ProbeChange struct {
+	UID  types.UID
+	Kind probes.Kind
 }
 
 // Hooks runs postStart and preStop handlers (*probes.Handlers).

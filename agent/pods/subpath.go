@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -18,12 +17,6 @@ import (
 // volume; the result stays open and is bind-mounted through /proc/self/fd
 // onto a per-container target that only the agent can write. The runtime
 // then mounts that target, which cannot be swapped.
-
-// subPathTarget is where a container's subPath mount is bound, in the
-// kubelet's layout: <pod dir>/volume-subpaths/<volume>/<container>/<index>.
-func (m *Manager) subPathTarget(podUID, volume, container string, index int) string {
-	return filepath.Join(m.opts.RootDir, "pods", podUID, "volume-subpaths", volume, container, strconv.Itoa(index))
-}
 
 // bindSubPath opens sub beneath volume (creating missing directories with
 // the volume's mode, as the kubelet does) and bind-mounts it at target,

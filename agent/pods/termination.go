@@ -2,12 +2,9 @@ package pods
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -22,25 +19,6 @@ const (
 	fallbackLogLines      = 80
 	fallbackLogBytes      = 2048
 )
-
-// terminationMessageFile creates the host file the kubelet mounts at a
-// container's terminationMessagePath: under the pod's directory, with a
-// random name, writable by any user the container runs as.
-func (m *Manager) terminationMessageFile(pod *corev1.Pod, c *corev1.Container) (string, error) {
-	dir := filepath.Join(m.opts.RootDir, "pods", string(pod.UID), "containers", c.Name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	b := make([]byte, 4)
-	rand.Read(b)
-	file := filepath.Join(dir, hex.EncodeToString(b))
-	f, err := os.Create(file)
-	if err != nil {
-		return "", err
-	}
-	f.Close()
-	return file, os.Chmod(file, 0o666)
-}
 
 // terminationMessage is what an exited container left for its status: the
 // first 4096 bytes of its message file; when that is empty, the policy is

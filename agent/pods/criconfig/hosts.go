@@ -1,4 +1,4 @@
-package pods
+package criconfig
 
 import (
 	"bytes"
@@ -9,6 +9,19 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 )
+
+// hostsFile has the Host write the pod's managed hosts file (a host-network
+// pod's starts from the node's /etc/hosts) and returns its path.
+func (b *Builder) hostsFile(pod *corev1.Pod, podIP string) (string, error) {
+	var hostHosts []byte
+	if pod.Spec.HostNetwork {
+		var err error
+		if hostHosts, err = os.ReadFile("/etc/hosts"); err != nil {
+			return "", err
+		}
+	}
+	return b.host.HostsFile(pod, hostsFileContent(pod, podIP, string(hostHosts)))
+}
 
 // hostsFileContent is the kubelet's managed /etc/hosts: the standard
 // entries and the pod's own name, or for host-network pods the host's
@@ -40,23 +53,6 @@ func hostsFileContent(pod *corev1.Pod, podIP, hostHosts string) []byte {
 		}
 	}
 	return b.Bytes()
-}
-
-// hostsFile writes the pod's managed hosts file and returns its path.
-func (m *Manager) hostsFile(pod *corev1.Pod, podIP string) (string, error) {
-	var hostHosts []byte
-	if pod.Spec.HostNetwork {
-		var err error
-		if hostHosts, err = os.ReadFile("/etc/hosts"); err != nil {
-			return "", err
-		}
-	}
-	dir := filepath.Join(m.opts.RootDir, "pods", string(pod.UID))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	file := filepath.Join(dir, "etc-hosts")
-	return file, os.WriteFile(file, hostsFileContent(pod, podIP, string(hostHosts)), 0o644)
 }
 
 // mountsEtcHosts: every container gets the managed file unless it mounts

@@ -1,4 +1,4 @@
-package pods
+package criconfig
 
 import (
 	"encoding/json"
@@ -24,8 +24,9 @@ import (
 // path <name>/<restartCount>.log, CRI resources and the oom_score_adj of
 // the pod's QoS class, and labels and annotations that let a restarted agent
 // stop the container without its spec.
-func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, imageRef string, restartCount int32, podIP string) (*runtimeapi.ContainerConfig, error) {
-	env, err := m.containerEnv(pod, c, podIP)
+func (b *Builder) Container(plan *Plan, c *corev1.Container, imageRef string, restartCount int32, podIP string) (*runtimeapi.ContainerConfig, error) {
+	pod := plan.Pod
+	env, err := b.containerEnv(pod, c, podIP)
 	if err != nil {
 		return nil, err
 	}
@@ -37,12 +38,12 @@ func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, imageRef
 		}
 		return out
 	}
-	mounts, err := m.mounts(pod, c, mapping)
+	mounts, err := b.mounts(pod, c, mapping)
 	if err != nil {
 		return nil, err
 	}
 	if mountsEtcHosts(c) {
-		hosts, err := m.hostsFile(pod, podIP)
+		hosts, err := b.hostsFile(pod, podIP)
 		if err != nil {
 			return nil, fmt.Errorf("hosts file: %w", err)
 		}
@@ -50,7 +51,7 @@ func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, imageRef
 	}
 	var messageFile string
 	if c.TerminationMessagePath != "" {
-		if messageFile, err = m.terminationMessageFile(pod, c); err != nil {
+		if messageFile, err = b.host.TerminationMessageFile(pod, c.Name); err != nil {
 			return nil, fmt.Errorf("termination message file: %w", err)
 		}
 		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: c.TerminationMessagePath, HostPath: messageFile})
@@ -63,7 +64,7 @@ func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, imageRef
 	if pod.Spec.TerminationGracePeriodSeconds != nil {
 		grace = *pod.Spec.TerminationGracePeriodSeconds
 	}
-	oomScoreAdj := m.opts.OOMRange.Map(qos.ContainerOOMScoreAdj(pod, c, m.opts.MemoryCapacity, isCritical(pod)))
+	oomScoreAdj := b.opts.OOMRange.Map(qos.ContainerOOMScoreAdj(pod, c, b.opts.MemoryCapacity, isCritical(pod)))
 
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:   &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
@@ -78,7 +79,7 @@ func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, imageRef
 			cri.LabelPodNamespace:  pod.Namespace,
 			cri.LabelPodUID:        string(pod.UID),
 			cri.LabelContainerName: c.Name,
-			cri.LabelManagedBy:     m.opts.NodeName,
+			cri.LabelManagedBy:     b.opts.NodeName,
 		},
 		Annotations: map[string]string{
 			cri.AnnotationContainerHash:            strconv.FormatUint(uint64(containerHash(c)), 16),
@@ -95,7 +96,7 @@ func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, imageRef
 		StdinOnce: c.StdinOnce,
 		Tty:       c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources:       m.containerResources(c, oomScoreAdj),
+			Resources:       b.containerResources(c, oomScoreAdj),
 			SecurityContext: containerSecurityContext(pod, c),
 		},
 	}
@@ -112,9 +113,9 @@ func (m *Manager) containerConfig(pod *corev1.Pod, c *corev1.Container, imageRef
 	return cfg, nil
 }
 
-// specFromAnnotations rebuilds what stopping an orphaned container needs:
+// SpecFromAnnotations rebuilds what stopping an orphaned container needs:
 // its preStop handler and the ports it may name.
-func specFromAnnotations(name string, annotations map[string]string) *corev1.Container {
+func SpecFromAnnotations(name string, annotations map[string]string) *corev1.Container {
 	raw, ok := annotations[cri.AnnotationPreStopHandler]
 	if !ok {
 		return nil
@@ -132,7 +133,7 @@ func specFromAnnotations(name string, annotations map[string]string) *corev1.Con
 
 // containerResources are the kubelet's CRI resources: shares from the cpu
 // request (or limit), CFS quota from the cpu limit, memory limit.
-func (m *Manager) containerResources(c *corev1.Container, oomScoreAdj int) *runtimeapi.LinuxContainerResources {
+func (b *Builder) containerResources(c *corev1.Container, oomScoreAdj int) *runtimeapi.LinuxContainerResources {
 	cpuReq := sat.MilliValue(*c.Resources.Requests.Cpu())
 	cpuLim := sat.MilliValue(*c.Resources.Limits.Cpu())
 	if cpuReq == 0 && cpuLim > 0 {
@@ -143,11 +144,11 @@ func (m *Manager) containerResources(c *corev1.Container, oomScoreAdj int) *runt
 		MemoryLimitInBytes: sat.Value(*c.Resources.Limits.Memory()),
 		OomScoreAdj:        int64(oomScoreAdj),
 	}
-	if m.opts.OOMGroupKill {
+	if b.opts.OOMGroupKill {
 		r.Unified = map[string]string{"memory.oom.group": "1"}
 	}
-	if m.opts.EnforceCPULimits {
-		period := int64(m.opts.CPUPeriod)
+	if b.opts.EnforceCPULimits {
+		period := int64(b.opts.CPUPeriod)
 		if period == 0 {
 			period = cgroups.QuotaPeriod
 		}
@@ -215,22 +216,22 @@ func containerHash(c *corev1.Container) uint32 {
 // containerEnv resolves the container's env in order: literal values
 // (expanded against the variables before them) and the downward API
 // (fieldRef, resourceFieldRef).
-func (m *Manager) containerEnv(pod *corev1.Pod, c *corev1.Container, podIP string) ([]corev1.EnvVar, error) {
+func (b *Builder) containerEnv(pod *corev1.Pod, c *corev1.Container, podIP string) ([]corev1.EnvVar, error) {
 	var out []corev1.EnvVar
 	defined := map[string]string{}
 	for _, e := range c.Env {
-		value := e.Value
+		var value string
 		switch {
 		case e.ValueFrom == nil:
 			value = expand.Vars(e.Value, func(name string) (string, bool) { v, ok := defined[name]; return v, ok })
 		case e.ValueFrom.FieldRef != nil:
-			v, err := m.fieldRef(pod, e.ValueFrom.FieldRef.FieldPath, podIP)
+			v, err := b.fieldRef(pod, e.ValueFrom.FieldRef.FieldPath, podIP)
 			if err != nil {
 				return nil, fmt.Errorf("env %s: %w", e.Name, err)
 			}
 			value = v
 		case e.ValueFrom.ResourceFieldRef != nil:
-			v, err := m.resourceFieldRef(pod, c, e.ValueFrom.ResourceFieldRef)
+			v, err := b.resourceFieldRef(pod, c, e.ValueFrom.ResourceFieldRef)
 			if err != nil {
 				return nil, fmt.Errorf("env %s: %w", e.Name, err)
 			}
@@ -244,7 +245,7 @@ func (m *Manager) containerEnv(pod *corev1.Pod, c *corev1.Container, podIP strin
 	return out, nil
 }
 
-func (m *Manager) fieldRef(pod *corev1.Pod, path, podIP string) (string, error) {
+func (b *Builder) fieldRef(pod *corev1.Pod, path, podIP string) (string, error) {
 	if key, ok := strings.CutPrefix(path, "metadata.labels['"); ok {
 		return pod.Labels[strings.TrimSuffix(key, "']")], nil
 	}
@@ -263,7 +264,7 @@ func (m *Manager) fieldRef(pod *corev1.Pod, path, podIP string) (string, error) 
 	case "spec.serviceAccountName":
 		return pod.Spec.ServiceAccountName, nil
 	case "status.hostIP", "status.hostIPs":
-		return m.opts.NodeIP, nil
+		return b.opts.NodeIP, nil
 	case "status.podIP", "status.podIPs":
 		return podIP, nil
 	}
@@ -272,7 +273,7 @@ func (m *Manager) fieldRef(pod *corev1.Pod, path, podIP string) (string, error) 
 
 // resourceFieldRef renders a limit or request in units of the divisor,
 // rounded up; an unset limit reads as the node's allocatable amount.
-func (m *Manager) resourceFieldRef(pod *corev1.Pod, c *corev1.Container, ref *corev1.ResourceFieldSelector) (string, error) {
+func (b *Builder) resourceFieldRef(pod *corev1.Pod, c *corev1.Container, ref *corev1.ResourceFieldSelector) (string, error) {
 	if ref.ContainerName != "" && ref.ContainerName != c.Name {
 		for i := range pod.Spec.Containers {
 			if pod.Spec.Containers[i].Name == ref.ContainerName {
@@ -287,7 +288,7 @@ func (m *Manager) resourceFieldRef(pod *corev1.Pod, c *corev1.Container, ref *co
 	case "limits":
 		q, ok = c.Resources.Limits[corev1.ResourceName(name)]
 		if !ok {
-			q, ok = m.opts.Allocatable[corev1.ResourceName(name)]
+			q, ok = b.opts.Allocatable[corev1.ResourceName(name)]
 		}
 	case "requests":
 		q, ok = c.Resources.Requests[corev1.ResourceName(name)]

@@ -1,4 +1,4 @@
-package pods
+package criconfig
 
 import (
 	"bufio"
@@ -11,11 +11,10 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/cri"
-	"nodeagent/internal/qos"
 )
 
-// podLogDir is the kubelet's pod log directory: <podLogsDir>/<ns>_<name>_<uid>.
-func podLogDir(root string, pod *corev1.Pod) string {
+// LogDir is the kubelet's pod log directory: <podLogsDir>/<ns>_<name>_<uid>.
+func LogDir(root string, pod *corev1.Pod) string {
 	return filepath.Join(root, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID))
 }
 
@@ -23,7 +22,8 @@ func podLogDir(root string, pod *corev1.Pod) string {
 // with the attempt counter, hostname, log directory, DNS, host port
 // mappings, labels and annotations, the pod cgroup as parent and the
 // namespace options.
-func (m *Manager) sandboxConfig(pod *corev1.Pod, attempt uint32, cgroupParent string) (*runtimeapi.PodSandboxConfig, error) {
+func (b *Builder) Sandbox(plan *Plan, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
+	pod, cgroupParent := plan.Pod, plan.CgroupParent
 	labels := map[string]string{}
 	for k, v := range pod.Labels {
 		labels[k] = v
@@ -31,22 +31,22 @@ func (m *Manager) sandboxConfig(pod *corev1.Pod, attempt uint32, cgroupParent st
 	labels[cri.LabelPodName] = pod.Name
 	labels[cri.LabelPodNamespace] = pod.Namespace
 	labels[cri.LabelPodUID] = string(pod.UID)
-	labels[cri.LabelManagedBy] = m.opts.NodeName
+	labels[cri.LabelManagedBy] = b.opts.NodeName
 
 	annotations := map[string]string{}
 	for k, v := range pod.Annotations {
 		annotations[k] = v
 	}
-	annotations[cri.AnnotationPodQOSClass] = string(qos.Class(pod))
+	annotations[cri.AnnotationPodQOSClass] = string(plan.QOS)
 	annotations[cri.AnnotationPodCgroup] = cgroupParent
 
-	dns, err := m.dnsConfig(pod)
+	dns, err := b.dnsConfig(pod)
 	if err != nil {
 		return nil, err
 	}
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt},
-		LogDirectory: podLogDir(m.opts.PodLogsDir, pod),
+		LogDirectory: LogDir(b.opts.PodLogsDir, pod),
 		DnsConfig:    dns,
 		PortMappings: portMappings(pod),
 		Labels:       labels,
@@ -158,29 +158,29 @@ const (
 // resolv.conf when no clusterDNS is configured, as the kubelet does),
 // Default uses the host's resolv.conf, None only spec.dnsConfig; spec.dnsConfig
 // is merged into all of them.
-func (m *Manager) dnsConfig(pod *corev1.Pod) (*runtimeapi.DNSConfig, error) {
+func (b *Builder) dnsConfig(pod *corev1.Pod) (*runtimeapi.DNSConfig, error) {
 	policy := pod.Spec.DNSPolicy
 	if policy == corev1.DNSClusterFirst && pod.Spec.HostNetwork {
 		policy = corev1.DNSDefault
 	}
-	if (policy == corev1.DNSClusterFirst || policy == corev1.DNSClusterFirstWithHostNet) && len(m.opts.ClusterDNS) == 0 {
+	if (policy == corev1.DNSClusterFirst || policy == corev1.DNSClusterFirstWithHostNet) && len(b.opts.ClusterDNS) == 0 {
 		policy = corev1.DNSDefault
 	}
 	cfg := &runtimeapi.DNSConfig{}
 	switch policy {
 	case corev1.DNSClusterFirst, corev1.DNSClusterFirstWithHostNet:
-		host, err := readResolvConf(m.opts.ResolvConf)
+		host, err := readResolvConf(b.opts.ResolvConf)
 		if err != nil {
 			return nil, err
 		}
-		cfg.Servers = append(cfg.Servers, m.opts.ClusterDNS...)
-		if d := m.opts.ClusterDomain; d != "" {
+		cfg.Servers = append(cfg.Servers, b.opts.ClusterDNS...)
+		if d := b.opts.ClusterDomain; d != "" {
 			cfg.Searches = []string{pod.Namespace + ".svc." + d, "svc." + d, d}
 		}
 		cfg.Searches = append(cfg.Searches, host.Searches...)
 		cfg.Options = []string{"ndots:5"}
 	case corev1.DNSDefault:
-		host, err := readResolvConf(m.opts.ResolvConf)
+		host, err := readResolvConf(b.opts.ResolvConf)
 		if err != nil {
 			return nil, err
 		}

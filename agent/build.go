@@ -1,0 +1,349 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/netutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/agent/events"
+	"nodeagent/agent/images"
+	"nodeagent/agent/logs"
+	"nodeagent/agent/node"
+	"nodeagent/agent/pleg"
+	"nodeagent/agent/pods"
+	"nodeagent/agent/server"
+	"nodeagent/agent/source"
+	"nodeagent/agent/stats"
+	"nodeagent/agent/status"
+	"nodeagent/cgroups"
+	"nodeagent/cri"
+	"nodeagent/eviction"
+	"nodeagent/internal/control"
+	"nodeagent/internal/notify"
+	"nodeagent/internal/version"
+	"nodeagent/probes"
+)
+
+// parts are the agent's components, built in dependency order: each gets
+// what it needs through its constructor.
+type parts struct {
+	nodeIP     string
+	rt         *cri.Client
+	rtStatus   *runtimeapi.StatusResponse
+	mgr        cgroups.Manager
+	tree       *cgroups.Tree
+	cache      *pleg.Cache
+	prober     *probes.Manager
+	manager    *pods.Manager
+	alarm      *eviction.Alarm
+	evictor    *eviction.Manager
+	imageGC    *images.GC
+	rotator    *logs.Rotator
+	files      *source.File
+	store      *status.Store
+	recorder   *events.Recorder
+	nodeStatus *node.Status
+	stats      *stats.Provider // nil without cadvisor
+	metrics    *nodeMetrics
+	api        *served // nil when readOnlyPort is 0
+	control    *served // nil without a control socket
+
+	closers []func() // undo what build did, last first
+}
+
+// served is an HTTP server with the listener it serves.
+type served struct {
+	srv *http.Server
+	l   net.Listener
+}
+
+func (p *parts) close() {
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		p.closers[i]()
+	}
+}
+
+// build sets the node up and builds every component. On error, what was
+// built is in p for close.
+func (a *Agent) build(ctx context.Context) (p *parts, err error) {
+	cfg, log := a.cfg, a.log
+	p = &parts{metrics: newNodeMetrics()}
+	if err := os.MkdirAll(a.opts.RootDir, 0o750); err != nil {
+		return p, fmt.Errorf("root directory: %w (set --root-dir to a directory the agent may create)", err)
+	}
+	// The control socket first: a live one means another agent runs here.
+	if a.opts.ControlSocket != "" {
+		l, err := control.Listen(a.opts.ControlSocket, server.MaxControlConns)
+		if err != nil {
+			return p, err
+		}
+		p.control = &served{l: l}
+		p.closers = append(p.closers, func() { l.Close() })
+	}
+	apiAddr := net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.ReadOnlyPort)))
+	if cfg.ReadOnlyPort > 0 {
+		l, err := net.Listen("tcp", apiAddr)
+		if err != nil {
+			return p, fmt.Errorf("read-only API on %s: %w: another process (a kubelet, another agent) holds the port; stop it, or set readOnlyPort to a free port (0 disables the API)", apiAddr, err)
+		}
+		p.api = &served{l: netutil.LimitListener(l, server.MaxAPIConns)}
+		p.closers = append(p.closers, func() { l.Close() })
+	}
+
+	rt, err := cri.New(cfg.ContainerRuntimeEndpoint, cri.Options{Timeout: cfg.RuntimeRequestTimeout.Duration, Observe: p.metrics.runtimeCall})
+	if err != nil {
+		return p, err
+	}
+	p.rt = rt
+	p.closers = append(p.closers, func() { rt.Close() })
+	ver, err := a.connectRuntime(ctx, p)
+	if err != nil {
+		return p, err
+	}
+
+	machine, err := node.ReadMachine()
+	if err != nil {
+		return p, fmt.Errorf("read machine facts: %w", err)
+	}
+	capacity := machine.Capacity(cfg.MaxPods)
+	allocatable := node.Allocatable(capacity, cfg)
+	nodeIP := node.IP(cfg.Address)
+	p.nodeIP = nodeIP
+	oomRange := node.OOMScoreRange()
+	log.Info(oomRange.String())
+	if err := node.SetOwnOOMScoreAdj(-999); err != nil {
+		log.Info("agent keeps its own oom_score_adj: the host refuses -999", "err", err)
+	}
+	if err := a.buildCgroups(p, capacity); err != nil {
+		return p, err
+	}
+	a.ensureNetwork(ctx, p.rtStatus.Info)
+
+	// One cadvisor reader serves eviction (per-container usage) and stats.
+	cad, err := cgroups.NewCadvisor()
+	if err != nil {
+		log.Warn("no cadvisor stats: eviction messages name pods only, pid pressure evicts nobody, no /stats/summary, /metrics/resource or /metrics/cadvisor", "err", err)
+	}
+	thresholds, signals, err := a.evictionSignals(ctx, p, machine, capacity)
+	if err != nil {
+		return p, err
+	}
+
+	p.store = status.NewStore()
+	p.recorder = events.NewRecorder(a.opts.Clock, a.opts.NodeName, events.DefaultCapacity)
+	pressure := eviction.NewPressure(cfg.EvictionPressureTransitionPeriod.Duration, a.opts.Clock)
+	p.nodeStatus = node.NewStatus(node.Facts{
+		Name: a.opts.NodeName, IP: nodeIP, Version: "nodeagent/" + version.Version, RuntimeVersion: ver.RuntimeName + "://" + ver.RuntimeVersion,
+		Machine: machine, Capacity: capacity, Allocatable: allocatable, Pressure: pressure.Conditions,
+		Annotations: map[string]string{
+			node.AnnotationCgroupVersion: "v" + strconv.Itoa(p.mgr.Version()),
+			node.AnnotationCgroupDriver:  cfg.Driver(),
+			node.AnnotationCgroupRoot:    p.mgr.Path(p.tree.Kubepods()),
+		},
+	})
+
+	changes := pods.Changes{Runtime: notify.NewSet[types.UID](), Probes: notify.NewSet[pods.ProbeChange]()}
+	p.cache = pleg.New(rt, a.opts.NodeName, a.opts.Clock, log.With("component", "pleg"), changes.Runtime.Add)
+	p.cache.RelistObserved = func(d time.Duration) { p.metrics.relist.Observe(d.Seconds()) }
+	hooks := probes.NewHandlers(rt)
+	p.prober = probes.NewManager(probes.Options{
+		Clock: a.opts.Clock, Handlers: hooks, StateDir: filepath.Join(a.opts.RootDir, "probes"),
+		Changed: func(uid types.UID, kind probes.Kind) { changes.Probes.Add(pods.ProbeChange{UID: uid, Kind: kind}) },
+		Event: func(pod *corev1.Pod, container, eventType, reason, message string) {
+			p.recorder.Event(events.PodRef(pod, container), eventType, reason, message)
+		},
+		Log: log.With("component", "probes"),
+	})
+	p.manager = pods.NewManager(pods.Options{
+		NodeName:          a.opts.NodeName,
+		NodeIP:            nodeIP,
+		RuntimeName:       ver.RuntimeName,
+		PodLogsDir:        cfg.PodLogsDir,
+		RootDir:           a.opts.RootDir,
+		MaxPods:           int(cfg.MaxPods),
+		Allocatable:       allocatable,
+		MemoryCapacity:    machine.MemoryBytes,
+		OOMRange:          oomRange,
+		EnforceCPULimits:  cfg.EnforceCPULimits(),
+		CPUPeriod:         cfg.CPUPeriodMicros(),
+		ClusterDNS:        cfg.ClusterDNS,
+		ClusterDomain:     cfg.ClusterDomain,
+		ResolvConf:        cfg.ResolvConf(),
+		MaxRestartBackOff: cfg.MaxRestartBackOff(),
+		OOMGroupKill:      p.mgr.Version() == 2 && (cfg.SingleProcessOOMKill == nil || !*cfg.SingleProcessOOMKill),
+	}, pods.Deps{Runtime: rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
+		Probes: p.prober, Hooks: hooks, Pressure: pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,
+		PodStarted: p.metrics.podStarted,
+	})
+
+	high, low := cfg.ImageGCThresholds()
+	p.imageGC = images.NewGC(rt, images.Policy{HighThresholdPercent: high, LowThresholdPercent: low, MinAge: cfg.ImageMinimumGCAge.Duration},
+		sandboxImage(p.rtStatus.Info), a.opts.Clock, log.With("component", "images"))
+	p.rotator = logs.NewRotator(rt, p.cache, cfg.LogMaxSize(), cfg.LogMaxFiles(), a.opts.Clock, log.With("component", "logs"))
+	p.evictor = eviction.NewManager(eviction.Options{
+		Thresholds: thresholds, MaxPodGracePeriod: int64(cfg.EvictionMaxPodGracePeriod),
+		Pressure: pressure, Alarm: p.alarm, Ranking: eviction.Ranking(a.opts.EvictionRanking),
+		Clock: a.opts.Clock, Log: log.With("component", "eviction"),
+		Event: func(eventType, reason, message string) {
+			p.recorder.Event(p.recorder.NodeRef(), eventType, reason, message)
+		},
+		Reclaim: p.reclaim,
+	}, signals, p.manager, eviction.NewHostUsage(ctx, rt, p.tree, cad, p.cache.ContainerNames, a.opts.RootDir, cfg.PodLogsDir))
+
+	if err := p.cache.Relist(ctx); err != nil {
+		return p, fmt.Errorf("list the runtime's pods: %w", err)
+	}
+	a.updateNodeStatus(ctx, p)
+	p.files = source.NewFile(cfg.StaticPodPath, a.opts.NodeName, cfg.FileCheckFrequency.Duration, log.With("component", "source"))
+	if cad != nil {
+		p.stats = &stats.Provider{
+			NodeName: a.opts.NodeName, Tree: p.tree, Pods: p.store.List, RootDir: a.opts.RootDir, LogsDir: cfg.PodLogsDir,
+			MemoryCapacity: machine.MemoryBytes, PIDMax: machine.PIDMax, DefaultInterface: machine.DefaultInterface, BootTime: machine.BootTime,
+			KernelVersion: machine.KernelVersion, Cadvisor: cad,
+			ContainerStats: func(ctx context.Context) ([]*runtimeapi.ContainerStats, error) {
+				return rt.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
+			},
+			ImageFs: rt.ImageFsInfo,
+		}
+	}
+	a.buildServers(p, apiAddr)
+	return p, nil
+}
+
+// connectRuntime checks that the runtime answers and is ready.
+func (a *Agent) connectRuntime(ctx context.Context, p *parts) (*runtimeapi.VersionResponse, error) {
+	ver, err := p.rt.Version(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if p.rtStatus, err = p.rt.Status(ctx, true); err != nil {
+		return nil, err
+	}
+	endpoint := a.cfg.ContainerRuntimeEndpoint
+	if c := cri.Condition(p.rtStatus.Status, "RuntimeReady"); c == nil || !c.Status {
+		return nil, fmt.Errorf("container runtime at %s is not ready: %s", endpoint, conditionText(c))
+	}
+	a.log.Info("connected to container runtime", "endpoint", endpoint, "runtime", ver.RuntimeName, "version", ver.RuntimeVersion, "cri", ver.RuntimeApiVersion)
+	return ver, nil
+}
+
+// buildCgroups makes the QoS cgroup tree, with the runtime's driver.
+func (a *Agent) buildCgroups(p *parts, capacity corev1.ResourceList) error {
+	cfg := a.cfg
+	if err := checkDriverAgreement(cfg.Driver(), p.rtStatus.Info); err != nil {
+		return err
+	}
+	mgr, err := cgroups.NewManager(cfg.CgroupDriver)
+	if err != nil {
+		return err
+	}
+	p.mgr = mgr
+	p.tree = cgroups.NewTree(mgr, cgroups.TreeConfig{
+		Root:        cgroups.ParseCgroupfs(cfg.CgroupRoot),
+		PerQOS:      cfg.PerQOS(),
+		Pod:         cgroups.PodOptions{EnforceCPULimits: cfg.EnforceCPULimits(), CPUPeriod: cfg.CPUPeriodMicros(), PidsLimit: cfg.PodPids()},
+		Allocatable: cgroups.NodeAllocatableConfig(capacity, cfg.Reserved(), cfg.EnforcePods()),
+	})
+	if err := p.tree.SyncQoS(nil); err != nil {
+		// One line: the first failure says it (the others repeat it for the
+		// QoS cgroups below).
+		if joined, ok := err.(interface{ Unwrap() []error }); ok && len(joined.Unwrap()) > 0 {
+			err = joined.Unwrap()[0]
+		}
+		return fmt.Errorf("cannot write the QoS cgroups under cgroupRoot %q (%s): %w; run nodeagent as root with %s writable, or set cgroupRoot to a cgroup it may create",
+			cfg.CgroupRoot, mgr.Path(p.tree.Kubepods()), err, cgroups.DefaultMountpoint)
+	}
+	a.log.Info("QoS cgroup tree ready", "cgroups", "v"+strconv.Itoa(mgr.Version()), "kubepods", mgr.Path(p.tree.Kubepods()))
+	return nil
+}
+
+// evictionSignals checks the thresholds against what the node has and
+// arms the kernel notifications that ring the eviction alarm.
+func (a *Agent) evictionSignals(ctx context.Context, p *parts, machine node.Machine, capacity corev1.ResourceList) ([]eviction.Threshold, *eviction.HostSource, error) {
+	cfg := a.cfg
+	thresholds, err := cfg.EvictionThresholds()
+	if err != nil {
+		return nil, nil, err
+	}
+	podsMemory := machine.MemoryBytes
+	if rc := cgroups.NodeAllocatableConfig(capacity, cfg.Reserved(), cfg.EnforcePods()); rc != nil && rc.Memory != nil {
+		podsMemory = *rc.Memory
+	}
+	signals := func() *eviction.HostSource {
+		return &eviction.HostSource{
+			Cgroups: p.mgr, Kubepods: p.tree.Kubepods(), MemoryCapacity: machine.MemoryBytes, MemoryAllocatable: podsMemory,
+			NodeFsPath: a.opts.RootDir, ImageFs: eviction.RuntimeImageFs(p.rt), PIDMax: machine.PIDMax, Now: a.opts.Clock.Now,
+		}
+	}
+	// The capacities come from a reading that arms nothing: a refused
+	// threshold leaves no memcg line or memory.high behind.
+	first, err := signals().Observe(ctx)
+	if err != nil {
+		a.log.Warn("some eviction signals cannot be read; thresholds on them are not acted on", "err", err)
+	}
+	capacities := map[eviction.Signal]int64{}
+	for sig, o := range first {
+		capacities[sig] = o.Capacity
+	}
+	if err := eviction.CheckAgainstCapacity(thresholds, capacities); err != nil {
+		return nil, nil, fmt.Errorf("eviction thresholds refused: %w", err)
+	}
+	p.alarm = eviction.NewAlarm()
+	host := signals()
+	host.Thresholds = thresholds
+	host.Memcg = eviction.NewMemcgThresholds(p.alarm.Ring)
+	p.closers = append(p.closers, host.Memcg.Close)
+	wires, stop := eviction.WatchMemoryPressure(p.mgr, p.tree.Kubepods(), p.alarm, a.log)
+	host.Tripwires = wires
+	p.closers = append(p.closers, stop)
+	return thresholds, host, nil
+}
+
+// reclaim frees node resources before a disk eviction, in the kubelet's
+// order: dead containers, then unused images (which the removed
+// containers may have been holding).
+func (p *parts) reclaim(ctx context.Context, _ eviction.Signal) string {
+	var did []string
+	containers, err := p.manager.ReclaimContainers(ctx)
+	did = append(did, fmt.Sprintf("removed %d dead containers", containers))
+	if err != nil {
+		did = append(did, "container garbage collection failed: "+err.Error())
+	}
+	images, err := p.imageGC.DeleteUnused(ctx)
+	did = append(did, fmt.Sprintf("removed %d unused images", len(images)))
+	if err != nil {
+		did = append(did, "image garbage collection failed: "+err.Error())
+	}
+	return strings.Join(did, "; ")
+}
+
+// onKernelOOM records a kernel OOM kill: a metric, a node event naming
+// the pod, and an eviction round (a kill is the strongest pressure signal
+// there is).
+func (a *Agent) onKernelOOM(p *parts) func(eviction.OOMKill) {
+	return func(k eviction.OOMKill) {
+		p.metrics.kernelOOMKills.WithLabelValues(k.Constraint).Inc()
+		// The admitted pod, not only a published status: a container killed
+		// as it starts can go before its pod's first status.
+		podOf := func(uid types.UID) (*corev1.Pod, bool) {
+			if pod, ok := p.manager.Pod(uid); ok {
+				return pod, true
+			}
+			return p.store.Get(uid)
+		}
+		p.recorder.Event(p.recorder.NodeRef(), corev1.EventTypeWarning, "OOMKilling", eviction.OOMMessage(k, podOf))
+		a.log.Warn("kernel OOM killer", "process", k.Process, "pid", k.PID, "cgroup", k.TaskMemcg, "limit_of", k.OOMMemcg, "constraint", k.Constraint)
+		p.alarm.Ring(k.Seen, eviction.WokenByKernelOOM)
+	}
+}

@@ -1,0 +1,306 @@
+package criconfig
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/cri"
+	"nodeagent/internal/qos"
+	"nodeagent/probes"
+)
+
+// fakeHost hands out paths under a temporary directory and records what it
+// was asked to make.
+type fakeHost struct {
+	dir   string
+	made  []string
+	hosts map[string]string // pod UID -> hosts file content
+}
+
+func (h *fakeHost) EmptyDir(pod *corev1.Pod, v *corev1.Volume) (string, error) {
+	h.made = append(h.made, "emptyDir "+v.Name)
+	return filepath.Join(h.dir, string(pod.UID), "volumes", v.Name), nil
+}
+
+func (h *fakeHost) HostPath(v *corev1.HostPathVolumeSource) (string, error) {
+	h.made = append(h.made, "hostPath "+v.Path)
+	return v.Path, nil
+}
+
+func (h *fakeHost) SubPath(pod *corev1.Pod, volume, container string, index int, volumePath, sub string) (string, error) {
+	h.made = append(h.made, "subPath "+volumePath+" "+sub)
+	return filepath.Join(h.dir, string(pod.UID), "subpaths", volume, container), nil
+}
+
+func (h *fakeHost) HostsFile(pod *corev1.Pod, content []byte) (string, error) {
+	h.hosts[string(pod.UID)] = string(content)
+	return filepath.Join(h.dir, string(pod.UID), "etc-hosts"), nil
+}
+
+func (h *fakeHost) TerminationMessageFile(pod *corev1.Pod, container string) (string, error) {
+	h.made = append(h.made, "termination "+container)
+	return filepath.Join(h.dir, string(pod.UID), "containers", container, "msg"), nil
+}
+
+func testBuilder(t testing.TB, opts Options) (*Builder, *fakeHost) {
+	if opts.NodeName == "" {
+		opts.NodeName = "node"
+	}
+	host := &fakeHost{dir: t.TempDir(), hosts: map[string]string{}}
+	return New(opts, host), host
+}
+
+func testPod(policy corev1.RestartPolicy, names ...string) *corev1.Pod {
+	pod := &corev1.Pod{}
+	pod.Name, pod.Namespace, pod.UID = "p-node", "default", "uid1"
+	pod.Spec.RestartPolicy = policy
+	pod.Spec.DNSPolicy = corev1.DNSClusterFirst // the API default: pods reach the builder defaulted
+	for _, n := range names {
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: n, Image: "img"})
+	}
+	return pod
+}
+
+func TestDNSConfig(t *testing.T) {
+	resolv := filepath.Join(t.TempDir(), "resolv.conf")
+	os.WriteFile(resolv, []byte("# comment\nnameserver 192.0.2.53\nsearch corp.example\noptions edns0\n"), 0o644)
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+
+	pod.Spec.DNSPolicy = corev1.DNSClusterFirst
+	b, _ := testBuilder(t, Options{ResolvConf: resolv})
+	cfg, err := b.dnsConfig(pod)
+	if err != nil || strings.Join(cfg.Servers, ",") != "192.0.2.53" || strings.Join(cfg.Options, ",") != "edns0" {
+		t.Errorf("ClusterFirst without clusterDNS falls back to the host: %+v %v", cfg, err)
+	}
+	b, _ = testBuilder(t, Options{ResolvConf: resolv, ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local"})
+	cfg, _ = b.dnsConfig(pod)
+	if strings.Join(cfg.Servers, ",") != "10.96.0.10" || strings.Join(cfg.Searches, ",") != "default.svc.cluster.local,svc.cluster.local,cluster.local,corp.example" || strings.Join(cfg.Options, ",") != "ndots:5" {
+		t.Errorf("ClusterFirst: %+v", cfg)
+	}
+	pod.Spec.DNSPolicy = corev1.DNSNone
+	two := "2"
+	pod.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"1.1.1.1"}, Searches: []string{"a.example"}, Options: []corev1.PodDNSConfigOption{{Name: "ndots", Value: &two}}}
+	cfg, _ = b.dnsConfig(pod)
+	if strings.Join(cfg.Servers, ",") != "1.1.1.1" || strings.Join(cfg.Searches, ",") != "a.example" || strings.Join(cfg.Options, ",") != "ndots:2" {
+		t.Errorf("None: %+v", cfg)
+	}
+	pod.Spec.DNSPolicy = corev1.DNSDefault
+	pod.Spec.DNSConfig = &corev1.PodDNSConfig{Options: []corev1.PodDNSConfigOption{{Name: "edns0"}, {Name: "ndots", Value: &two}}}
+	cfg, _ = b.dnsConfig(pod)
+	if strings.Join(cfg.Options, ",") != "edns0,ndots:2" {
+		t.Errorf("Default merged options: %+v", cfg.Options)
+	}
+	b, _ = testBuilder(t, Options{ResolvConf: "/nonexistent/resolv.conf"})
+	if _, err := b.dnsConfig(pod); err == nil || !strings.Contains(err.Error(), "/nonexistent/resolv.conf") {
+		t.Errorf("missing resolv.conf: %v", err)
+	}
+}
+
+func TestContainerConfig(t *testing.T) {
+	b, host := testBuilder(t, Options{NodeName: "n1", NodeIP: "192.0.2.1", MemoryCapacity: 16 << 30, OOMRange: qos.OOMScoreRange{Min: 0}, EnforceCPULimits: true, CPUPeriod: 100000})
+	pod := testPod(corev1.RestartPolicyAlways, "web")
+	pod.Labels = map[string]string{"app": "web"}
+	c := &pod.Spec.Containers[0]
+	c.TerminationMessagePath = "/dev/termination-log"
+	c.Command = []string{"sh", "-c", "echo $(GREETING) from $(POD) at $(IP)"}
+	c.Env = []corev1.EnvVar{
+		{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: "IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+		{Name: "GREETING", Value: "hi-$(POD)"},
+		{Name: "APP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['app']"}}},
+		{Name: "MEM", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory", Divisor: resource.MustParse("1Mi")}}},
+	}
+	c.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	c.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("2Gi")}
+
+	cfg, err := b.Container(NewPlan(pod, ""), c, "sha256:img", 3, "10.88.0.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, kv := range cfg.Envs {
+		env[kv.Key] = kv.Value
+	}
+	if env["POD"] != "p-node" || env["IP"] != "10.88.0.7" || env["GREETING"] != "hi-p-node" || env["APP"] != "web" || env["MEM"] != "2048" {
+		t.Errorf("env = %v", env)
+	}
+	if got := strings.Join(cfg.Command, " "); got != "sh -c echo hi-p-node from p-node at 10.88.0.7" {
+		t.Errorf("command = %q", got)
+	}
+	r := cfg.Linux.Resources
+	// Burstable with a 1Gi request on 16Gi: 1000 - 62 = 938, allowed as is.
+	if r.CpuShares != 256 || r.CpuQuota != 50000 || r.CpuPeriod != 100000 || r.MemoryLimitInBytes != 2<<30 || r.OomScoreAdj != 938 {
+		t.Errorf("resources = %+v", r)
+	}
+	if cfg.LogPath != "web/3.log" || cfg.Metadata.Attempt != 3 || cfg.Image.Image != "sha256:img" || cfg.Image.UserSpecifiedImage != "img" {
+		t.Errorf("log path %q attempt %d image %+v", cfg.LogPath, cfg.Metadata.Attempt, cfg.Image)
+	}
+	var message *runtimeapi.Mount
+	for _, mnt := range cfg.Mounts {
+		if mnt.ContainerPath == "/dev/termination-log" {
+			message = mnt
+		}
+	}
+	if message == nil || cfg.Annotations[cri.AnnotationTerminationMessageFile] != message.HostPath {
+		t.Fatalf("termination message file not mounted: %+v", cfg.Mounts)
+	}
+	if message.HostPath != filepath.Join(host.dir, "uid1", "containers", "web", "msg") {
+		t.Errorf("message file %s is not the one the host made", message.HostPath)
+	}
+	if !strings.Contains(host.hosts["uid1"], "10.88.0.7\tp-node\n") {
+		t.Errorf("hosts file handed to the host:\n%s", host.hosts["uid1"])
+	}
+	if cfg.Labels[cri.LabelManagedBy] != "n1" || cfg.Labels[cri.LabelPodUID] != "uid1" || cfg.Annotations[cri.AnnotationRestartCount] != "3" {
+		t.Errorf("labels %v annotations %v", cfg.Labels, cfg.Annotations)
+	}
+
+	if r.Unified != nil {
+		t.Errorf("memory.oom.group set without OOMGroupKill: %v", r.Unified)
+	}
+	b.opts.OOMGroupKill = true
+	if cfg, _ := b.Container(NewPlan(pod, ""), c, "sha256:img", 0, ""); cfg.Linux.Resources.Unified["memory.oom.group"] != "1" {
+		t.Errorf("unified %v: want memory.oom.group=1 on cgroup v2", cfg.Linux.Resources.Unified)
+	}
+	b.opts.OOMGroupKill = false
+
+	// Guaranteed on a host that refuses negative scores gets the floor.
+	c.Resources.Requests = c.Resources.Limits.DeepCopy()
+	cfg, _ = b.Container(NewPlan(pod, ""), c, "sha256:img", 0, "")
+	if cfg.Linux.Resources.OomScoreAdj != 0 {
+		t.Errorf("guaranteed oom_score_adj %d, want 0 (host floor)", cfg.Linux.Resources.OomScoreAdj)
+	}
+}
+
+func TestSandboxConfig(t *testing.T) {
+	b, _ := testBuilder(t, Options{NodeName: "n1", PodLogsDir: "/var/log/pods"})
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.DNSPolicy = corev1.DNSNone
+	pod.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"1.1.1.1"}}
+	pod.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080, Protocol: corev1.ProtocolTCP}, {ContainerPort: 81}}
+	cfg, err := b.Sandbox(NewPlan(pod, "/kubepods/besteffort/poduid1"), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Metadata.Attempt != 2 || cfg.Hostname != "p-node" || cfg.LogDirectory != "/var/log/pods/default_p-node_uid1" || cfg.Linux.CgroupParent != "/kubepods/besteffort/poduid1" {
+		t.Errorf("sandbox config %+v", cfg)
+	}
+	if len(cfg.PortMappings) != 1 || cfg.PortMappings[0].HostPort != 8080 || cfg.PortMappings[0].ContainerPort != 80 {
+		t.Errorf("port mappings %+v", cfg.PortMappings)
+	}
+	if cfg.Labels[cri.LabelPodName] != "p-node" || cfg.Labels[cri.LabelManagedBy] != "n1" {
+		t.Errorf("labels %v", cfg.Labels)
+	}
+	pod.Spec.HostNetwork = true
+	cfg, _ = b.Sandbox(NewPlan(pod, ""), 0)
+	if cfg.Hostname != "" || cfg.Linux.SecurityContext.NamespaceOptions.Network != runtimeapi.NamespaceMode_NODE {
+		t.Errorf("hostNetwork: hostname %q ns %v", cfg.Hostname, cfg.Linux.SecurityContext.NamespaceOptions)
+	}
+	long := testPod(corev1.RestartPolicyAlways, "a")
+	long.Name = strings.Repeat("a", 62) + "-b"
+	if h := podHostname(long); len(h) != 62 || strings.HasSuffix(h, "-") {
+		t.Errorf("hostname %q must be cut to 63 without a trailing '-'", h)
+	}
+}
+
+func TestHostsFile(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.HostAliases = []corev1.HostAlias{{IP: "192.0.2.10", Hostnames: []string{"db", "db.local"}}}
+	got := string(hostsFileContent(pod, "10.88.0.5", ""))
+	for _, want := range []string{"# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n", "10.88.0.5\tp-node\n", "\n# Entries added by HostAliases.\n192.0.2.10\tdb\tdb.local\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("hosts file lacks %q:\n%s", want, got)
+		}
+	}
+	pod.Spec.HostNetwork = true
+	got = string(hostsFileContent(pod, "", "127.0.0.1 localhost myhost"))
+	if !strings.HasPrefix(got, "# Kubernetes-managed hosts file (host network).\n127.0.0.1 localhost myhost\n") || strings.Contains(got, "ip6-allnodes") {
+		t.Errorf("host network hosts file:\n%s", got)
+	}
+	if mountsEtcHosts(&corev1.Container{VolumeMounts: []corev1.VolumeMount{{MountPath: "/etc/hosts/"}}}) {
+		t.Error("a container mounting its own /etc/hosts must keep it")
+	}
+}
+
+func TestPreStopTravelsWithTheContainer(t *testing.T) {
+	b, _ := testBuilder(t, Options{})
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	c := &pod.Spec.Containers[0]
+	c.Ports = []corev1.ContainerPort{{Name: "web", ContainerPort: 8080}}
+	c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/bye", Port: intstr.FromString("web")}}}
+	cfg, err := b.Container(NewPlan(pod, ""), c, "img", 0, "10.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cfg.Annotations[cri.AnnotationPreStopHandler]; !ok {
+		t.Fatal("no preStop annotation")
+	}
+	got := SpecFromAnnotations("a", cfg.Annotations)
+	if got == nil || got.Lifecycle.PreStop.HTTPGet.Path != "/bye" {
+		t.Fatalf("rebuilt spec %+v", got)
+	}
+	if port, err := probes.ResolvePort(got.Lifecycle.PreStop.HTTPGet.Port, got); err != nil || port != 8080 {
+		t.Errorf("named port from the annotations: %d %v", port, err)
+	}
+	if SpecFromAnnotations("a", map[string]string{}) != nil {
+		t.Error("a container without a preStop annotation has no hook")
+	}
+}
+
+func TestVolumeMountsAreMadeByTheHost(t *testing.T) {
+	b, host := testBuilder(t, Options{})
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	dirOrCreate := corev1.HostPathDirectoryOrCreate
+	pod.Spec.Volumes = []corev1.Volume{
+		{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/srv/data", Type: &dirOrCreate}}},
+	}
+	c := &pod.Spec.Containers[0]
+	c.Env = []corev1.EnvVar{{Name: "SHARD", Value: "s1"}}
+	c.VolumeMounts = []corev1.VolumeMount{
+		{Name: "cache", MountPath: "/cache"},
+		{Name: "data", MountPath: "/data", ReadOnly: true, SubPathExpr: "shards/$(SHARD)"},
+	}
+	cfg, err := b.Container(NewPlan(pod, ""), c, "img", 0, "10.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"emptyDir cache", "hostPath /srv/data", "subPath /srv/data shards/s1"}
+	if strings.Join(host.made, ",") != strings.Join(want, ",") {
+		t.Errorf("host made %q, want %q", host.made, want)
+	}
+	mounts := map[string]*runtimeapi.Mount{}
+	for _, m := range cfg.Mounts {
+		mounts[m.ContainerPath] = m
+	}
+	if m := mounts["/data"]; m == nil || !m.Readonly || m.HostPath != filepath.Join(host.dir, "uid1", "subpaths", "data", "a") {
+		t.Errorf("/data mount %+v: want the host's subPath target, read-only", m)
+	}
+	if mounts["/etc/hosts"] == nil {
+		t.Error("no managed /etc/hosts mount")
+	}
+
+	c.VolumeMounts[1].SubPathExpr = "$(SHARD)/../../etc"
+	if _, err := b.Container(NewPlan(pod, ""), c, "img", 0, ""); err == nil || !strings.Contains(err.Error(), "subPathExpr") {
+		t.Errorf("a subPathExpr expanding to a path with .. must be refused, got %v", err)
+	}
+}
+
+func TestPlanCarriesTheQOSClass(t *testing.T) {
+	b, _ := testBuilder(t, Options{})
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.DNSPolicy = corev1.DNSNone
+	cfg, err := b.Sandbox(NewPlan(pod, "/kubepods/besteffort/poduid1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Annotations[cri.AnnotationPodQOSClass] != "BestEffort" || cfg.Annotations[cri.AnnotationPodCgroup] != "/kubepods/besteffort/poduid1" {
+		t.Errorf("annotations %v", cfg.Annotations)
+	}
+}

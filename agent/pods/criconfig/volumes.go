@@ -1,0 +1,55 @@
+package criconfig
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/agent/source"
+	"nodeagent/internal/expand"
+)
+
+// mounts resolves the container's volume mounts to host paths, which the
+// Host makes. A subPathExpr is expanded with the container's environment
+// and checked as a subPath is; the Host binds subPaths.
+func (b *Builder) mounts(pod *corev1.Pod, c *corev1.Container, env func(string) (string, bool)) ([]*runtimeapi.Mount, error) {
+	var out []*runtimeapi.Mount
+	for i, vm := range c.VolumeMounts {
+		var host string
+		for _, v := range pod.Spec.Volumes {
+			if v.Name != vm.Name {
+				continue
+			}
+			var err error
+			switch {
+			case v.EmptyDir != nil:
+				host, err = b.host.EmptyDir(pod, &v)
+			case v.HostPath != nil:
+				host, err = b.host.HostPath(v.HostPath)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("volume %s: %w", v.Name, err)
+			}
+		}
+		if host == "" {
+			return nil, fmt.Errorf("volume %s not found", vm.Name)
+		}
+		sub := vm.SubPath
+		if vm.SubPathExpr != "" {
+			sub = expand.Vars(vm.SubPathExpr, env)
+			if err := source.CheckSubPath(sub); err != nil {
+				return nil, fmt.Errorf("volumeMounts[%d].subPathExpr %q expands to %q, which %w", i, vm.SubPathExpr, sub, err)
+			}
+		}
+		if sub != "" {
+			target, err := b.host.SubPath(pod, vm.Name, c.Name, i, host, sub)
+			if err != nil {
+				return nil, fmt.Errorf("volume %s: %w", vm.Name, err)
+			}
+			host = target
+		}
+		out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly})
+	}
+	return out, nil
+}

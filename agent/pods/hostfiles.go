@@ -1,0 +1,77 @@
+package pods
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// nodeFiles makes what pods' configs point at, under <root>/pods/<uid> in
+// the kubelet's layout (criconfig.Host).
+type nodeFiles struct{ root string }
+
+func (f nodeFiles) podDir(uid types.UID) string { return filepath.Join(f.root, "pods", string(uid)) }
+
+// EmptyDir creates the volume's directory, a tmpfs for medium Memory.
+func (f nodeFiles) EmptyDir(pod *corev1.Pod, v *corev1.Volume) (string, error) {
+	dir := filepath.Join(f.podDir(pod.UID), "volumes", "kubernetes.io~empty-dir", v.Name)
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return "", err
+	}
+	if v.EmptyDir.Medium == corev1.StorageMediumMemory {
+		if err := mountTmpfs(dir, v.EmptyDir.SizeLimit); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// HostPath creates a DirectoryOrCreate path.
+func (nodeFiles) HostPath(v *corev1.HostPathVolumeSource) (string, error) {
+	if v.Type != nil && *v.Type == corev1.HostPathDirectoryOrCreate {
+		if err := os.MkdirAll(v.Path, 0o755); err != nil {
+			return "", err
+		}
+	}
+	return v.Path, nil
+}
+
+// SubPath binds sub at <pod dir>/volume-subpaths/<volume>/<container>/<index>.
+func (f nodeFiles) SubPath(pod *corev1.Pod, volume, container string, index int, volumePath, sub string) (string, error) {
+	target := filepath.Join(f.podDir(pod.UID), "volume-subpaths", volume, container, strconv.Itoa(index))
+	return target, bindSubPath(volumePath, sub, target)
+}
+
+// HostsFile writes <pod dir>/etc-hosts.
+func (f nodeFiles) HostsFile(pod *corev1.Pod, content []byte) (string, error) {
+	dir := f.podDir(pod.UID)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	file := filepath.Join(dir, "etc-hosts")
+	return file, os.WriteFile(file, content, 0o644)
+}
+
+// TerminationMessageFile creates the host file the kubelet mounts at a
+// container's terminationMessagePath: under the pod's directory, with a
+// random name, writable by any user the container runs as.
+func (f nodeFiles) TerminationMessageFile(pod *corev1.Pod, container string) (string, error) {
+	dir := filepath.Join(f.podDir(pod.UID), "containers", container)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	b := make([]byte, 4)
+	rand.Read(b)
+	file := filepath.Join(dir, hex.EncodeToString(b))
+	out, err := os.Create(file)
+	if err != nil {
+		return "", err
+	}
+	out.Close()
+	return file, os.Chmod(file, 0o666)
+}

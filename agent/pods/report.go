@@ -1,0 +1,128 @@
+package pods
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/agent/pleg"
+	"nodeagent/probes"
+)
+
+// publish computes the pod's status and stores it, logging transitions.
+func (w *worker) publish(rt *pleg.PodRuntime) {
+	pod := w.pod.DeepCopy()
+	var previous corev1.PodStatus
+	if old, ok := w.m.store.Get(w.uid); ok {
+		previous = old.Status
+	}
+	w.readTerminationMessages(rt)
+	pod.Status = computeStatus(statusInput{
+		pod: w.pod, rt: rt, waiting: w.waiting, messages: w.messages, oomKilled: w.oomKilled, previous: previous, terminal: w.failed,
+		hostIP: w.m.opts.NodeIP, runtimeName: w.m.opts.RuntimeName, startTime: w.startTime, now: w.m.clock.Now(), probes: w.m.probes,
+	})
+	w.m.store.Set(pod)
+	w.appsExited = appsDone(pod, pod.Status.ContainerStatuses)
+	w.reportStart(&pod.Status)
+	w.reportContainers(rt, w.isTerminating())
+	if pod.Status.Phase != w.lastPhase || pod.Status.PodIP != w.lastIP {
+		ready := 0
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Ready {
+				ready++
+			}
+		}
+		w.log.Info("pod status", "phase", pod.Status.Phase, "ip", pod.Status.PodIP, "qos", pod.Status.QOSClass,
+			"ready", fmt.Sprintf("%d/%d", ready, len(pod.Spec.Containers)))
+		w.lastPhase, w.lastIP = pod.Status.Phase, pod.Status.PodIP
+	}
+}
+
+// reportStart measures the pod's start the first time all its containers
+// run, as the kubelet's pod start metrics do.
+func (w *worker) reportStart(st *corev1.PodStatus) {
+	if w.startReported || w.m.podStarted == nil || st.Phase != corev1.PodRunning {
+		return
+	}
+	for _, cs := range st.ContainerStatuses {
+		if cs.State.Running == nil {
+			return
+		}
+	}
+	w.startReported = true
+	total := w.m.clock.Since(w.seen)
+	sli := total - w.pulling
+	for _, cs := range st.InitContainerStatuses {
+		if t := cs.State.Terminated; t != nil && !t.StartedAt.IsZero() {
+			sli -= t.FinishedAt.Sub(t.StartedAt.Time)
+		}
+	}
+	w.m.podStarted(total, max(sli, 0))
+}
+
+// reportContainers tells the probe manager the newest container of each
+// name, so probes follow restarts.
+func (w *worker) reportContainers(rt *pleg.PodRuntime, terminating bool) {
+	if w.pod == nil {
+		return
+	}
+	var states []probes.ContainerState
+	for _, list := range [][]corev1.Container{w.pod.Spec.InitContainers, w.pod.Spec.Containers} {
+		for _, c := range list {
+			recs := rt.ContainersNamed(c.Name)
+			if len(recs) == 0 {
+				continue
+			}
+			states = append(states, probes.ContainerState{Name: c.Name, ID: recs[0].Id,
+				Running:   recs[0].State == runtimeapi.ContainerState_CONTAINER_RUNNING,
+				StartedAt: time.Unix(0, recs[0].StartedAt)})
+		}
+	}
+	podIP := ""
+	if sb := rt.LatestSandbox(); sb != nil && sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+		podIP = sb.GetNetwork().GetIp()
+	}
+	w.m.probes.UpdatePod(w.uid, w.targetIP(podIP), terminating, states)
+}
+
+// readTerminationMessages reads each exited container's message once and
+// forgets those of containers that are gone.
+func (w *worker) readTerminationMessages(rt *pleg.PodRuntime) {
+	present := map[string]bool{}
+	for _, c := range rt.GetContainers() {
+		present[c.Id] = true
+		if _, done := w.messages[c.Id]; !done && c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+			w.messages[c.Id] = terminationMessage(c)
+			w.confirmOOMKill(c)
+		}
+	}
+	for id := range w.messages {
+		if !present[id] {
+			delete(w.messages, id)
+			delete(w.oomKilled, id)
+		}
+	}
+}
+
+// confirmOOMKill marks a container that died of SIGKILL (137) as OOM killed
+// when the runtime did not say so but the pod cgroup's OOM-kill counter
+// went up; each kill is attributed once.
+func (w *worker) confirmOOMKill(c *runtimeapi.ContainerStatus) {
+	if w.pod == nil {
+		return
+	}
+	kills, err := w.m.tree.OOMKills(w.pod)
+	if err != nil {
+		return
+	}
+	if c.Reason == "OOMKilled" {
+		w.oomSeen++ // the runtime said so; the counter already holds this kill
+		return
+	}
+	if c.ExitCode == 137 && kills > w.oomSeen {
+		w.oomSeen++
+		w.oomKilled[c.Id] = true
+	}
+}

@@ -1,0 +1,310 @@
+package pods
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/distribution/reference"
+	"google.golang.org/grpc/codes"
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/agent/events"
+	"nodeagent/agent/pleg"
+	"nodeagent/cri"
+	"nodeagent/internal/qos"
+	"nodeagent/probes"
+)
+
+// syncContainer makes one container match the restart policy. It reports
+// when it wants to run again and whether the container is done in the
+// init sense (exited 0, or for sidecars, running).
+func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.Container, rt *pleg.PodRuntime, sb *runtimeapi.PodSandboxStatus,
+	sandboxCfg *runtimeapi.PodSandboxConfig, podIP string, init bool) (time.Duration, bool) {
+	var current *runtimeapi.ContainerStatus // newest record in this sandbox
+	var restartCount int32
+	if recs := rt.ContainersNamed(c.Name); len(recs) > 0 {
+		if n, err := strconv.Atoi(recs[0].Annotations[cri.AnnotationRestartCount]); err == nil {
+			restartCount = int32(n) + 1
+		}
+		if recs[0].CreatedAt >= sb.CreatedAt {
+			current = recs[0]
+		}
+	}
+	sidecar := init && qos.IsSidecar(c)
+	if current != nil {
+		switch current.State {
+		case runtimeapi.ContainerState_CONTAINER_RUNNING:
+			delete(w.waiting, c.Name)
+			if kind, probeGrace, kill := w.m.probes.Kill(pod.UID, c.Name, current.Id); kill {
+				w.killUnhealthy(ctx, pod, c, current, kind, probeGrace, podIP)
+				return 0, false
+			}
+			if sidecar {
+				// The containers after a sidecar start once it has started:
+				// running, and its startup probe passed (KEP-753). The probe's
+				// result wakes the pod.
+				return 0, w.m.probes.Started(pod.UID, c.Name, current.Id)
+			}
+			return 0, !init
+		case runtimeapi.ContainerState_CONTAINER_EXITED:
+			if current.StartedAt == 0 && current.CreatedAt < w.born.UnixNano() {
+				// An earlier agent's start was cut off and the container never
+				// ran: replace it without counting a restart.
+				w.actions++
+				if err := w.m.rt.RemoveContainer(ctx, current.Id); err != nil {
+					w.log.Warn("remove container whose start was interrupted; will retry", "container", c.Name, "err", err)
+					return time.Second, false
+				}
+				removeLogs(current.LogPath)
+				return w.startContainer(ctx, pod, c, restartCount-1, sb.Id, sandboxCfg, podIP), false
+			}
+			if init && !sidecar && current.ExitCode == 0 {
+				delete(w.waiting, c.Name)
+				return 0, true
+			}
+			if !shouldRestart(pod, c, init, current.ExitCode) {
+				delete(w.waiting, c.Name)
+				return 0, false
+			}
+			key := string(pod.UID) + "/" + c.Name + "/" + c.Image
+			exitedAt := time.Unix(0, current.FinishedAt)
+			if in, until := w.m.restarts.InBackOff(key, exitedAt); in {
+				w.waiting[c.Name] = waitingReason{Reason: "CrashLoopBackOff", Message: fmt.Sprintf(
+					"back-off %s restarting failed container=%s pod=%s", w.m.restarts.Delay(key), c.Name, pod.Name)}
+				w.event(c.Name, corev1.EventTypeWarning, "BackOff", fmt.Sprintf("Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, pod.Name, pod.Namespace, pod.UID))
+				return until.Sub(w.m.clock.Now()), false
+			}
+			w.m.restarts.Next(key, exitedAt)
+			w.log.Info("restarting container", "container", c.Name, "exit_code", current.ExitCode, "restart_count", restartCount)
+		case runtimeapi.ContainerState_CONTAINER_CREATED:
+			// Created but never started (the agent stopped between create
+			// and start): start this one rather than make another, so the
+			// container runs exactly once and keeps its restart count.
+			w.actions++
+			if err := w.m.rt.StartContainer(ctx, current.Id); err != nil {
+				w.fail(c, "RunContainerError", err)
+				return time.Second, false
+			}
+			w.started++
+			delete(w.waiting, c.Name)
+			w.event(c.Name, corev1.EventTypeNormal, "Started", "Started container "+c.Name)
+			w.postStart(ctx, pod, c, current.Id, podIP)
+			return 0, false
+		default: // unknown: start over, but never beside one we could not remove
+			w.actions++
+			if err := w.m.rt.RemoveContainer(ctx, current.Id); err != nil {
+				w.log.Warn("remove container in unknown state; will retry", "container", c.Name, "err", err)
+				return time.Second, false
+			}
+		}
+	}
+	return w.startContainer(ctx, pod, c, restartCount, sb.Id, sandboxCfg, podIP), false
+}
+
+// shouldRestart is the restart policy for an exited container.
+func shouldRestart(pod *corev1.Pod, c *corev1.Container, init bool, exitCode int32) bool {
+	if init && qos.IsSidecar(c) {
+		return true
+	}
+	switch pod.Spec.RestartPolicy {
+	case corev1.RestartPolicyNever:
+		return false
+	case corev1.RestartPolicyOnFailure:
+		return exitCode != 0
+	}
+	return !init || exitCode != 0
+}
+
+// startContainer pulls (per imagePullPolicy), creates and starts one
+// container. Failures become the container's waiting reason.
+func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.Container, restartCount int32, sandboxID string,
+	sandboxCfg *runtimeapi.PodSandboxConfig, podIP string) time.Duration {
+	imageRef, retry, ok := w.ensureImage(ctx, pod, c, sandboxCfg)
+	if !ok {
+		return retry
+	}
+	if err := w.verifyNonRoot(ctx, pod, c, imageRef); err != nil {
+		w.fail(c, "CreateContainerConfigError", err)
+		return w.m.opts.ResyncPeriod
+	}
+	cfg, err := w.m.configs.Container(w.plan, c, imageRef, restartCount, podIP)
+	if err != nil {
+		w.fail(c, "CreateContainerConfigError", err)
+		return 0
+	}
+	w.actions++
+	id, err := w.m.rt.CreateContainer(ctx, sandboxID, cfg, sandboxCfg)
+	if err != nil {
+		w.fail(c, "CreateContainerError", err)
+		return w.m.opts.ResyncPeriod
+	}
+	w.event(c.Name, corev1.EventTypeNormal, "Created", "Created container: "+c.Name)
+	if err := w.m.rt.StartContainer(ctx, id); err != nil {
+		w.fail(c, "RunContainerError", err)
+		return w.m.opts.ResyncPeriod
+	}
+	w.started++
+	w.event(c.Name, corev1.EventTypeNormal, "Started", "Started container "+c.Name)
+	delete(w.waiting, c.Name)
+	w.log.Debug("container started", "container", c.Name, "container_id", shortID(id), "restart_count", restartCount)
+	w.postStart(ctx, pod, c, id, podIP)
+	return 0
+}
+
+// postStart runs the container's postStart hook before anything else of
+// the pod starts; on failure the container is killed and its restart
+// policy decides what follows.
+func (w *worker) postStart(ctx context.Context, pod *corev1.Pod, c *corev1.Container, id, podIP string) {
+	if c.Lifecycle == nil || c.Lifecycle.PostStart == nil {
+		return
+	}
+	err := w.m.hooks.RunHook(ctx, c.Lifecycle.PostStart, probes.Target{PodIP: w.targetIP(podIP), ContainerID: id, Container: c})
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	// The event leaves the error out (it may hold secrets); the log has it.
+	w.log.Warn("postStart hook failed; killing the container", "container", c.Name, "err", err)
+	w.event(c.Name, corev1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed")
+	w.actions++
+	rec := &runtimeapi.ContainerStatus{Id: id, Metadata: &runtimeapi.ContainerMetadata{Name: c.Name}, State: runtimeapi.ContainerState_CONTAINER_RUNNING}
+	if err := w.stopContainer(ctx, rec, gracePeriod(pod, nil), podIP, "FailedPostStartHook"); err != nil {
+		w.log.Warn("kill container after its postStart hook failed", "container", c.Name, "err", err)
+	}
+}
+
+// killUnhealthy stops a container whose liveness or startup probe failed,
+// with the probe's grace period when it sets one.
+func (w *worker) killUnhealthy(ctx context.Context, pod *corev1.Pod, c *corev1.Container, rec *runtimeapi.ContainerStatus, kind probes.Kind, probeGrace *int64, podIP string) {
+	grace := gracePeriod(pod, nil)
+	if probeGrace != nil {
+		grace = max(*probeGrace, 2)
+	}
+	w.log.Info("container failed its probe; killing it", "container", c.Name, "probe", strings.ToLower(string(kind)), "grace_seconds", grace)
+	w.actions++
+	msg := fmt.Sprintf("Container %s failed %s probe, will be restarted", c.Name, strings.ToLower(string(kind)))
+	if err := w.stopContainer(ctx, rec, grace, podIP, msg); err != nil {
+		w.log.Warn("kill unhealthy container", "container", c.Name, "err", err)
+	}
+}
+
+func (w *worker) fail(c *corev1.Container, reason string, err error) {
+	var crierr *cri.Error
+	msg := err.Error()
+	if errors.As(err, &crierr) {
+		msg = crierr.Msg
+	}
+	w.waiting[c.Name] = waitingReason{Reason: reason, Message: msg}
+	w.log.Warn("container failed to start", "container", c.Name, "reason", reason, "err", msg)
+	w.event(c.Name, corev1.EventTypeWarning, "Failed", "Error: "+reason)
+}
+
+// event records an event about the pod, or one of its containers.
+func (w *worker) event(container, eventType, reason, message string) {
+	if w.pod != nil {
+		w.m.events.Event(events.PodRef(w.pod, container), eventType, reason, message)
+	}
+}
+
+// verifyNonRoot refuses to start a container that must not run as root
+// but would (runAsNonRoot), with the kubelet's messages.
+func (w *worker) verifyNonRoot(ctx context.Context, pod *corev1.Pod, c *corev1.Container, imageRef string) error {
+	var nonRoot *bool
+	var uid *int64
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		nonRoot, uid = sc.RunAsNonRoot, sc.RunAsUser
+	}
+	if sc := c.SecurityContext; sc != nil {
+		if sc.RunAsNonRoot != nil {
+			nonRoot = sc.RunAsNonRoot
+		}
+		if sc.RunAsUser != nil {
+			uid = sc.RunAsUser
+		}
+	}
+	if nonRoot == nil || !*nonRoot {
+		return nil
+	}
+	where := fmt.Sprintf("(pod: %q, container: %s)", pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")", c.Name)
+	if uid != nil {
+		if *uid == 0 {
+			return fmt.Errorf("container's runAsUser breaks non-root policy %s", where)
+		}
+		return nil
+	}
+	img, err := w.m.rt.ImageStatus(ctx, imageRef)
+	if err != nil {
+		return err
+	}
+	switch {
+	case img.GetUid() != nil && img.GetUid().Value != 0:
+		return nil
+	case img.GetUid() == nil && img.GetUsername() != "":
+		return fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root %s", img.GetUsername(), where)
+	}
+	return fmt.Errorf("container has runAsNonRoot and image will run as root %s", where)
+}
+
+// ensureImage honours imagePullPolicy, with the kubelet's reasons and the
+// image pull back-off (10 s doubling to 300 s).
+func (w *worker) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Container, sandboxCfg *runtimeapi.PodSandboxConfig) (string, time.Duration, bool) {
+	if _, err := reference.ParseNormalizedNamed(c.Image); err != nil {
+		msg := fmt.Sprintf("Failed to apply default image tag %q: couldn't parse image name %q: %v", c.Image, c.Image, err)
+		w.waiting[c.Name] = waitingReason{Reason: "InvalidImageName", Message: msg}
+		w.event(c.Name, corev1.EventTypeWarning, "InspectFailed", msg)
+		return "", w.m.opts.ResyncPeriod, false
+	}
+	if c.ImagePullPolicy != corev1.PullAlways {
+		img, err := w.m.rt.ImageStatus(ctx, c.Image)
+		if err != nil {
+			w.fail(c, "ErrImagePull", err)
+			return "", w.m.opts.ResyncPeriod, false
+		}
+		if img != nil {
+			w.event(c.Name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", c.Image))
+			return img.Id, 0, true
+		}
+		if c.ImagePullPolicy == corev1.PullNever {
+			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+			w.waiting[c.Name] = waitingReason{Reason: "ErrImageNeverPull", Message: msg}
+			w.event(c.Name, corev1.EventTypeWarning, "ErrImageNeverPull", msg)
+			return "", w.m.opts.ResyncPeriod, false
+		}
+	}
+	key := string(pod.UID) + "/" + c.Image
+	if failed, ok := w.pullFailed[c.Image]; ok {
+		if in, until := w.m.imagePulls.InBackOff(key, failed); in {
+			msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+			w.waiting[c.Name] = waitingReason{Reason: "ImagePullBackOff", Message: msg}
+			w.event(c.Name, corev1.EventTypeNormal, "BackOff", msg)
+			w.event(c.Name, corev1.EventTypeWarning, "Failed", "Error: ImagePullBackOff")
+			return "", until.Sub(w.m.clock.Now()), false
+		}
+	}
+	w.event(c.Name, corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
+	pullStart := w.m.clock.Now()
+	ref, err := w.m.rt.PullImage(ctx, c.Image, sandboxCfg)
+	w.pulling += w.m.clock.Since(pullStart)
+	if err != nil {
+		now := w.m.clock.Now()
+		w.pullFailed[c.Image] = now
+		w.m.imagePulls.Next(key, now)
+		reason := "ErrImagePull"
+		var crierr *cri.Error
+		if errors.As(err, &crierr) && crierr.Code == codes.InvalidArgument {
+			reason = "InvalidImageName"
+		}
+		w.event(c.Name, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err))
+		w.fail(c, reason, err)
+		// Sync again soon: inside the back-off window the container then
+		// shows ImagePullBackOff, and that sync waits for the window to end.
+		return "", time.Second, false
+	}
+	w.event(c.Name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %s", c.Image, w.m.clock.Since(pullStart).Round(time.Millisecond)))
+	delete(w.pullFailed, c.Image)
+	return ref, 0, true
+}

@@ -1,0 +1,297 @@
+package pods
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/agent/pleg"
+	"nodeagent/agent/pods/criconfig"
+	"nodeagent/internal/sat"
+)
+
+// sync moves the pod one step towards its spec and publishes its status.
+// It returns when it next wants to run (a back-off expiring), or 0.
+func (w *worker) sync(ctx context.Context) time.Duration {
+	pod := w.pod
+	rt := w.m.cache.Get(w.uid)
+	if w.seen.IsZero() {
+		// A pod adopted with its sandbox was started by someone else.
+		w.seen, w.startReported = w.m.clock.Now(), len(rt.GetSandboxes()) > 0
+	}
+	if w.startTime.IsZero() {
+		w.startTime = metav1.NewTime(w.m.clock.Now())
+		if n := len(rt.GetSandboxes()); n > 0 {
+			w.startTime = metav1.NewTime(time.Unix(0, rt.Sandboxes[n-1].CreatedAt))
+		}
+	}
+	w.mu.Lock()
+	ev := w.eviction
+	w.mu.Unlock()
+	if ev != nil && w.failed == nil {
+		w.failed = &terminalReason{Reason: "Evicted", Message: ev.message}
+		w.stopGrace = &ev.grace
+		w.log.Warn("pod evicted", "message", ev.message, "grace_seconds", ev.grace)
+		w.event("", corev1.EventTypeWarning, "Evicted", ev.message)
+	}
+	var untilDeadline time.Duration
+	if d := pod.Spec.ActiveDeadlineSeconds; d != nil && w.failed == nil {
+		deadline := w.startTime.Add(sat.Seconds(*d))
+		if now := w.m.clock.Now(); now.Before(deadline) {
+			untilDeadline = deadline.Sub(now)
+		} else {
+			w.failed = &terminalReason{Reason: "DeadlineExceeded", Message: "Pod was active on the node longer than the specified deadline"}
+			w.log.Info("pod exceeded its activeDeadlineSeconds; stopping it", "active_deadline_seconds", *d)
+			w.event("", corev1.EventTypeNormal, "DeadlineExceeded", w.failed.Message)
+		}
+	}
+	if w.terminal() {
+		return w.finish(ctx, rt)
+	}
+
+	before := w.actions
+	retry, err := w.syncRuntime(ctx, pod, rt)
+	if untilDeadline > 0 && (retry == 0 || untilDeadline < retry) {
+		retry = untilDeadline
+	}
+	if err != nil && ctx.Err() == nil {
+		if w.syncDelay == 0 {
+			w.syncDelay = time.Second
+		} else {
+			w.syncDelay = min(2*w.syncDelay, 10*time.Second)
+		}
+		w.log.Warn("pod sync failed; will retry", "err", err, "retry_in", w.syncDelay)
+		retry = w.syncDelay
+	} else if err == nil {
+		w.syncDelay = 0
+	}
+	if w.actions != before {
+		rt = w.inspect(ctx, rt)
+	}
+	w.publish(rt)
+	if w.terminal() {
+		// Just finished: the sandbox and volumes go now, not at the next
+		// runtime event, which a finished pod may never have.
+		return w.finish(ctx, rt)
+	}
+	return retry
+}
+
+// terminal reports whether the pod is over: ended by the agent, Succeeded
+// or Failed by its own containers, or its app containers are done, which
+// leaves only sidecars running (they keep the phase Running until finish
+// has stopped them, last first).
+func (w *worker) terminal() bool {
+	return w.failed != nil || w.appsExited || w.lastPhase == corev1.PodSucceeded || w.lastPhase == corev1.PodFailed
+}
+
+// appsDone reports whether every app container has exited for good: none
+// will be restarted. The kubelet's computePodActions then kills the pod,
+// having nothing to keep running and nothing to start.
+func appsDone(pod *corev1.Pod, statuses []corev1.ContainerStatus) bool {
+	if len(statuses) != len(pod.Spec.Containers) || len(statuses) == 0 {
+		return false
+	}
+	for i, cs := range statuses {
+		t := cs.State.Terminated
+		if t == nil || shouldRestart(pod, &pod.Spec.Containers[i], false, t.ExitCode) {
+			return false
+		}
+	}
+	return true
+}
+
+// finish winds a terminal pod down: nothing restarts, what still runs is
+// stopped, and the sandbox (with its IP) and volumes are released. The pod
+// stays listed until it is deleted. It returns when to try again if
+// something could not be released yet.
+func (w *worker) finish(ctx context.Context, rt *pleg.PodRuntime) time.Duration {
+	clear(w.waiting)
+	var retry time.Duration
+	if hasRunning(rt) {
+		w.actions++
+		if err := w.stopAll(ctx, rt, gracePeriod(w.pod, w.stopGrace)); err != nil && ctx.Err() == nil {
+			w.log.Warn("stop finished pod; will retry", "err", err)
+		}
+		rt = w.inspect(ctx, rt)
+		if hasRunning(rt) {
+			retry = time.Second
+		}
+	}
+	if !w.volumesReleased && !hasRunning(rt) {
+		// As the kubelet tears down a terminated pod's volumes: an
+		// eviction gives back the space it was for, a finished pod
+		// holds none.
+		if err := releaseVolumes(filepath.Join(w.m.opts.RootDir, "pods", string(w.uid))); err != nil {
+			w.log.Warn("release a finished pod's volumes; will retry", "err", err)
+			retry = 10 * time.Second
+		} else {
+			w.volumesReleased = true
+		}
+	}
+	w.publish(rt)
+	return retry
+}
+
+// inspect refreshes the runtime view, keeping the old one on error.
+func (w *worker) inspect(ctx context.Context, old *pleg.PodRuntime) *pleg.PodRuntime {
+	rt, err := w.m.cache.Inspect(ctx, w.uid)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("inspect pod in runtime", "err", err)
+		}
+		return old
+	}
+	return rt
+}
+
+// syncRuntime is the kubelet's computePodActions and SyncPod in small: pod
+// cgroup, sandbox, the next init container, then every app container.
+func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRuntime) (time.Duration, error) {
+	sb := rt.LatestSandbox()
+	var sandboxCfg *runtimeapi.PodSandboxConfig
+	var err error
+	if needsSandbox(pod, sb) {
+		if sb != nil && pod.Spec.RestartPolicy == corev1.RestartPolicyNever && len(rt.GetContainers()) > 0 {
+			return 0, nil // the kubelet does not re-create the sandbox of a pod that must not restart
+		}
+		if !pod.Spec.HostNetwork {
+			if err := w.m.networkReady(); err != nil {
+				// As the kubelet: no sandbox until the runtime's network is up.
+				msg := "network is not ready: " + err.Error()
+				for _, c := range pod.Spec.Containers {
+					w.waiting[c.Name] = waitingReason{Reason: "ContainerCreating", Message: msg}
+				}
+				w.event("", corev1.EventTypeWarning, "NetworkNotReady", msg)
+				return time.Second, nil
+			}
+		}
+		parent, err := w.m.tree.EnsurePod(pod)
+		if err != nil {
+			return 0, fmt.Errorf("pod cgroup: %w", err)
+		}
+		w.plan = criconfig.NewPlan(pod, parent)
+		if sb, sandboxCfg, err = w.createSandbox(ctx, pod, rt); err != nil {
+			return 0, err
+		}
+	} else {
+		if w.plan == nil {
+			w.plan = criconfig.NewPlan(pod, w.m.tree.CgroupParent(pod))
+		}
+		if sandboxCfg, err = w.m.configs.Sandbox(w.plan, sb.GetMetadata().GetAttempt()); err != nil {
+			return 0, err
+		}
+	}
+	podIP := sb.GetNetwork().GetIp()
+
+	var retry time.Duration
+	keep := func(d time.Duration) {
+		if d > 0 && (retry == 0 || d < retry) {
+			retry = d
+		}
+	}
+	// Init containers run one at a time, in order; sidecars stay running.
+	appStarted := false
+	for _, c := range rt.GetContainers() {
+		if isAppContainer(pod, c.GetMetadata().GetName()) && c.CreatedAt >= sb.CreatedAt {
+			appStarted = true
+		}
+	}
+	if !appStarted {
+		for i := range pod.Spec.InitContainers {
+			c := &pod.Spec.InitContainers[i]
+			d, done := w.syncContainer(ctx, pod, c, rt, sb, sandboxCfg, podIP, true)
+			keep(d)
+			if !done {
+				return retry, nil
+			}
+		}
+	}
+	for i := range pod.Spec.Containers {
+		d, _ := w.syncContainer(ctx, pod, &pod.Spec.Containers[i], rt, sb, sandboxCfg, podIP, false)
+		keep(d)
+	}
+	w.prune(ctx, rt)
+	return retry, nil
+}
+
+// hasRunning reports whether a container runs or a sandbox is ready.
+func hasRunning(rt *pleg.PodRuntime) bool {
+	for _, c := range rt.GetContainers() {
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			return true
+		}
+	}
+	for _, sb := range rt.GetSandboxes() {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			return true
+		}
+	}
+	return false
+}
+
+func needsSandbox(pod *corev1.Pod, sb *runtimeapi.PodSandboxStatus) bool {
+	if sb == nil || sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+		return true
+	}
+	return !pod.Spec.HostNetwork && sb.GetNetwork().GetIp() == ""
+}
+
+func isAppContainer(pod *corev1.Pod, name string) bool {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// createSandbox stops what is left of an old sandbox and runs a new one
+// with the next attempt number. It returns the sandbox and its config.
+func (w *worker) createSandbox(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRuntime) (*runtimeapi.PodSandboxStatus, *runtimeapi.PodSandboxConfig, error) {
+	var attempt uint32
+	if w.attempted != nil {
+		attempt = *w.attempted + 1
+	}
+	if old := rt.LatestSandbox(); old != nil {
+		attempt = max(attempt, old.GetMetadata().GetAttempt()+1)
+		w.log.Info("pod sandbox changed; it will be killed and re-created", "sandbox", old.Id)
+		w.event("", corev1.EventTypeNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
+		if err := w.stopAll(ctx, rt, gracePeriod(pod, nil)); err != nil {
+			return nil, nil, err
+		}
+	}
+	cfg, err := w.m.configs.Sandbox(w.plan, attempt)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("create pod log directory: %w", err)
+	}
+	for name := range w.waiting {
+		delete(w.waiting, name)
+	}
+	w.actions++
+	w.attempted = &attempt
+	id, err := w.m.rt.RunPodSandbox(ctx, cfg, "")
+	if err != nil {
+		for _, c := range pod.Spec.Containers {
+			w.waiting[c.Name] = waitingReason{Reason: "ContainerCreating", Message: "failed to create pod sandbox: " + err.Error()}
+		}
+		w.event("", corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
+		return nil, nil, fmt.Errorf("run pod sandbox: %w", err)
+	}
+	sb, err := w.m.rt.PodSandboxStatus(ctx, id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("status of new sandbox: %w", err)
+	}
+	w.started++
+	w.log.Info("sandbox started", "sandbox", shortID(id), "ip", sb.GetNetwork().GetIp(), "attempt", attempt)
+	return sb, cfg, nil
+}

@@ -1,0 +1,287 @@
+package pods
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/agent/events"
+	"nodeagent/agent/pleg"
+	"nodeagent/agent/pods/criconfig"
+	"nodeagent/cri"
+	"nodeagent/internal/mounts"
+	"nodeagent/internal/qos"
+	"nodeagent/internal/sat"
+	"nodeagent/probes"
+)
+
+// gracePeriod is the pod's grace period with the kubelet's two-second
+// minimum between the stop signal and SIGKILL; an explicit override (a
+// delete with --grace-period) wins, and 0 there means SIGKILL at once.
+func gracePeriod(pod *corev1.Pod, override *int64) int64 {
+	if override != nil {
+		return max(*override, 0)
+	}
+	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	return max(grace, 2)
+}
+
+// stopAll stops the pod as the kubelet does: regular containers in
+// parallel, then sidecars (restartable init containers) one by one in
+// reverse order with what is left of the grace period (at least 2 s each),
+// then the sandboxes.
+func (w *worker) stopAll(ctx context.Context, rt *pleg.PodRuntime, grace int64) error {
+	start := w.m.clock.Now()
+	podIP := rt.LatestSandbox().GetNetwork().GetIp()
+	var regular, sidecars []*runtimeapi.ContainerStatus
+	for _, c := range rt.GetContainers() {
+		if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			continue
+		}
+		if w.sidecarIndex(c.GetMetadata().GetName()) >= 0 {
+			sidecars = append(sidecars, c)
+		} else {
+			regular = append(regular, c)
+		}
+	}
+	sort.Slice(sidecars, func(i, j int) bool {
+		return w.sidecarIndex(sidecars[i].GetMetadata().GetName()) > w.sidecarIndex(sidecars[j].GetMetadata().GetName())
+	})
+
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, c := range regular {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.stopContainer(ctx, c, grace, podIP, ""); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, c := range sidecars {
+		left := grace - int64(w.m.clock.Since(start)/time.Second)
+		if grace > 0 {
+			left = max(left, 2)
+		}
+		if err := w.stopContainer(ctx, c, max(left, 0), podIP, ""); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, sb := range rt.GetSandboxes() {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			if err := w.m.rt.StopPodSandbox(ctx, sb.Id); err != nil {
+				errs = append(errs, fmt.Errorf("stop sandbox: %w", err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sidecarIndex is the position of a restartable init container in the
+// spec, or -1 (also for every container of an orphan, whose spec is gone).
+func (w *worker) sidecarIndex(name string) int {
+	if w.pod == nil {
+		return -1
+	}
+	for i := range w.pod.Spec.InitContainers {
+		if c := &w.pod.Spec.InitContainers[i]; c.Name == name && qos.IsSidecar(c) {
+			return i
+		}
+	}
+	return -1
+}
+
+// stopContainer runs the container's preStop hook (when grace > 0) within
+// the grace period, then sends the stop signal and SIGKILL after what is
+// left of it (at least 2 s). message is the Killing event's text ("":
+// "Stopping container <name>"). An orphan's hook and grace period travel
+// with the container.
+func (w *worker) stopContainer(ctx context.Context, c *runtimeapi.ContainerStatus, grace int64, podIP, message string) error {
+	name := c.GetMetadata().GetName()
+	ref := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: c.Labels[cri.LabelPodNamespace], Name: c.Labels[cri.LabelPodName],
+		UID: types.UID(c.Labels[cri.LabelPodUID]), FieldPath: fmt.Sprintf("spec.containers{%s}", name)}
+	spec := w.containerSpec(name)
+	if w.pod != nil {
+		ref = events.PodRef(w.pod, name)
+	} else {
+		if v, err := strconv.ParseInt(c.Annotations[cri.AnnotationTerminationGrace], 10, 64); err == nil {
+			grace = max(v, 2)
+		}
+		spec = criconfig.SpecFromAnnotations(name, c.Annotations)
+	}
+	if message == "" {
+		message = "Stopping container " + name
+	}
+	w.m.events.Event(ref, corev1.EventTypeNormal, "Killing", message)
+	if grace > 0 && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		start := w.m.clock.Now()
+		hookCtx, cancel := context.WithTimeout(ctx, sat.Seconds(grace))
+		err := w.m.hooks.RunHook(hookCtx, spec.Lifecycle.PreStop, probes.Target{PodIP: w.targetIP(podIP), ContainerID: c.Id, Container: spec})
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			w.log.Warn("preStop hook failed; stopping the container anyway", "container", name, "err", err)
+			w.m.events.Event(ref, corev1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed")
+		}
+		// The hook's whole seconds come out of the grace period.
+		grace = max(grace-int64(w.m.clock.Since(start)/time.Second), 2)
+	}
+	if err := w.m.rt.StopContainer(ctx, c.Id, grace); err != nil {
+		return fmt.Errorf("stop container %s: %w", name, err)
+	}
+	return nil
+}
+
+// targetIP is where probes and hooks without a host go: the pod's IP, or
+// the node's for a host-network pod (whose sandbox has no IP of its own).
+func (w *worker) targetIP(podIP string) string {
+	if podIP == "" && w.pod != nil && w.pod.Spec.HostNetwork {
+		return w.m.opts.NodeIP
+	}
+	return podIP
+}
+
+// containerSpec finds a container (init or app) of the worker's pod.
+func (w *worker) containerSpec(name string) *corev1.Container {
+	if w.pod == nil {
+		return nil
+	}
+	for _, list := range [][]corev1.Container{w.pod.Spec.InitContainers, w.pod.Spec.Containers} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
+	}
+	return nil
+}
+
+// terminatePod stops and removes everything the pod has on the node:
+// containers (in parallel, with the grace period), sandboxes, the pod
+// cgroup (killing leftovers), its log directory and volumes. It retries
+// until it succeeds or the agent stops.
+func (w *worker) terminatePod(ctx context.Context) {
+	// Liveness and startup stop now; readiness keeps running.
+	w.reportContainers(w.m.cache.Get(w.uid), true)
+	delay := time.Second
+	for {
+		err := w.killAndClean(ctx)
+		if err == nil {
+			// Refresh the cache so the pod stops counting as present.
+			w.m.cache.Inspect(ctx, w.uid)
+			w.m.store.Delete(w.uid)
+			w.m.probes.RemovePod(w.uid, true)
+			w.m.restarts.Forget(string(w.uid))
+			w.m.imagePulls.Forget(string(w.uid))
+			w.log.Info("pod terminated and cleaned up")
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		w.log.Warn("pod termination incomplete; retrying", "err", err, "retry_in", delay)
+		timer := w.m.clock.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C():
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
+
+func (w *worker) killAndClean(ctx context.Context) error {
+	rt, err := w.m.cache.Inspect(ctx, w.uid)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	grace := gracePeriod(w.pod, w.grace)
+	w.mu.Unlock()
+	if err := w.stopAll(ctx, rt, grace); err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range rt.GetContainers() {
+		if err := w.m.rt.RemoveContainer(ctx, c.Id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, sb := range rt.GetSandboxes() {
+		if err := w.m.rt.RemovePodSandbox(ctx, sb.Id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	cgroupsFound, err := w.m.tree.PodCgroups()
+	if err != nil {
+		return err
+	}
+	if name, ok := cgroupsFound[w.uid]; ok {
+		if err := w.m.tree.RemovePod(name); err != nil {
+			return err
+		}
+	}
+	for _, dir := range w.podDirs(rt) {
+		// Mounts first: RemoveAll would empty what a subPath bind shows.
+		if err := mounts.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// podDirs are the pod's log directories and its volume directory.
+func (w *worker) podDirs(rt *pleg.PodRuntime) []string {
+	dirs := []string{filepath.Join(w.m.opts.RootDir, "pods", string(w.uid))}
+	seen := map[string]bool{}
+	add := func(ns, name string) {
+		if ns == "" || name == "" {
+			return
+		}
+		d := filepath.Join(w.m.opts.PodLogsDir, fmt.Sprintf("%s_%s_%s", ns, name, w.uid))
+		if !seen[d] {
+			seen[d] = true
+			dirs = append(dirs, d)
+		}
+	}
+	if w.pod != nil {
+		add(w.pod.Namespace, w.pod.Name)
+	}
+	for _, sb := range rt.GetSandboxes() {
+		add(sb.GetMetadata().GetNamespace(), sb.GetMetadata().GetName())
+	}
+	return dirs
+}
+
+// removeLogs deletes a removed container's log and its rotated files, as
+// the kubelet does when it removes a container.
+func removeLogs(path string) {
+	if path == "" {
+		return
+	}
+	rotated, _ := filepath.Glob(path + ".*")
+	for _, f := range append(rotated, path) {
+		os.Remove(f)
+	}
+}

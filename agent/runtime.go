@@ -1,0 +1,135 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/cri"
+	"nodeagent/network"
+)
+
+// checkDriverAgreement refuses to run when the runtime places containers
+// with another cgroup driver than the agent's: pods would end up outside
+// the tree the agent keeps. containerd says which in its verbose status.
+func checkDriverAgreement(driver string, info map[string]string) error {
+	var rc struct {
+		Containerd struct {
+			DefaultRuntimeName string `json:"defaultRuntimeName"`
+			Runtimes           map[string]struct {
+				Options map[string]any `json:"options"`
+			} `json:"runtimes"`
+		} `json:"containerd"`
+		SystemdCgroup bool `json:"systemdCgroup"`
+	}
+	if err := json.Unmarshal([]byte(info["config"]), &rc); err != nil {
+		return nil // a runtime that does not say: nothing to compare
+	}
+	systemdCgroup := rc.SystemdCgroup
+	if rt, ok := rc.Containerd.Runtimes[rc.Containerd.DefaultRuntimeName]; ok {
+		if v, ok := rt.Options["SystemdCgroup"].(bool); ok {
+			systemdCgroup = systemdCgroup || v
+		}
+	}
+	runtimeDriver := "cgroupfs"
+	if systemdCgroup {
+		runtimeDriver = "systemd"
+	}
+	if driver != runtimeDriver {
+		return fmt.Errorf("cgroup driver mismatch: nodeagent uses %q (cgroupDriver) but the container runtime uses %q (SystemdCgroup = %v): make them agree", driver, runtimeDriver, systemdCgroup)
+	}
+	return nil
+}
+
+// sandboxImage is the pause image the runtime reports in its verbose
+// status, so image GC never removes it.
+func sandboxImage(info map[string]string) string {
+	var rc struct {
+		SandboxImage string `json:"sandboxImage"`
+	}
+	json.Unmarshal([]byte(info["config"]), &rc)
+	return rc.SandboxImage
+}
+
+// ensureNetwork makes the runtime's CNI directory hold a valid network.
+// Problems are logged and show in the node's Ready condition (through the
+// runtime's NetworkReady); they do not stop the agent.
+func (a *Agent) ensureNetwork(ctx context.Context, info map[string]string) {
+	confDir, binDirs := a.opts.CNIConfDir, a.opts.CNIBinDirs
+	var rc struct {
+		CNI struct {
+			ConfDir string `json:"confDir"`
+			BinDir  string `json:"binDir"`
+		} `json:"cni"`
+	}
+	if err := json.Unmarshal([]byte(info["config"]), &rc); err == nil {
+		if confDir == "" {
+			confDir = rc.CNI.ConfDir
+		}
+		if len(binDirs) == 0 && rc.CNI.BinDir != "" {
+			binDirs = []string{rc.CNI.BinDir}
+		}
+	}
+	if confDir == "" {
+		confDir = "/etc/cni/net.d"
+	}
+	if len(binDirs) == 0 {
+		binDirs = []string{"/opt/cni/bin", "/usr/lib/cni"}
+	}
+	res, err := network.Ensure(ctx, confDir, binDirs, a.cfg.PodCIDR)
+	switch {
+	case err != nil:
+		a.log.Error("pod network configuration", "err", err)
+	case res.Written:
+		a.log.Info("wrote pod network configuration", "file", res.File, "network", res.Name, "podCIDR", a.cfg.PodCIDR)
+	default:
+		a.log.Info("using existing pod network configuration", "file", res.File, "network", res.Name)
+	}
+}
+
+// runtimeCheckPeriod is how often the runtime's status is read.
+const runtimeCheckPeriod = 2 * time.Second
+
+// updateNodeStatus reads RuntimeReady and NetworkReady from the runtime,
+// and records node events when readiness changes, in the kubelet's words.
+func (a *Agent) updateNodeStatus(ctx context.Context, p *parts) {
+	rt, s, rec := p.rt, p.nodeStatus, p.recorder
+	var runtimeErr, networkErr string
+	if st, err := rt.Status(ctx, false); err != nil {
+		runtimeErr = err.Error()
+	} else {
+		if c := cri.Condition(st.Status, "RuntimeReady"); c == nil || !c.Status {
+			runtimeErr = "RuntimeReady=false " + conditionText(c)
+		}
+		if c := cri.Condition(st.Status, "NetworkReady"); c == nil || !c.Status {
+			networkErr = "NetworkReady=false " + conditionText(c)
+		}
+	}
+	ready, changed := s.SetRuntime(runtimeErr, networkErr, a.opts.Clock.Now())
+	if !changed {
+		return
+	}
+	if ready {
+		a.log.Info("node is ready")
+		rec.Eventf(rec.NodeRef(), corev1.EventTypeNormal, "NodeReady", "Node %s status is now: NodeReady", a.opts.NodeName)
+		return
+	}
+	why := runtimeErr
+	if why == "" {
+		why = networkErr
+	}
+	a.log.Warn("node is not ready", "reason", why)
+	rec.Eventf(rec.NodeRef(), corev1.EventTypeWarning, "NodeNotReady", "Node %s status is now: NodeNotReady (%s)", a.opts.NodeName, why)
+}
+
+func conditionText(c *runtimeapi.RuntimeCondition) string {
+	if c == nil {
+		return "reason:unknown"
+	}
+	return strings.TrimSpace(fmt.Sprintf("reason:%s message:%s", c.GetReason(), c.GetMessage()))
+}
