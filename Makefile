@@ -11,6 +11,9 @@ CRI_ENDPOINT   ?= unix://$(RUNTIME_RUN_DIR)/containerd.sock
 # make run: where the examples are copied to and the agent keeps its state.
 RUN_DIR        ?= /var/lib/nodeagent-dev
 
+# Tools the Makefile installs from the module proxy into bin/tools.
+STATICCHECK_VERSION ?= v0.8.2
+
 SHELL    := /bin/bash
 GO       ?= go
 BIN_DIR  := bin
@@ -18,7 +21,7 @@ LDFLAGS  := -X nodeagent/internal/version.Version=$(VERSION)
 export RUNTIME_DIR RUNTIME_RUN_DIR REGISTRY PAUSE_IMAGE TEST_IMAGE BIN_DIR
 
 .DEFAULT_GOAL := help
-.PHONY: help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 vm-image bench lint clean
+.PHONY: verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 vm-image bench lint clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -62,6 +65,19 @@ run: build runtime-up ## bring the node up and run the agent in the foreground w
 		examples/nodeagent.yaml > $(RUN_DIR)/nodeagent.yaml
 	@echo "nodeagent: config $(RUN_DIR)/nodeagent.yaml, manifests $(RUN_DIR)/manifests; Ctrl-C stops the agent (pods keep running)"
 	$(BIN_DIR)/nodeagent --config $(RUN_DIR)/nodeagent.yaml
+
+STATICCHECK := $(BIN_DIR)/tools/staticcheck-$(STATICCHECK_VERSION)
+
+$(STATICCHECK):
+	GOBIN=$(CURDIR)/$(BIN_DIR)/tools $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv $(BIN_DIR)/tools/staticcheck $@
+
+tools: $(STATICCHECK) ## install the checkers make verify runs (staticcheck, pinned)
+
+verify: $(STATICCHECK) ## gofmt, go vet, go mod tidy, staticcheck, no tracked file over 1 MiB, import boundaries
+	@STATICCHECK=$(STATICCHECK) GO=$(GO) hack/verify.sh
+
+lint: verify ## the same as verify
 
 test: unit integration ## unit tests, then integration tests against the real runtime (the conformance suite among them)
 

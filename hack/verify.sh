@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# make verify: the checks every change passes before tests run. Each rule
+# prints what breaks it; the script fails if any rule does.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+STATICCHECK=${STATICCHECK:?set by the Makefile}
+MAX_FILE_BYTES=$((1 << 20))
+failed=()
+
+rule() { echo "verify: $1"; }
+fail() { failed+=("$1"); }
+
+rule "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [[ -n $unformatted ]]; then
+	echo "$unformatted" | sed 's/^/  not gofmt-ed: /'
+	fail gofmt
+fi
+
+rule "go vet (with and without the integration tag)"
+$GO vet ./... || fail "go vet"
+$GO vet -tags integration ./... || fail "go vet -tags integration"
+
+rule "go mod tidy"
+if ! diff=$($GO mod tidy -diff 2>&1); then
+	echo "$diff" | sed 's/^/  /'
+	fail "go mod tidy (run it and commit go.mod/go.sum)"
+fi
+
+rule "staticcheck"
+$STATICCHECK -tags integration ./... || fail staticcheck
+
+rule "no tracked file over 1 MiB"
+big=$(git ls-files -z | xargs -0 stat -c '%s %n' 2>/dev/null | awk -v max=$MAX_FILE_BYTES '$1 > max {print "  " $2 " (" $1 " bytes)"}')
+if [[ -n $big ]]; then
+	echo "$big"
+	fail "tracked files over 1 MiB (build outputs belong in bin/, ignored)"
+fi
+
+rule "import boundaries"
+# The operator CLI links the local-API client and CRI code, never the test
+# suites or the agent's insides.
+bad=$($GO list -deps ./cmd/nodectl | grep -E '^nodeagent/(test|agent)(/|$)')
+if [[ -n $bad ]]; then
+	echo "$bad" | sed 's/^/  nodectl links /'
+	fail "nodectl links test/ or agent/ packages"
+fi
+# Core packages are used by the agent, never the other way round.
+for pkg in $($GO list ./cgroups/... ./cri/... ./eviction/... ./probes/... ./network/... ./internal/...); do
+	if $GO list -deps "$pkg" | grep -qE '^nodeagent/agent(/|$)'; then
+		echo "  $pkg imports nodeagent/agent"
+		fail "a core package imports agent/"
+	fi
+done
+
+if ((${#failed[@]})); then
+	printf 'verify failed: %s\n' "${failed[@]}" >&2
+	exit 1
+fi
+echo "verify: all rules pass"
