@@ -26,9 +26,10 @@ export RUNTIME_DIR RUNTIME_RUN_DIR REGISTRY PAUSE_IMAGE TEST_IMAGE BIN_DIR
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build bin/nodeagent and bin/nodectl
+build: ## build bin/nodeagent, bin/nodectl and bin/nodetest
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/nodeagent ./cmd/nodeagent
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/nodectl ./cmd/nodectl
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/nodetest ./cmd/nodetest
 
 install: build ## install binaries, the systemd unit and a default config under /etc/nodeagent (DESTDIR, PREFIX honoured)
 	@hack/install.sh install
@@ -79,10 +80,9 @@ verify: $(STATICCHECK) ## gofmt, go vet, go mod tidy, staticcheck, no tracked fi
 
 lint: verify ## the same as verify
 
-test: unit integration ## unit tests, then integration tests against the real runtime (the conformance suite among them)
+test: verify unit integration ## make verify, unit tests, then integration tests against the real runtime (the conformance suite among them)
 
 unit: ## unit tests (no root, no daemons)
-	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 
 integration: build runtime-up ## integration tests in test/ against the real containerd, runc, CNI and cgroups

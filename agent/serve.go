@@ -18,6 +18,7 @@ import (
 	"nodeagent/agent/status"
 	"nodeagent/cgroups"
 	"nodeagent/internal/control"
+	"nodeagent/manifest"
 )
 
 // buildServers builds the read-only API and the control socket's server
@@ -66,7 +67,7 @@ func (a *Agent) buildServers(p *parts, apiAddr string) {
 			},
 			IsNotFound:  func(err error) bool { return errors.Is(err, pods.ErrPodNotFound) },
 			IsInvalid:   func(err error) bool { return errors.Is(err, source.ErrInvalidManifest) },
-			MaxManifest: source.MaxManifestSize,
+			MaxManifest: manifest.MaxManifestSize,
 			UID:         uint32(os.Geteuid()),
 		}))
 		p.control.srv.ConnContext = control.ConnContext

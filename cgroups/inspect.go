@@ -5,25 +5,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"nodeagent/api"
 )
 
-// Values are a cgroup's key limits and usage as the files show them, for
-// `nodectl cgroups`. Limits are -1 when unlimited.
-type Values struct {
-	Name string `json:"name"` // cgroupfs path
-	Dir  string `json:"dir"`  // its directory (memory hierarchy on v1)
-	// CPUShares is v1 cpu.shares; CPUWeight is v2 cpu.weight.
-	CPUShares uint64 `json:"cpuShares,omitempty"`
-	CPUWeight uint64 `json:"cpuWeight,omitempty"`
-	// CPUQuota and CPUPeriod are in microseconds (cfs_quota_us or cpu.max).
-	CPUQuota    int64  `json:"cpuQuota"`
-	CPUPeriod   uint64 `json:"cpuPeriod"`
-	MemoryLimit int64  `json:"memoryLimit"`
-	Memory      uint64 `json:"memoryUsage"`
-	WorkingSet  uint64 `json:"workingSet"`
-	PidsLimit   int64  `json:"pidsLimit"`
-	Pids        uint64 `json:"pids"`
-}
+// Values are a cgroup's settings and use.
+type Values = api.CgroupValues
 
 // Inspect reads a cgroup's values. Files a host lacks read as zero.
 func Inspect(m Manager, name Name) (Values, error) {

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"nodeagent/api"
 	"nodeagent/internal/qos"
 )
 
@@ -221,15 +222,9 @@ func (t *Tree) OOMKills(pod *corev1.Pod) (int, error) {
 	return int(st.OOMKills), nil
 }
 
-// TreeEntry is one cgroup of the QoS tree as Inspect lists it.
-type TreeEntry struct {
-	Values
-	Depth  int       `json:"depth"`            // 0 for kubepods
-	PodUID types.UID `json:"podUID,omitempty"` // set on pod cgroups
-	// Pod (namespace/name) and QOS are filled in by who knows the pods.
-	Pod string `json:"pod,omitempty"`
-	QOS string `json:"qos,omitempty"`
-}
+// TreeEntry is a cgroup of the QoS tree; Pod and QOS are filled in by who
+// knows the pods.
+type TreeEntry = api.CgroupEntry
 
 // Inspect lists the QoS tree depth first: kubepods, its Guaranteed pods,
 // then burstable and besteffort with their pods, each with its values.
@@ -240,7 +235,7 @@ func (t *Tree) Inspect() ([]TreeEntry, error) {
 		if err != nil {
 			return err
 		}
-		out = append(out, TreeEntry{Values: v, Depth: depth, PodUID: uid})
+		out = append(out, TreeEntry{CgroupValues: v, Depth: depth, PodUID: uid})
 		return nil
 	}
 	pods, err := t.PodCgroups()

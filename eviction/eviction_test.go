@@ -425,7 +425,7 @@ func TestDiskPressureReclaimsBeforeEvicting(t *testing.T) {
 	if len(pods.evicted) != 1 || pods.evicted["writer"] != 1 {
 		t.Fatalf("evicted %v, want the writer", pods.evicted)
 	}
-	if tr := m.Traces(); len(tr) != 1 || tr[0].Reclaimed != "removed unused images" || tr[0].Signal != NodeFsAvailable {
+	if tr := m.Traces(); len(tr) != 1 || tr[0].Reclaimed != "removed unused images" || tr[0].Signal != string(NodeFsAvailable) {
 		t.Errorf("trace %+v", tr)
 	}
 }

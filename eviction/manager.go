@@ -360,8 +360,8 @@ func (m *Manager) planLocked(active []*corev1.Pod, t Threshold, o Observation, w
 
 	m.nextID++
 	tr := Trace{
-		ID: m.nextID, Signal: t.Signal, Threshold: t.String(), ThresholdBytes: t.Value.Of(o.Capacity), Available: o.Available, Need: need,
-		TriggeredAt: triggered.at, TriggeredBy: triggered.by, ObservedAt: o.Time, WokeAt: woke, DecidedAt: decided, Ranking: m.opts.Ranking,
+		ID: m.nextID, Signal: string(t.Signal), Threshold: t.String(), ThresholdBytes: t.Value.Of(o.Capacity), Available: o.Available, Need: need,
+		TriggeredAt: triggered.at, TriggeredBy: triggered.by, ObservedAt: o.Time, WokeAt: woke, DecidedAt: decided, Ranking: string(m.opts.Ranking),
 	}
 	res := t.Signal.Resource()
 	for _, v := range victims {
@@ -386,12 +386,12 @@ func (m *Manager) planLocked(active []*corev1.Pod, t Threshold, o Observation, w
 // execute sends the evictions in parallel (Evict only records the order
 // and wakes the pod workers, which do the killing) and keeps the trace.
 func (m *Manager) execute(p *evictionPlan) {
-	if r := p.trace.Signal.Resource(); r != "" {
+	if r := Signal(p.trace.Signal).Resource(); r != "" {
 		m.opts.Event(corev1.EventTypeWarning, "EvictionThresholdMet", "Attempting to reclaim "+string(r))
 	}
 	var wg sync.WaitGroup
 	results := make([]error, len(p.victims))
-	res := p.trace.Signal.Resource()
+	res := Signal(p.trace.Signal).Resource()
 	for i, v := range p.trace.Victims {
 		wg.Add(1)
 		go func() {
@@ -482,8 +482,8 @@ func (m *Manager) localStorage(active []*corev1.Pod) *evictionPlan {
 			if plan == nil {
 				m.mu.Lock()
 				m.nextID++
-				plan = &evictionPlan{trace: Trace{ID: m.nextID, Signal: EmptyDirLimit, Threshold: "emptyDir sizeLimit",
-					ObservedAt: now, WokeAt: now, DecidedAt: now, Ranking: m.opts.Ranking}}
+				plan = &evictionPlan{trace: Trace{ID: m.nextID, Signal: string(EmptyDirLimit), Threshold: "emptyDir sizeLimit",
+					ObservedAt: now, WokeAt: now, DecidedAt: now, Ranking: string(m.opts.Ranking)}}
 				m.mu.Unlock()
 			}
 			msg := fmt.Sprintf("Usage of EmptyDir volume %q exceeds the limit %q. ", v.Name, v.EmptyDir.SizeLimit.String())

@@ -39,11 +39,12 @@ need_root() {
 
 install_all() {
 	need_root
-	for b in nodeagent nodectl; do
+	for b in nodeagent nodectl nodetest; do
 		[ -x "$bin_dir/$b" ] || die "$bin_dir/$b is missing: run make build first"
 	done
 	install -D -m 0755 "$bin_dir/nodeagent" "$bindir/nodeagent"
 	install -D -m 0755 "$bin_dir/nodectl" "$bindir/nodectl"
+	install -D -m 0755 "$bin_dir/nodetest" "$bindir/nodetest"
 	say "binaries in $bindir"
 	mkdir -p "$(dirname "$unit")"
 	sed -e "s|/usr/local/bin/nodeagent|$prefix/bin/nodeagent|" \
@@ -75,7 +76,7 @@ uninstall_all() {
 	if live_systemd && { systemctl is-active --quiet nodeagent || systemctl is-enabled --quiet nodeagent; }; then
 		die "nodeagent.service is running or enabled: systemctl disable --now nodeagent first (pods keep running)"
 	fi
-	rm -f "$bindir/nodeagent" "$bindir/nodectl" "$unit"
+	rm -f "$bindir/nodeagent" "$bindir/nodectl" "$bindir/nodetest" "$unit"
 	rm -rf "$docdir"
 	if [ -e "$config" ]; then
 		if [ -e "$config_sum" ] && sha256sum <"$config" | cmp -s - "$config_sum"; then

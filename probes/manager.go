@@ -19,17 +19,19 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"nodeagent/api"
 	"nodeagent/internal/qos"
 	"nodeagent/internal/safefile"
 )
 
-// Kind is a probe type, named as in the kubelet's events and metrics.
-type Kind string
+// Kind is a probe's type.
+type Kind = api.ProbeKind
 
+// The probe types.
 const (
-	Liveness  Kind = "Liveness"
-	Readiness Kind = "Readiness"
-	Startup   Kind = "Startup"
+	Liveness  = api.Liveness
+	Readiness = api.Readiness
+	Startup   = api.Startup
 )
 
 // ContainerState is what probing needs to know of a container.
@@ -508,25 +510,11 @@ func (m *Manager) Kill(uid types.UID, container, id string) (kind Kind, grace *i
 	return "", nil, false
 }
 
-// RunReport is one probe run, for introspection.
-type RunReport struct {
-	Time     time.Time `json:"time"`
-	Result   string    `json:"result"`
-	Message  string    `json:"message,omitempty"`
-	Duration float64   `json:"durationSeconds"`
-}
+// RunReport is one run of a probe.
+type RunReport = api.ProbeRun
 
-// Report is a probe's state, for `nodectl describe pod` and the local API.
-type Report struct {
-	Container   string     `json:"container"`
-	Type        Kind       `json:"type"`
-	ContainerID string     `json:"containerID,omitempty"`
-	Result      string     `json:"result"`
-	Consecutive int        `json:"consecutive"` // runs in a row with the last run's result
-	OnHold      bool       `json:"onHold,omitempty"`
-	Missed      int        `json:"missedPeriods,omitempty"`
-	Last        *RunReport `json:"lastRun,omitempty"`
-}
+// Report is a probe's state, for the local API.
+type Report = api.ProbeReport
 
 // Reports lists a pod's probes, by container and type.
 func (m *Manager) Reports(uid types.UID) []Report {

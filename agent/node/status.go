@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"nodeagent/api"
 )
 
 // Status builds the node object served on /node from its inputs: the
@@ -73,9 +75,9 @@ func NewStatus(f Facts) *Status {
 
 // Annotation keys for what the Node API has no field for.
 const (
-	AnnotationCgroupVersion = "nodeagent.io/cgroup-version" // v1 or v2
-	AnnotationCgroupDriver  = "nodeagent.io/cgroup-driver"  // cgroupfs or systemd
-	AnnotationCgroupRoot    = "nodeagent.io/kubepods"       // the kubepods cgroup's directory
+	AnnotationCgroupVersion = api.AnnotationCgroupVersion
+	AnnotationCgroupDriver  = api.AnnotationCgroupDriver
+	AnnotationCgroupRoot    = api.AnnotationCgroupRoot
 )
 
 // SetRuntime records the runtime's readiness: runtimeErr and networkErr

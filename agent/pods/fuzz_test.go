@@ -8,9 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"nodeagent/agent/pods/criconfig"
-	"nodeagent/agent/source"
 	"nodeagent/cgroups"
 	"nodeagent/internal/qos"
+	"nodeagent/manifest"
 	"nodeagent/probes"
 )
 
@@ -49,7 +49,7 @@ spec:
 		corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("16Gi")}})
 	configs := criconfig.New(criconfig.Options{NodeName: "node", MemoryCapacity: m.opts.MemoryCapacity, Allocatable: m.opts.Allocatable, EnforceCPULimits: true, CPUPeriod: 100000}, paperHost{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		pod, _, err := source.ParseManifest(data, "/m/x.yaml", "node")
+		pod, _, err := manifest.ParseManifest(data, "/m/x.yaml", "node")
 		if err != nil {
 			return
 		}

@@ -22,6 +22,7 @@ import (
 	"nodeagent/cgroups"
 	"nodeagent/internal/notify"
 	"nodeagent/internal/qos"
+	"nodeagent/manifest"
 	"nodeagent/probes"
 )
 
@@ -245,7 +246,7 @@ func (m *Manager) apply(u source.Update) {
 		}
 		// Every source validates; this is the last line before host paths
 		// and cgroups are derived from the pod, whatever its source.
-		if errs := append(source.Validate(p), probes.Validate(p)...); len(errs) > 0 {
+		if errs := append(manifest.Validate(p), probes.Validate(p)...); len(errs) > 0 {
 			r = &Rejection{Reason: "InvalidPodSpec", Message: errs.ToAggregate().Error()}
 		}
 		// Pods the runtime already runs were admitted by an earlier agent.
@@ -375,7 +376,7 @@ func (m *Manager) DeletePod(namespace, name string, grace *int64) error {
 	if pod == nil {
 		return fmt.Errorf("pod %s/%s: %w", namespace, name, ErrPodNotFound)
 	}
-	file := pod.Annotations[source.AnnotationManifest]
+	file := pod.Annotations[manifest.AnnotationManifest]
 	if file == "" {
 		return fmt.Errorf("pod %s/%s has no manifest file", namespace, name)
 	}

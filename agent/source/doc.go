@@ -20,14 +20,3 @@ type ManifestError struct {
 }
 
 func (e ManifestError) Error() string { return e.File + ": " + e.Err.Error() }
-
-// Annotations the sources set on every pod.
-const (
-	AnnotationConfigSource = "kubernetes.io/config.source"
-	AnnotationConfigHash   = "kubernetes.io/config.hash"
-	// AnnotationManifest is the file a static pod came from (nodectl uses it
-	// to delete the pod).
-	AnnotationManifest = "nodeagent.io/manifest"
-	// SourceFile is the config.source value of static file pods.
-	SourceFile = "file"
-)

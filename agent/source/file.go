@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"nodeagent/internal/safefile"
+	"nodeagent/manifest"
 )
 
 // File reads static pod manifests from one directory, as the kubelet does:
@@ -51,14 +52,14 @@ var ErrInvalidManifest = errors.New("invalid manifest")
 // caller of its control socket: the directory is the agent's own.
 func (f *File) Apply(data []byte) (name, file, result string, err error) {
 	probe := filepath.Join(f.dir, "apply.yaml")
-	pod, _, err := ParseManifest(data, probe, f.node)
+	pod, _, err := manifest.ParseManifest(data, probe, f.node)
 	if err != nil {
 		return "", "", "", fmt.Errorf("%w: %w", ErrInvalidManifest, err)
 	}
 	name = strings.TrimSuffix(pod.Name, "-"+strings.ToLower(f.node))
 	file = filepath.Join(f.dir, name+".yaml")
 	result = "created"
-	if old, err := safefile.Read(file, MaxManifestSize); err == nil {
+	if old, err := safefile.Read(file, manifest.MaxManifestSize); err == nil {
 		if string(old) == string(data) {
 			return name, file, "unchanged", nil
 		}
@@ -242,7 +243,7 @@ func (f *File) Scan() Update {
 // parse reads and parses a manifest, reusing the last result while the
 // file's size and modification time are unchanged. An empty file (one
 // being written, usually) is skipped: ok is false. A file over
-// MaxManifestSize is refused by its size, before anything is read.
+// manifest.MaxManifestSize is refused by its size, before anything is read.
 func (f *File) parse(file string) (parseResult, bool) {
 	st, err := os.Stat(file)
 	if err != nil {
@@ -255,13 +256,13 @@ func (f *File) parse(file string) (parseResult, bool) {
 		return r, true
 	}
 	r := parseResult{size: st.Size(), mtime: st.ModTime()}
-	data, err := safefile.Read(file, MaxManifestSize)
+	data, err := safefile.Read(file, manifest.MaxManifestSize)
 	if err != nil {
 		r.err = fmt.Errorf("manifest %w", err)
 		f.parsed[file] = r
 		return r, true
 	}
-	r.pod, r.warnings, r.err = ParseManifest(data, file, f.node)
+	r.pod, r.warnings, r.err = manifest.ParseManifest(data, file, f.node)
 	f.parsed[file] = r
 	return r, true
 }

@@ -100,18 +100,6 @@ func (c *client) findPod(name string) (*corev1.Pod, error) {
 	return nil, fmt.Errorf("pod %q not found", name)
 }
 
-// config is the agent's configuration as the read-only API shows it: for
-// display only.
-func (c *client) config() (*kubeletv1beta1.KubeletConfiguration, error) {
-	var cz struct {
-		KubeletConfig kubeletv1beta1.KubeletConfiguration `json:"kubeletconfig"`
-	}
-	if err := c.fetch("/configz", &cz); err != nil {
-		return nil, err
-	}
-	return &cz.KubeletConfig, nil
-}
-
 // control is an HTTP client of the agent's control socket: it talks only
 // to a server running as root.
 func (c *client) control(timeout time.Duration) *http.Client {

@@ -14,9 +14,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"nodeagent/agent/source"
 	"nodeagent/cri"
 	"nodeagent/internal/crilog"
+	"nodeagent/manifest"
 )
 
 // pickContainer resolves -c, or the pod's only container.
@@ -152,7 +152,7 @@ func (c *client) stillRunning(pod, container, id string) bool {
 // checkPathNames refuses pod and container names that are not the API
 // server's: they name directories nodectl reads as root.
 func checkPathNames(p *corev1.Pod, container string) error {
-	if errs := source.CheckNames(p.Namespace, p.Name, p.UID, container); len(errs) > 0 {
+	if errs := manifest.CheckNames(p.Namespace, p.Name, p.UID, container); len(errs) > 0 {
 		return fmt.Errorf("the agent's API lists pod %q with names nodectl will not use as paths: %v", p.Name, errs.ToAggregate())
 	}
 	return nil

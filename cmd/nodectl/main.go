@@ -35,17 +35,9 @@ Usage:
   nodectl top pods [--containers]         pods' CPU (millicores) and memory working set, from /stats/summary
   nodectl top node                        the node's CPU and memory use, and their share of capacity
   nodectl cgroups [-o json|yaml]          the QoS cgroup tree: CPU shares and quota, memory limit and use, pids
-  nodectl conformance [--focus RE] [--skip RE] [--parallel N] [--junit FILE] [--json] [--list] [--image REF]
-                     [--agent-bin PATH]
-                                          run the node conformance suite against the agent (on the node:
-                                          it writes manifests into the agent's staticPodPath); the [Serial]
-                                          eviction cases run last, on an agent binary they start with
-                                          settings sized from the node's free memory
-  nodectl experiment run SCENARIO.yaml [--out DIR] [--repetitions N] [--duration D] [--agent-bin PATH]
-                     [--runtime-endpoint URL] [--image REF]
-                                          run an OOM stress experiment: starts its own agent with the scenario's
-                                          settings; writes timeline.json, summary.json, report.md, memory.svg
-  nodectl experiment compare DIR_A DIR_B  two experiments' results side by side
+  nodectl conformance [FLAGS]             run the node conformance suite against the agent (nodetest
+                                          conformance: see nodetest --help)
+  nodectl experiment run|compare ...      run or compare OOM stress experiments (nodetest experiment)
   nodectl describe pod NAME               details: status, cgroup, containers, conditions
   nodectl describe node                   capacity, allocatable, conditions, system info
   nodectl events [--pod NAME]             the agent's events (pulls, starts, kills, back-offs, rejections)
@@ -101,8 +93,6 @@ type flags struct {
 	controlSocket                                                  string
 	wait, follow, previous, timestamps, interactive, tty, it, help bool
 	containers                                                     bool
-	conformance                                                    conformanceOptions
-	experiment                                                     experimentOptions
 	tail                                                           int
 	timeout                                                        time.Duration
 	grace                                                          int64
@@ -120,22 +110,6 @@ func newFlags(verb string) (*flag.FlagSet, *flags) {
 	fs.BoolVar(&f.help, "help", false, "")
 	fs.BoolVar(&f.help, "h", false, "")
 	switch verb {
-	case "conformance":
-		fs.StringVar(&f.conformance.focus, "focus", "", "")
-		fs.StringVar(&f.conformance.skip, "skip", "", "")
-		fs.StringVar(&f.conformance.junit, "junit", "", "")
-		fs.StringVar(&f.conformance.image, "image", "127.0.0.1:5000/nodeagent/test:latest", "")
-		fs.BoolVar(&f.conformance.json, "json", false, "")
-		fs.BoolVar(&f.conformance.list, "list", false, "")
-		fs.IntVar(&f.conformance.parallel, "parallel", 4, "")
-		fs.StringVar(&f.conformance.agentBin, "agent-bin", "", "")
-	case "experiment":
-		fs.StringVar(&f.experiment.out, "out", "", "")
-		fs.StringVar(&f.experiment.agentBin, "agent-bin", "", "")
-		fs.StringVar(&f.experiment.endpoint, "runtime-endpoint", envOr("CRI_ENDPOINT", "unix:///run/containerd/containerd.sock"), "")
-		fs.StringVar(&f.experiment.image, "image", "127.0.0.1:5000/nodeagent/test:latest", "")
-		fs.IntVar(&f.experiment.repetitions, "repetitions", 0, "")
-		fs.DurationVar(&f.experiment.duration, "duration", 0, "")
 	case "top":
 		fs.BoolVar(&f.containers, "containers", false, "")
 	case "get", "events", "cgroups":
@@ -181,6 +155,10 @@ func verbOf(args []string) string {
 }
 
 func run(args []string, out io.Writer) error {
+	// The suites that start agents and write cgroups live in nodetest.
+	if verb := verbOf(args); verb == "conformance" || verb == "experiment" {
+		return runNodetest(verb, args)
+	}
 	// Everything after "--" is the command of exec.
 	var command []string
 	for i, a := range args {
@@ -226,12 +204,6 @@ func run(args []string, out io.Writer) error {
 		return c.topPods(f.containers)
 	case verb == "top" && len(rest) == 1 && isNode(rest[0]):
 		return c.topNode()
-	case verb == "experiment" && len(rest) == 2 && rest[0] == "run":
-		return c.runExperiment(rest[1], f.experiment)
-	case verb == "experiment" && len(rest) == 3 && rest[0] == "compare":
-		return c.compareExperiments(rest[1], rest[2])
-	case verb == "conformance" && len(rest) == 0:
-		return c.runConformance(f.conformance)
 	case verb == "cgroups" && len(rest) == 0:
 		return c.cgroups(f.output)
 	case verb == "describe" && len(rest) == 2 && isPod(rest[0]):

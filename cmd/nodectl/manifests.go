@@ -13,8 +13,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"nodeagent/agent/source"
 	"nodeagent/internal/safefile"
+	"nodeagent/manifest"
 )
 
 // apply validates a Pod manifest as the agent will and puts it in the
@@ -22,11 +22,11 @@ import (
 // or, with --manifest-dir, into that directory directly (the agent may be
 // down).
 func (c *client) apply(file string) error {
-	data, err := safefile.Read(file, source.MaxManifestSize)
+	data, err := safefile.Read(file, manifest.MaxManifestSize)
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
-	pod, warnings, err := source.ParseManifest(data, file, "node")
+	pod, warnings, err := manifest.ParseManifest(data, file, "node")
 	for _, w := range warnings {
 		fmt.Fprintf(os.Stderr, "nodectl: warning: %s: %s\n", file, w)
 	}
@@ -53,7 +53,7 @@ func (c *client) apply(file string) error {
 func (c *client) applyLocal(name string, data []byte) error {
 	target := filepath.Join(c.manifestDir, name+".yaml")
 	verb := "created"
-	if old, err := safefile.Read(target, source.MaxManifestSize); err == nil {
+	if old, err := safefile.Read(target, manifest.MaxManifestSize); err == nil {
 		if bytes.Equal(old, data) {
 			fmt.Fprintf(c.out, "pod/%s unchanged\n", name)
 			return nil

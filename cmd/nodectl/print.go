@@ -15,11 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"nodeagent/agent/node"
-	"nodeagent/agent/source"
-	"nodeagent/cgroups"
-	"nodeagent/eviction"
-	"nodeagent/probes"
+	"nodeagent/api"
 )
 
 func (c *client) getPods(output string) error {
@@ -189,17 +185,15 @@ func (c *client) describePod(name string) error {
 	if err != nil {
 		return err
 	}
-	cgroupPath := "<unknown>"
-	if cfg, err := c.config(); err == nil {
-		perQOS := cfg.CgroupsPerQOS == nil || *cfg.CgroupsPerQOS
-		tree := cgroups.NewTree(nil, cgroups.TreeConfig{Root: cgroups.ParseCgroupfs(cfg.CgroupRoot), PerQOS: perQOS})
-		if n, ok := tree.PodCgroup(p); ok {
-			cgroupPath = n.Cgroupfs()
-			if cfg.CgroupDriver == "systemd" {
-				cgroupPath = n.Systemd()
-			}
-		} else {
-			cgroupPath = "<runtime default: cgroupsPerQOS is off>"
+	// The agent says where the pod's cgroup is: nodectl computes no path.
+	cgroupPath := "<none: cgroupsPerQOS is off, or the pod has no cgroup yet>"
+	var entries []api.CgroupEntry
+	if err := c.fetch("/cgroups", &entries); err != nil {
+		cgroupPath = "<unknown: " + err.Error() + ">"
+	}
+	for _, e := range entries {
+		if e.PodUID == p.UID {
+			cgroupPath = e.Name
 		}
 	}
 	w := tabwriter.NewWriter(c.out, 0, 8, 1, ' ', 0)
@@ -212,7 +206,7 @@ func (c *client) describePod(name string) error {
 		kv("Start Time", p.Status.StartTime.Format(time.RFC1123Z))
 	}
 	kv("Labels", mapText(p.Labels))
-	kv("Manifest", orNone(p.Annotations[source.AnnotationManifest]))
+	kv("Manifest", orNone(p.Annotations[api.AnnotationManifest]))
 	kv("Status", podStatusWord(p))
 	if p.Status.Reason != "" {
 		kv("Reason", p.Status.Reason)
@@ -228,7 +222,7 @@ func (c *client) describePod(name string) error {
 		kv("Termination Grace", fmt.Sprintf("%ds", *g))
 	}
 	w.Flush()
-	var reports []probes.Report
+	var reports []api.ProbeReport
 	if err := c.fetch("/pods/"+p.Namespace+"/"+p.Name+"/probes", &reports); err != nil {
 		fmt.Fprintf(os.Stderr, "warning: probe results unavailable: %v\n", err)
 	}
@@ -318,7 +312,7 @@ func (c *client) listEvents(podName, output string) error {
 	return tw.Flush()
 }
 
-func describeContainers(out io.Writer, title string, specs []corev1.Container, statuses []corev1.ContainerStatus, reports []probes.Report) {
+func describeContainers(out io.Writer, title string, specs []corev1.Container, statuses []corev1.ContainerStatus, reports []api.ProbeReport) {
 	if len(specs) == 0 {
 		return
 	}
@@ -355,9 +349,9 @@ func describeContainers(out io.Writer, title string, specs []corev1.Container, s
 		}
 		kv("Restart Count", fmt.Sprint(cs.RestartCount))
 		for _, pr := range []struct {
-			kind probes.Kind
+			kind api.ProbeKind
 			spec *corev1.Probe
-		}{{probes.Liveness, s.LivenessProbe}, {probes.Readiness, s.ReadinessProbe}, {probes.Startup, s.StartupProbe}} {
+		}{{api.Liveness, s.LivenessProbe}, {api.Readiness, s.ReadinessProbe}, {api.Startup, s.StartupProbe}} {
 			if pr.spec == nil {
 				continue
 			}
@@ -395,7 +389,7 @@ func describeContainers(out io.Writer, title string, specs []corev1.Container, s
 
 // getEvictions prints the agent's eviction decisions, oldest first.
 func (c *client) getEvictions(output string) error {
-	var traces []eviction.Trace
+	var traces []api.EvictionTrace
 	if err := c.fetch("/evictions", &traces); err != nil {
 		return err
 	}
@@ -459,7 +453,7 @@ func probeText(p *corev1.Probe) string {
 }
 
 // reportText is a probe's published result and its last run.
-func reportText(r probes.Report) string {
+func reportText(r api.ProbeReport) string {
 	out := r.Result
 	if r.OnHold {
 		out += ", on hold until the container restarts"
@@ -546,7 +540,7 @@ func (c *client) describeNode() error {
 	kv("OS Image", info.OSImage)
 	kv("Container Runtime", info.ContainerRuntimeVersion)
 	kv("Agent Version", info.KubeletVersion)
-	kv("Cgroups", cgroupsText(&n)+" (kubepods "+orNone(n.Annotations[node.AnnotationCgroupRoot])+")")
+	kv("Cgroups", cgroupsText(&n)+" (kubepods "+orNone(n.Annotations[api.AnnotationCgroupRoot])+")")
 	w.Flush()
 	fmt.Fprintln(c.out, "Conditions:")
 	tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
@@ -559,7 +553,7 @@ func (c *client) describeNode() error {
 
 // cgroupsText is the node's cgroup version and driver, "v1/cgroupfs".
 func cgroupsText(n *corev1.Node) string {
-	return orNone(n.Annotations[node.AnnotationCgroupVersion]) + "/" + orNone(n.Annotations[node.AnnotationCgroupDriver])
+	return orNone(n.Annotations[api.AnnotationCgroupVersion]) + "/" + orNone(n.Annotations[api.AnnotationCgroupDriver])
 }
 
 func typeMeta(kind string) metav1.TypeMeta { return metav1.TypeMeta{Kind: kind, APIVersion: "v1"} }

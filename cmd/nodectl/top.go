@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
-	"nodeagent/cgroups"
+	"nodeagent/api"
 )
 
 // topPods prints each pod's CPU and memory from /stats/summary, in
@@ -82,7 +82,7 @@ func memoryText(m *statsapi.MemoryStats) string {
 
 // cgroups prints the QoS cgroup tree with each cgroup's limits and usage.
 func (c *client) cgroups(output string) error {
-	var entries []cgroups.TreeEntry
+	var entries []api.CgroupEntry
 	if err := c.fetch("/cgroups", &entries); err != nil {
 		return err
 	}

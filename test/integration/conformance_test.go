@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"nodeagent/test/conformance"
+	"nodeagent/e2e/conformance"
 )
 
 // The conformance suite passes against an agent on this node, and its

@@ -131,7 +131,7 @@ func TestMemoryAllocatableEviction(t *testing.T) {
 		t.Errorf("the kernel OOM killer acted in kubepods: %s", got)
 	}
 	tr := n.evictions()
-	if len(tr) == 0 || tr[0].Signal != eviction.AllocatableMemoryAvailable || len(tr[0].Victims) != 1 ||
+	if len(tr) == 0 || tr[0].Signal != string(eviction.AllocatableMemoryAvailable) || len(tr[0].Victims) != 1 ||
 		!strings.HasPrefix(tr[0].Victims[0].Pod, "default/hog-") || tr[0].Victims[0].QoS != corev1.PodQOSBestEffort || tr[0].Victims[0].Grace != 1 {
 		t.Errorf("eviction traces %+v", tr)
 	}
@@ -290,7 +290,7 @@ func TestDiskPressureEvictsTheWriter(t *testing.T) {
 		t.Errorf("the quiet pod went too: %s %s", q.Status.Phase, q.Status.Message)
 	}
 	tr := n.evictions()
-	if len(tr) == 0 || tr[0].Signal != eviction.NodeFsAvailable || !strings.HasPrefix(tr[0].Reclaimed, "removed 1 dead containers; removed ") {
+	if len(tr) == 0 || tr[0].Signal != string(eviction.NodeFsAvailable) || !strings.HasPrefix(tr[0].Reclaimed, "removed 1 dead containers; removed ") {
 		t.Errorf("trace %+v: want a nodefs decision after reclaiming the done pod's old container, then images", tr)
 	}
 	_, containers := n.runtimeObjects(string(d.UID))

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"nodeagent/test/experiment"
+	"nodeagent/e2e/experiment"
 )
 
 // The built-in BestEffort bomb, one short run, end to end: the bomb is

@@ -36,7 +36,7 @@ func makeTarget(t *testing.T, target string, vars ...string) string {
 func TestInstallPutsAVerifiedServiceInPlace(t *testing.T) {
 	root := t.TempDir()
 	makeTarget(t, "install", "DESTDIR="+root)
-	for _, f := range []string{"usr/local/bin/nodeagent", "usr/local/bin/nodectl", "etc/systemd/system/nodeagent.service",
+	for _, f := range []string{"usr/local/bin/nodeagent", "usr/local/bin/nodectl", "usr/local/bin/nodetest", "etc/systemd/system/nodeagent.service",
 		"etc/nodeagent/config.yaml", "usr/local/share/doc/nodeagent/README.md"} {
 		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
 			t.Errorf("not installed: %v", err)
@@ -82,7 +82,7 @@ func TestInstallPutsAVerifiedServiceInPlace(t *testing.T) {
 	if out := makeTarget(t, "uninstall", "DESTDIR="+root); !strings.Contains(out, "kept "+config) {
 		t.Errorf("uninstall did not say it kept the changed config:\n%s", out)
 	}
-	for _, f := range []string{"usr/local/bin/nodeagent", "usr/local/bin/nodectl", "etc/systemd/system/nodeagent.service", "usr/local/share/doc/nodeagent"} {
+	for _, f := range []string{"usr/local/bin/nodeagent", "usr/local/bin/nodectl", "usr/local/bin/nodetest", "etc/systemd/system/nodeagent.service", "usr/local/share/doc/nodeagent"} {
 		if _, err := os.Stat(filepath.Join(root, f)); !os.IsNotExist(err) {
 			t.Errorf("%s left after uninstall (%v)", f, err)
 		}

@@ -6,8 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"nodeagent/agent/source"
 	"nodeagent/internal/expand"
+	"nodeagent/manifest"
 )
 
 // mounts resolves the container's volume mounts to host paths, which the
@@ -38,7 +38,7 @@ func (b *Builder) mounts(pod *corev1.Pod, c *corev1.Container, env func(string) 
 		sub := vm.SubPath
 		if vm.SubPathExpr != "" {
 			sub = expand.Vars(vm.SubPathExpr, env)
-			if err := source.CheckSubPath(sub); err != nil {
+			if err := manifest.CheckSubPath(sub); err != nil {
 				return nil, fmt.Errorf("volumeMounts[%d].subPathExpr %q expands to %q, which %w", i, vm.SubPathExpr, sub, err)
 			}
 		}

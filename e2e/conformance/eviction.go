@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"nodeagent/test/experiment"
+	"nodeagent/e2e/experiment"
 )
 
 // The eviction cases need the agent's eviction settings to be tight
@@ -40,7 +40,7 @@ func evictionSettings() (podsMemory, threshold int64, total int64, err error) {
 func runScenario(t *T, name string, duration time.Duration, pods []experiment.Pod) (*experiment.Run, error) {
 	n := t.Node()
 	if n.AgentBin == "" {
-		return nil, errors.New("no agent binary to start with eviction settings (nodectl conformance --agent-bin)")
+		return nil, errors.New("no agent binary to start with eviction settings (nodetest conformance --agent-bin)")
 	}
 	podsMemory, threshold, total, err := evictionSettings()
 	if err != nil {

@@ -10,10 +10,10 @@ import (
 	"syscall"
 	"time"
 
-	"nodeagent/test/experiment"
+	"nodeagent/e2e/experiment"
 )
 
-// experimentOptions are nodectl experiment's flags.
+// experimentOptions are nodetest experiment's flags.
 type experimentOptions struct {
 	out, agentBin, endpoint, image string
 	repetitions                    int
@@ -21,7 +21,7 @@ type experimentOptions struct {
 }
 
 // runExperiment runs a scenario file and writes its results.
-func (c *client) runExperiment(file string, o experimentOptions) error {
+func (t *tester) runExperiment(file string, o experimentOptions) error {
 	nodeMemory, _, err := experiment.NodeMemory()
 	if err != nil {
 		return err
@@ -51,7 +51,7 @@ func (c *client) runExperiment(file string, o experimentOptions) error {
 		return fmt.Errorf("%s already holds an experiment's results: choose another --out, or remove it", out)
 	}
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("experiments start an agent that writes cgroups and talks to the runtime: run nodectl experiment as root")
+		return fmt.Errorf("experiments start an agent that writes cgroups and talks to the runtime: run nodetest experiment as root")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -69,15 +69,15 @@ func (c *client) runExperiment(file string, o experimentOptions) error {
 	_, runErr := experiment.Execute(ctx, s, env, out, nodeMemory, progress)
 	if sum, err := experiment.ReadSummary(out); err == nil {
 		for _, v := range sum.Verdicts {
-			fmt.Fprintf(c.out, "%s  %s (%s)\n", map[bool]string{true: "PASS", false: "FAIL"}[v.Pass], v.Check, v.Detail)
+			fmt.Fprintf(t.out, "%s  %s (%s)\n", map[bool]string{true: "PASS", false: "FAIL"}[v.Pass], v.Check, v.Detail)
 		}
-		fmt.Fprintf(c.out, "report: %s\n", filepath.Join(out, "report.md"))
+		fmt.Fprintf(t.out, "report: %s\n", filepath.Join(out, "report.md"))
 	}
 	return runErr
 }
 
 // compareExperiments prints two result directories side by side.
-func (c *client) compareExperiments(a, b string) error {
+func (t *tester) compareExperiments(a, b string) error {
 	sa, err := experiment.ReadSummary(a)
 	if err != nil {
 		return err
@@ -86,11 +86,11 @@ func (c *client) compareExperiments(a, b string) error {
 	if err != nil {
 		return err
 	}
-	return experiment.Compare(c.out, a, b, sa, sb)
+	return experiment.Compare(t.out, a, b, sa, sb)
 }
 
 // agentBinary is the nodeagent binary experiments start: the flag's, the
-// one beside nodectl, or the one on PATH.
+// one beside nodetest, or the one on PATH.
 func agentBinary(flag string) (string, error) {
 	if flag != "" {
 		return flag, nil
@@ -103,7 +103,7 @@ func agentBinary(flag string) (string, error) {
 	if path, err := exec.LookPath("nodeagent"); err == nil {
 		return path, nil
 	}
-	return "", fmt.Errorf("no nodeagent binary beside nodectl or on PATH: set --agent-bin")
+	return "", fmt.Errorf("no nodeagent binary beside nodetest or on PATH: set --agent-bin")
 }
 
 func fileExists(path string) bool { _, err := os.Stat(path); return err == nil }

@@ -12,10 +12,10 @@ import (
 
 	"golang.org/x/term"
 
-	"nodeagent/test/conformance"
+	"nodeagent/e2e/conformance"
 )
 
-// conformanceOptions are nodectl conformance's flags.
+// conformanceOptions are nodetest conformance's flags.
 type conformanceOptions struct {
 	focus, skip, junit, image, agentBin string
 	json, list                          bool
@@ -23,8 +23,8 @@ type conformanceOptions struct {
 }
 
 // runConformance runs the node conformance suite against the agent at
-// c.server and exits non-zero when a case failed.
-func (c *client) runConformance(o conformanceOptions) error {
+// t.server and exits non-zero when a case failed.
+func (t *tester) runConformance(o conformanceOptions) error {
 	var opts conformance.Options
 	for _, re := range []struct {
 		flag, expr string
@@ -47,14 +47,14 @@ func (c *client) runConformance(o conformanceOptions) error {
 	if o.list {
 		for _, cs := range cases {
 			if (opts.Focus == nil || opts.Focus.MatchString(cs.Name)) && (opts.Skip == nil || !opts.Skip.MatchString(cs.Name)) {
-				fmt.Fprintln(c.out, cs.Name)
+				fmt.Fprintln(t.out, cs.Name)
 			}
 		}
 		return nil
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	node, err := conformance.Connect(ctx, c.server, c.controlSocket, o.image)
+	node, err := conformance.Connect(ctx, t.server, t.controlSocket, o.image)
 	if err != nil {
 		return err
 	}
@@ -87,11 +87,11 @@ func (c *client) runConformance(o conformanceOptions) error {
 		fmt.Fprint(os.Stderr, "\r\033[K")
 	}
 	if o.json {
-		if err := conformance.WriteJSON(c.out, results); err != nil {
+		if err := conformance.WriteJSON(t.out, results); err != nil {
 			return err
 		}
 	} else {
-		conformance.WriteTable(c.out, results)
+		conformance.WriteTable(t.out, results)
 	}
 	if o.junit != "" {
 		f, err := os.Create(o.junit)

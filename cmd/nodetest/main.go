@@ -1,0 +1,132 @@
+// Command nodetest validates a node and experiments on it: the node
+// conformance suite against a running agent, and OOM stress experiments
+// that start agents of their own. It is kept apart from nodectl, the
+// operator's client, because it starts agents and writes cgroups;
+// `nodectl conformance` and `nodectl experiment` run it.
+//
+//	nodetest conformance [--focus RE] [--skip RE] [--parallel N] [--junit FILE] [--json] [--list]
+//	nodetest experiment run SCENARIO.yaml [--out DIR] [--repetitions N] [--duration D]
+//	nodetest experiment compare DIR_A DIR_B
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+const usage = `nodetest validates a node running nodeagent and runs OOM stress experiments on it.
+
+Usage:
+  nodetest conformance [--focus RE] [--skip RE] [--parallel N] [--junit FILE] [--json] [--list] [--image REF]
+                       [--agent-bin PATH]
+                                          run the node conformance suite against the agent (on the node:
+                                          it writes manifests through the agent's control socket); the
+                                          [Serial] eviction cases run last, on an agent binary they start
+                                          with settings sized from the node's free memory
+  nodetest experiment run SCENARIO.yaml [--out DIR] [--repetitions N] [--duration D] [--agent-bin PATH]
+                       [--runtime-endpoint URL] [--image REF]
+                                          run an OOM stress experiment: starts its own agent with the
+                                          scenario's settings; writes timeline.json, summary.json,
+                                          report.md, memory.svg
+  nodetest experiment compare DIR_A DIR_B two experiments' results side by side
+
+Global flags:
+  --server URL           the agent's read-only API (default http://127.0.0.1:10255, or $NODEAGENT_SERVER)
+  --control-socket PATH  the agent's root-only control socket (default /run/nodeagent/nodeagent.sock, or
+                         $NODEAGENT_CONTROL_SOCKET)
+
+nodectl conformance and nodectl experiment run this command with the same arguments.
+`
+
+// exitCode carries a failed suite's exit status out of run.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit code %d", int(e)) }
+
+type usageError string
+
+func (e usageError) Error() string { return string(e) + " (see nodetest --help)" }
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		var code exitCode
+		if errors.As(err, &code) {
+			os.Exit(int(code))
+		}
+		fmt.Fprintln(os.Stderr, "nodetest:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// tester is where results go and which agent the suite talks to.
+type tester struct {
+	server, controlSocket string
+	out                   io.Writer
+}
+
+func run(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("nodetest", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var c conformanceOptions
+	var e experimentOptions
+	var help bool
+	server := fs.String("server", envOr("NODEAGENT_SERVER", "http://127.0.0.1:10255"), "")
+	controlSocket := fs.String("control-socket", envOr("NODEAGENT_CONTROL_SOCKET", "/run/nodeagent/nodeagent.sock"), "")
+	fs.BoolVar(&help, "help", false, "")
+	fs.BoolVar(&help, "h", false, "")
+	fs.StringVar(&c.focus, "focus", "", "")
+	fs.StringVar(&c.skip, "skip", "", "")
+	fs.StringVar(&c.junit, "junit", "", "")
+	fs.BoolVar(&c.json, "json", false, "")
+	fs.BoolVar(&c.list, "list", false, "")
+	fs.IntVar(&c.parallel, "parallel", 4, "")
+	fs.StringVar(&e.out, "out", "", "")
+	fs.StringVar(&e.endpoint, "runtime-endpoint", envOr("CRI_ENDPOINT", "unix:///run/containerd/containerd.sock"), "")
+	fs.IntVar(&e.repetitions, "repetitions", 0, "")
+	fs.DurationVar(&e.duration, "duration", 0, "")
+	var image, agentBin string
+	fs.StringVar(&image, "image", "127.0.0.1:5000/nodeagent/test:latest", "")
+	fs.StringVar(&agentBin, "agent-bin", "", "")
+	// Flags may come anywhere: split them from the positional words.
+	var words []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return usageError(err.Error())
+		}
+		args = fs.Args()
+		if len(args) > 0 {
+			words = append(words, args[0])
+			args = args[1:]
+		}
+	}
+	if help || len(words) == 0 {
+		fmt.Fprint(out, usage)
+		return nil
+	}
+	c.image, c.agentBin, e.image, e.agentBin = image, agentBin, image, agentBin
+	t := &tester{server: strings.TrimRight(*server, "/"), controlSocket: *controlSocket, out: out}
+	switch verb, rest := words[0], words[1:]; {
+	case verb == "conformance" && len(rest) == 0:
+		return t.runConformance(c)
+	case verb == "experiment" && len(rest) == 2 && rest[0] == "run":
+		return t.runExperiment(rest[1], e)
+	case verb == "experiment" && len(rest) == 3 && rest[0] == "compare":
+		return t.compareExperiments(rest[1], rest[2])
+	}
+	return usageError(fmt.Sprintf("unknown command %q", strings.Join(words, " ")))
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
