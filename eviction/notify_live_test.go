@@ -14,11 +14,6 @@ import (
 	"nodeagent/internal/testhog"
 )
 
-func TestMain(m *testing.M) {
-	testhog.Main()
-	os.Exit(m.Run())
-}
-
 // wakeups records the kernel notifications the agent would be woken by.
 type wakeups struct {
 	mu sync.Mutex

@@ -1,15 +1,16 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 )
 
-// runNodetest runs nodetest with nodectl's arguments: the one beside
-// nodectl, else the one on PATH. Its exit code is nodectl's.
+// runNodetest replaces nodectl with nodetest, the one beside nodectl or
+// else the one on PATH, run with nodectl's arguments: signals (Ctrl-C)
+// and the exit code are nodetest's own.
 func runNodetest(verb string, args []string) error {
 	bin := ""
 	if self, err := os.Executable(); err == nil {
@@ -24,14 +25,8 @@ func runNodetest(verb string, args []string) error {
 		}
 		bin = path
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		return exitCode(exit.ExitCode())
-	}
-	return err
+	err := syscall.Exec(bin, append([]string{bin}, args...), os.Environ())
+	return fmt.Errorf("run %s: %w", bin, err)
 }
 
 func isFile(path string) bool {
