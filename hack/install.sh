@@ -52,7 +52,11 @@ install_all() {
 		deploy/systemd/nodeagent.service >"$unit.tmp"
 	chmod 0644 "$unit.tmp" && mv "$unit.tmp" "$unit"
 	say "unit $unit"
+	# The unit's Documentation= points at the README, which links docs/.
 	install -D -m 0644 README.md "$docdir/README.md"
+	for page in docs/*.md; do
+		install -D -m 0644 "$page" "$docdir/$page"
+	done
 	mkdir -p "$confdir/manifests"
 	if [ -e "$config" ]; then
 		say "kept the existing $config"

@@ -37,7 +37,7 @@ func TestInstallPutsAVerifiedServiceInPlace(t *testing.T) {
 	root := t.TempDir()
 	makeTarget(t, "install", "DESTDIR="+root)
 	for _, f := range []string{"usr/local/bin/nodeagent", "usr/local/bin/nodectl", "usr/local/bin/nodetest", "etc/systemd/system/nodeagent.service",
-		"etc/nodeagent/config.yaml", "usr/local/share/doc/nodeagent/README.md"} {
+		"etc/nodeagent/config.yaml", "usr/local/share/doc/nodeagent/README.md", "usr/local/share/doc/nodeagent/docs/eviction.md"} {
 		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
 			t.Errorf("not installed: %v", err)
 		}
