@@ -13,13 +13,11 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
 	"nodeagent/cgroups"
-	"nodeagent/eviction"
 	"nodeagent/internal/safefile"
 	"nodeagent/internal/sat"
 	"nodeagent/network"
@@ -341,186 +339,11 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Reserved returns systemReserved and kubeReserved as resource lists.
-func (c *Config) Reserved() []corev1.ResourceList {
-	var out []corev1.ResourceList
-	for _, m := range []map[string]string{c.SystemReserved, c.KubeReserved} {
-		l := corev1.ResourceList{}
-		for k, v := range m {
-			if q, err := sat.ParseQuantity(v); err == nil {
-				l[corev1.ResourceName(k)] = q
-			}
-		}
-		out = append(out, l)
-	}
-	return out
-}
-
-// EvictionThresholds parses evictionHard, evictionSoft (with
-// evictionSoftGracePeriod) and evictionMinimumReclaim with the kubelet's
-// rules; errors name the field and the offending text.
-func (c *Config) EvictionThresholds() ([]eviction.Threshold, error) {
-	return eviction.ParseThresholds(eviction.Config{
-		Hard: c.EvictionHard, Soft: c.EvictionSoft, SoftGracePeriod: c.EvictionSoftGracePeriod,
-		MinimumReclaim: c.EvictionMinimumReclaim, EnforcePods: c.EnforcePods(),
-	})
-}
-
-// EnforcePods reports whether kubepods gets the node allocatable limits.
-func (c *Config) EnforcePods() bool {
-	for _, k := range c.EnforceNodeAllocatable {
-		if k == "pods" {
-			return true
-		}
-	}
-	return false
-}
-
-// PerQOS reports cgroupsPerQOS.
-func (c *Config) PerQOS() bool { return c.CgroupsPerQOS == nil || *c.CgroupsPerQOS }
-
-// Driver is the cgroup driver in effect: cgroupDriver, or cgroupfs.
-func (c *Config) Driver() string {
-	if c.CgroupDriver == "" {
-		return "cgroupfs"
-	}
-	return c.CgroupDriver
-}
-
-// EnforceCPULimits reports cpuCFSQuota.
-func (c *Config) EnforceCPULimits() bool { return c.CPUCFSQuota == nil || *c.CPUCFSQuota }
-
-// CPUPeriodMicros is cpuCFSQuotaPeriod in µs.
-func (c *Config) CPUPeriodMicros() uint64 {
-	if c.CPUCFSQuotaPeriod == nil {
-		return cgroups.QuotaPeriod
-	}
-	return uint64(c.CPUCFSQuotaPeriod.Duration / time.Microsecond)
-}
-
-// ImageGCThresholds are imageGCHighThresholdPercent and
-// imageGCLowThresholdPercent.
-func (c *Config) ImageGCThresholds() (high, low int) {
-	high, low = 85, 80
-	if c.ImageGCHighThresholdPercent != nil {
-		high = int(*c.ImageGCHighThresholdPercent)
-	}
-	if c.ImageGCLowThresholdPercent != nil {
-		low = int(*c.ImageGCLowThresholdPercent)
-	}
-	return high, low
-}
-
-// MaxRestartBackOff is crashLoopBackOff.maxContainerRestartPeriod (0: unset).
-func (c *Config) MaxRestartBackOff() time.Duration {
-	if p := c.CrashLoopBackOff.MaxContainerRestartPeriod; p != nil {
-		return p.Duration
-	}
-	return 0
-}
-
-// LogMaxSize is containerLogMaxSize in bytes.
-func (c *Config) LogMaxSize() int64 {
-	q, _ := sat.ParseQuantity(c.ContainerLogMaxSize)
-	return q.Value()
-}
-
-// LogMaxFiles is containerLogMaxFiles.
-func (c *Config) LogMaxFiles() int {
-	if c.ContainerLogMaxFiles == nil {
-		return 5
-	}
-	return int(*c.ContainerLogMaxFiles)
-}
-
-// LogMonitorInterval is containerLogMonitorInterval.
-func (c *Config) LogMonitorInterval() time.Duration {
-	if c.ContainerLogMonitorInterval == nil {
-		return 10 * time.Second
-	}
-	return c.ContainerLogMonitorInterval.Duration
-}
-
-// PodPids is podPidsLimit (-1: none).
-func (c *Config) PodPids() int64 {
-	if c.PodPidsLimit == nil {
-		return -1
-	}
-	return *c.PodPidsLimit
-}
-
-// ResolvConf is the host resolv.conf pods inherit under dnsPolicy Default.
-func (c *Config) ResolvConf() string {
-	if c.ResolverConfig == nil {
-		return ""
-	}
-	return *c.ResolverConfig
-}
-
 // Reloadable are the honoured fields a running agent takes on SIGHUP; the
 // others need a restart.
 var Reloadable = []string{
 	"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
 	"containerLogMaxSize", "containerLogMaxFiles",
-}
-
-// Reload is what a running agent takes from next (a re-read file): the
-// configuration in effect (cur with next's reloadable fields), and the
-// changed fields it applied and those that need a restart.
-func Reload(cur, next *Config) (effective *Config, applied, restart []string, err error) {
-	applied, restart, err = changed(cur, next)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	fc, err := cur.fields()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	fn, err := next.fields()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	for _, f := range Reloadable {
-		if v, ok := fn[f]; ok {
-			fc[f] = v
-		} else {
-			delete(fc, f)
-		}
-	}
-	data, err := yaml.Marshal(fc)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	eff := *cur
-	eff.KubeletConfiguration = kubeletv1beta1.KubeletConfiguration{}
-	if err := yaml.Unmarshal(data, &eff.KubeletConfiguration); err != nil {
-		return nil, nil, nil, err
-	}
-	return &eff, applied, restart, nil
-}
-
-// changed lists the honoured fields whose values differ between a and b,
-// split into those a running agent can take and those needing a restart.
-func changed(a, b *Config) (reloadable, restart []string, err error) {
-	fa, err := a.fields()
-	if err != nil {
-		return nil, nil, err
-	}
-	fb, err := b.fields()
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, f := range Honoured {
-		if reflect.DeepEqual(fa[f], fb[f]) {
-			continue
-		}
-		if slices.Contains(Reloadable, f) {
-			reloadable = append(reloadable, f)
-		} else {
-			restart = append(restart, f)
-		}
-	}
-	return reloadable, restart, nil
 }
 
 // fields is the configuration as its file's field names and values.

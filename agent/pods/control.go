@@ -1,0 +1,131 @@
+package pods
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"nodeagent/manifest"
+)
+
+// DeletePod removes a pod's manifest and terminates the pod, with grace
+// seconds instead of its own grace period when set (0: SIGKILL at once),
+// as `kubectl delete --grace-period` does. It is what nodectl asks for
+// over the control socket. The manifest is the file the agent's own source
+// read the pod from.
+func (m *Manager) DeletePod(namespace, name string, grace *int64) error {
+	m.mu.Lock()
+	var pod *corev1.Pod
+	for _, p := range m.pods {
+		if p.Namespace == namespace && p.Name == name {
+			pod = p
+		}
+	}
+	var w *worker
+	if pod != nil {
+		w = m.workers[pod.UID]
+	}
+	m.mu.Unlock()
+	if pod == nil {
+		return fmt.Errorf("pod %s/%s: %w", namespace, name, ErrPodNotFound)
+	}
+	file := pod.Annotations[manifest.AnnotationManifest]
+	if file == "" {
+		return fmt.Errorf("pod %s/%s has no manifest file", namespace, name)
+	}
+	// The override first: the source sees the manifest go at once and
+	// terminates the pod, with whatever grace the worker has then.
+	if w != nil && grace != nil {
+		w.overrideGrace(grace)
+	}
+	if err := os.Remove(file); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if w != nil && grace != nil {
+			w.overrideGrace(nil)
+		}
+		return fmt.Errorf("remove manifest of %s/%s: %w", namespace, name, err)
+	}
+	args := []any{"pod", fullName(pod), "pod_uid", pod.UID, "manifest", file}
+	if grace != nil {
+		args = append(args, "grace_period", *grace)
+	}
+	m.log.Info("pod deleted on request", args...)
+	if w != nil {
+		w.terminate(grace)
+	}
+	return nil
+}
+
+// Pod is the admitted pod with uid, whether or not its worker has
+// published a status yet.
+func (m *Manager) Pod(uid types.UID) (*corev1.Pod, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.pods[uid]
+	return p, ok
+}
+
+// Active lists the admitted pods that still run: not terminating, not
+// finished, not being evicted. It is what eviction ranks.
+func (m *Manager) Active() []*corev1.Pod {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*corev1.Pod, 0, len(m.pods))
+	for uid, p := range m.pods {
+		w := m.workers[uid]
+		if w == nil || w.isTerminating() || w.evicting() {
+			continue
+		}
+		if phase, ok := m.store.Phase(uid); ok && (phase == corev1.PodSucceeded || phase == corev1.PodFailed) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// ReclaimContainers is the dead-container half of the reclaim that comes
+// before a disk eviction: a finished pod keeps only the newest record of
+// each container (its status; its lastState goes, as the kubelet removes
+// terminated pods' containers), and a running pod what prune already
+// leaves. It returns how many containers it removed.
+func (m *Manager) ReclaimContainers(ctx context.Context) (int, error) {
+	var removed int
+	var errs []error
+	for _, uid := range m.cache.UIDs() {
+		phase, ok := m.store.Phase(uid)
+		if !ok || (phase != corev1.PodSucceeded && phase != corev1.PodFailed) {
+			continue // a running pod's worker owns its containers
+		}
+		rt := m.cache.Get(uid)
+		if hasRunning(rt) {
+			continue
+		}
+		for _, c := range deadContainers(rt, 1) {
+			if err := m.rt.RemoveContainer(ctx, c.Id); err != nil {
+				errs = append(errs, fmt.Errorf("remove dead container %s of pod %s: %w", shortID(c.Id), uid, err))
+				continue
+			}
+			removeLogs(c.LogPath)
+			removed++
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// Evict ends a pod as the kubelet's eviction does: its containers stop
+// with grace seconds and it stays listed as Failed, reason Evicted, with
+// message and a DisruptionTarget condition, until its manifest changes.
+func (m *Manager) Evict(uid types.UID, grace int64, message string) error {
+	m.mu.Lock()
+	w := m.workers[uid]
+	m.mu.Unlock()
+	if w == nil {
+		return fmt.Errorf("pod %s: %w", uid, ErrPodNotFound)
+	}
+	w.evict(message, grace)
+	return nil
+}
