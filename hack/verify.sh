@@ -12,7 +12,7 @@ rule() { echo "verify: $1"; }
 fail() { failed+=("$1"); }
 
 rule "gofmt"
-unformatted=$(gofmt -l $(git ls-files '*.go'))
+unformatted=$(find . -name '*.go' -not -path './bin/*' -not -path './.git/*' -print0 | xargs -0 gofmt -l)
 if [[ -n $unformatted ]]; then
 	echo "$unformatted" | sed 's/^/  not gofmt-ed: /'
 	fail gofmt

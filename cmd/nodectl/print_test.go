@@ -35,7 +35,7 @@ func fakeAgent(t *testing.T) *httptest.Server {
 			Ranking: "kubelet", ObservedAt: started.Time, WokeAt: started.Time, DecidedAt: started.Time, KillSentAt: started.Time,
 			Victims: []api.EvictionVictim{{Pod: "default/hog-node1", QoS: corev1.PodQOSBestEffort, Usage: 300 << 20}}}},
 		"/pods/default/web-node1/probes": []api.ProbeReport{},
-		"/events":                         corev1.EventList{},
+		"/events":                        corev1.EventList{},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a, ok := answers[r.URL.Path]
