@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"nodeagent/cri"
+	"nodeagent/internal/cli"
 	"nodeagent/internal/crilog"
 	"nodeagent/manifest"
 )
@@ -169,7 +170,7 @@ func waitingReason(cs corev1.ContainerStatus) string {
 // connects to the agent's runtime. The caller closes the client.
 func (c *client) execTarget(name, container string, cmd []string) (*cri.Client, string, error) {
 	if len(cmd) == 0 {
-		return nil, "", usageError("exec needs a command after --")
+		return nil, "", cli.UsageError("exec needs a command after --")
 	}
 	p, err := c.findPod(name)
 	if err != nil {

@@ -16,13 +16,14 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
+
+	"nodeagent/internal/cli"
 )
 
 const usage = `nodectl talks to a nodeagent's local API and manages its static pod manifests.
@@ -63,29 +64,7 @@ What the read-only API says is shown, never acted on: nodectl derives no path fr
 NAME is the pod name as listed (with the node suffix) or as written in its manifest.
 `
 
-// exitCode carries a command's exit status out of run (nodectl exec).
-type exitCode int
-
-func (e exitCode) Error() string { return fmt.Sprintf("command exited with code %d", int(e)) }
-
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		var code exitCode
-		if errors.As(err, &code) {
-			os.Exit(int(code))
-		}
-		fmt.Fprintln(os.Stderr, "nodectl:", err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
-}
-
-type usageError string
-
-func (e usageError) Error() string { return string(e) + " (see nodectl --help)" }
+func main() { cli.Exit("nodectl", run(os.Args[1:], os.Stdout)) }
 
 // flags holds every option; which ones a verb accepts is decided in newFlags.
 type flags struct {
@@ -168,17 +147,9 @@ func run(args []string, out io.Writer) error {
 		}
 	}
 	fs, f := newFlags(verbOf(args))
-	// Flags may come anywhere: split them from the positional words.
-	var words []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return usageError(err.Error())
-		}
-		args = fs.Args()
-		if len(args) > 0 {
-			words = append(words, args[0])
-			args = args[1:]
-		}
+	words, err := cli.Words(fs, args)
+	if err != nil {
+		return err
 	}
 	if f.it {
 		f.interactive, f.tty = true, true
@@ -224,12 +195,12 @@ func run(args []string, out io.Writer) error {
 			return err
 		}
 		if code != 0 {
-			return exitCode(code)
+			return cli.ExitCode(code)
 		}
 		return nil
 	case verb == "apply" && len(rest) == 0:
 		if f.file == "" {
-			return usageError("apply needs -f FILE")
+			return cli.UsageError("apply needs -f FILE")
 		}
 		return c.apply(f.file)
 	case verb == "delete" && len(rest) == 2 && isPod(rest[0]):
@@ -239,7 +210,7 @@ func run(args []string, out io.Writer) error {
 		}
 		return c.deletePod(rest[1], f.wait, grace)
 	}
-	return usageError(fmt.Sprintf("unknown command %q", strings.Join(words, " ")))
+	return cli.UsageError(fmt.Sprintf("unknown command %q", strings.Join(words, " ")))
 }
 
 func envOr(key, def string) string {

@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"nodeagent/internal/cli"
 	"nodeagent/internal/safefile"
 	"nodeagent/manifest"
 )
@@ -75,11 +76,11 @@ func (c *client) applyLocal(name string, data []byte) error {
 // lists the pod.
 func (c *client) deletePod(name string, wait bool, grace *int64) error {
 	if grace != nil && *grace < 0 {
-		return usageError("--grace-period must be >= 0")
+		return cli.UsageError("--grace-period must be >= 0")
 	}
 	if c.manifestDir != "" {
 		if grace != nil {
-			return usageError("--grace-period needs the agent (its control socket), not --manifest-dir")
+			return cli.UsageError("--grace-period needs the agent (its control socket), not --manifest-dir")
 		}
 		return c.deleteLocal(name, wait)
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"nodeagent/api"
+	"nodeagent/internal/cli"
 )
 
 func (c *client) getPods(output string) error {
@@ -28,7 +29,7 @@ func (c *client) getPods(output string) error {
 		return emit(c.out, output, &corev1.PodList{TypeMeta: typeMeta("PodList"), Items: pods})
 	case "", "wide":
 	default:
-		return usageError(fmt.Sprintf("-o %q: want wide, json or yaml", output))
+		return cli.UsageError(fmt.Sprintf("-o %q: want wide, json or yaml", output))
 	}
 	if len(pods) == 0 {
 		fmt.Fprintln(c.out, "No pods.")
@@ -177,7 +178,7 @@ func emit(w io.Writer, format string, v any) error {
 		_, err = w.Write(b)
 		return err
 	}
-	return usageError(fmt.Sprintf("-o %q: want json or yaml", format))
+	return cli.UsageError(fmt.Sprintf("-o %q: want json or yaml", format))
 }
 
 func (c *client) describePod(name string) error {
@@ -293,7 +294,7 @@ func (c *client) listEvents(podName, output string) error {
 		return emit(c.out, output, &corev1.EventList{TypeMeta: typeMeta("EventList"), Items: evs})
 	case "":
 	default:
-		return usageError(fmt.Sprintf("-o %q: want json or yaml", output))
+		return cli.UsageError(fmt.Sprintf("-o %q: want json or yaml", output))
 	}
 	if len(evs) == 0 {
 		fmt.Fprintln(c.out, "No events.")

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"nodeagent/e2e/conformance"
+	"nodeagent/internal/cli"
 )
 
 // conformanceOptions are nodetest conformance's flags.
@@ -35,12 +36,12 @@ func (t *tester) runConformance(o conformanceOptions) error {
 		}
 		r, err := regexp.Compile(re.expr)
 		if err != nil {
-			return usageError(fmt.Sprintf("%s %q: %v", re.flag, re.expr, err))
+			return cli.UsageError(fmt.Sprintf("%s %q: %v", re.flag, re.expr, err))
 		}
 		*re.into = r
 	}
 	if o.parallel < 1 {
-		return usageError(fmt.Sprintf("--parallel %d: want 1 or more", o.parallel))
+		return cli.UsageError(fmt.Sprintf("--parallel %d: want 1 or more", o.parallel))
 	}
 	opts.Parallel = o.parallel
 	cases := conformance.Cases()
@@ -111,7 +112,7 @@ func (t *tester) runConformance(o conformanceOptions) error {
 	case ctx.Err() != nil:
 		return fmt.Errorf("interrupted: the cases that ran cleaned up after themselves")
 	case n[conformance.Failed] > 0:
-		return exitCode(1)
+		return cli.ExitCode(1)
 	}
 	return nil
 }

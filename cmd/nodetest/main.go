@@ -10,12 +10,13 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+
+	"nodeagent/internal/cli"
 )
 
 const usage = `nodetest validates a node running nodeagent and runs OOM stress experiments on it.
@@ -42,29 +43,7 @@ Global flags:
 nodectl conformance and nodectl experiment run this command with the same arguments.
 `
 
-// exitCode carries a failed suite's exit status out of run.
-type exitCode int
-
-func (e exitCode) Error() string { return fmt.Sprintf("exit code %d", int(e)) }
-
-type usageError string
-
-func (e usageError) Error() string { return string(e) + " (see nodetest --help)" }
-
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		var code exitCode
-		if errors.As(err, &code) {
-			os.Exit(int(code))
-		}
-		fmt.Fprintln(os.Stderr, "nodetest:", err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
-}
+func main() { cli.Exit("nodetest", run(os.Args[1:], os.Stdout)) }
 
 // tester is where results go and which agent the suite talks to.
 type tester struct {
@@ -95,17 +74,9 @@ func run(args []string, out io.Writer) error {
 	var image, agentBin string
 	fs.StringVar(&image, "image", "127.0.0.1:5000/nodeagent/test:latest", "")
 	fs.StringVar(&agentBin, "agent-bin", "", "")
-	// Flags may come anywhere: split them from the positional words.
-	var words []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return usageError(err.Error())
-		}
-		args = fs.Args()
-		if len(args) > 0 {
-			words = append(words, args[0])
-			args = args[1:]
-		}
+	words, err := cli.Words(fs, args)
+	if err != nil {
+		return err
 	}
 	if help || len(words) == 0 {
 		fmt.Fprint(out, usage)
@@ -121,7 +92,7 @@ func run(args []string, out io.Writer) error {
 	case verb == "experiment" && len(rest) == 3 && rest[0] == "compare":
 		return t.compareExperiments(rest[1], rest[2])
 	}
-	return usageError(fmt.Sprintf("unknown command %q", strings.Join(words, " ")))
+	return cli.UsageError(fmt.Sprintf("unknown command %q", strings.Join(words, " ")))
 }
 
 func envOr(key, def string) string {
