@@ -17,7 +17,7 @@ import (
 // fakeAgent serves a read-only API with one pod, its cgroup and one
 // eviction decision.
 func fakeAgent(t *testing.T) *httptest.Server {
-	started := metav1.NewTime(time.Now().Add(-90 * time.Second))
+	started := metav1.NewTime(time.Now().Add(-5*time.Hour - 30*time.Minute)) // "5h" for half an hour either way
 	pod := corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-node1", Namespace: "default", UID: "uid-web"},
 		Spec:       corev1.PodSpec{NodeName: "node1", Containers: []corev1.Container{{Name: "main", Image: "img"}}},
@@ -67,7 +67,7 @@ func TestGetPodsPrintsOneRowPerPod(t *testing.T) {
 	if f := strings.Fields(lines[0]); strings.Join(f, " ") != "NAME READY STATUS RESTARTS AGE IP QOS" {
 		t.Errorf("header %q", lines[0])
 	}
-	if f := strings.Fields(lines[1]); len(f) != 7 || f[0] != "web-node1" || f[1] != "1/1" || f[2] != "Running" || f[3] != "2" || f[4] != "90s" || f[5] != "10.88.0.7" || f[6] != "Burstable" {
+	if f := strings.Fields(lines[1]); len(f) != 7 || f[0] != "web-node1" || f[1] != "1/1" || f[2] != "Running" || f[3] != "2" || f[4] != "5h" || f[5] != "10.88.0.7" || f[6] != "Burstable" {
 		t.Errorf("row %q", lines[1])
 	}
 	if wide := nodectl(t, fakeAgent(t), "get", "pods", "-o", "wide"); !strings.Contains(wide, "node1") || !strings.Contains(wide, "uid-web") {
