@@ -16,6 +16,7 @@ import (
 	"nodeagent/agent/server"
 	"nodeagent/agent/source"
 	"nodeagent/agent/status"
+	"nodeagent/api"
 	"nodeagent/cgroups"
 	"nodeagent/internal/control"
 	"nodeagent/manifest"
@@ -106,9 +107,9 @@ func (c controlOps) DeletePod(namespace, name string, grace *int64) error {
 	return c.manager.DeletePod(namespace, name, grace)
 }
 
-func (c controlOps) ApplyManifest(data []byte) (server.ManifestResult, error) {
+func (c controlOps) ApplyManifest(data []byte) (api.ManifestResult, error) {
 	name, file, result, err := c.files.Apply(data)
-	return server.ManifestResult{Name: name, File: file, Result: result}, err
+	return api.ManifestResult{Name: name, File: file, Result: result}, err
 }
 
 // cgroupTree is /cgroups: the QoS tree with each cgroup's values.

@@ -1,8 +1,9 @@
 // Package api is nodeagent's local API: the wire types the agent serves
 // beside the Kubernetes ones (probe reports, eviction traces, the cgroup
 // tree, node annotations) and the one client nodectl, nodetest, the
-// benchmarks and the integration tests use. It imports no other nodeagent
-// package, so any of them may depend on it.
+// benchmarks and the integration tests use. Of nodeagent it imports only
+// internal/control (the control socket's client), so any package may
+// depend on it.
 package api
 
 import (

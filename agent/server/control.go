@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"nodeagent/api"
 	"nodeagent/internal/control"
 )
 
@@ -16,14 +17,7 @@ type Control interface {
 	DeletePod(namespace, name string, grace *int64) error
 	// ApplyManifest validates a manifest and writes it into the static pod
 	// directory.
-	ApplyManifest(data []byte) (ManifestResult, error)
-}
-
-// ManifestResult is what applying a manifest did.
-type ManifestResult struct {
-	Name   string `json:"name"`   // metadata.name as written
-	File   string `json:"file"`   // where it was written
-	Result string `json:"result"` // created, configured or unchanged
+	ApplyManifest(data []byte) (api.ManifestResult, error)
 }
 
 // ControlHandler serves the control socket: the operations that act on

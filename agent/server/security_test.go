@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"nodeagent/api"
 	"nodeagent/internal/control"
 )
 
@@ -58,11 +59,11 @@ func (f *fakeControl) DeletePod(ns, name string, grace *int64) error {
 	return nil
 }
 
-func (f *fakeControl) ApplyManifest(data []byte) (ManifestResult, error) {
+func (f *fakeControl) ApplyManifest(data []byte) (api.ManifestResult, error) {
 	if string(data) == "bad" {
-		return ManifestResult{}, errBad
+		return api.ManifestResult{}, errBad
 	}
-	return ManifestResult{Name: "web", File: "/m/web.yaml", Result: "created"}, nil
+	return api.ManifestResult{Name: "web", File: "/m/web.yaml", Result: "created"}, nil
 }
 
 var errNotFound, errBad = errors.New("not found"), errors.New("bad manifest")

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"nodeagent/api"
 	"nodeagent/internal/cli"
 )
 
@@ -158,7 +159,7 @@ func run(args []string, out io.Writer) error {
 		fmt.Fprint(out, usage)
 		return nil
 	}
-	c := &client{server: strings.TrimRight(f.server, "/"), controlSocket: f.controlSocket, manifestDir: f.manifestDir, out: out}
+	c := &client{agent: api.NewClient(f.server, f.controlSocket), manifestDir: f.manifestDir, out: out}
 	verb, rest := words[0], words[1:]
 	isPod := func(w string) bool { return w == "pods" || w == "pod" || w == "po" }
 	isNode := func(w string) bool { return w == "node" || w == "nodes" || w == "no" }

@@ -2,10 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,13 +36,9 @@ func (c *client) apply(file string) error {
 	if c.manifestDir != "" {
 		return c.applyLocal(strings.TrimSuffix(pod.Name, "-node"), data)
 	}
-	resp, err := c.control(30*time.Second).Post("http://agent/manifests", "application/yaml", bytes.NewReader(data))
+	res, err := c.agent.Apply(context.Background(), data)
 	if err != nil {
-		return c.controlError(err)
-	}
-	var res struct{ Name, File, Result string }
-	if err := decode(resp, "apply "+file, &res); err != nil {
-		return err
+		return fmt.Errorf("apply %s: %w", file, err)
 	}
 	fmt.Fprintf(c.out, "pod/%s %s (%s)\n", res.Name, res.Result, res.File)
 	return nil
@@ -88,16 +83,7 @@ func (c *client) deletePod(name string, wait bool, grace *int64) error {
 	if err != nil {
 		return err
 	}
-	u := fmt.Sprintf("http://agent/pods/%s/%s", url.PathEscape(pod.Namespace), url.PathEscape(pod.Name))
-	if grace != nil {
-		u += fmt.Sprintf("?gracePeriodSeconds=%d", *grace)
-	}
-	req, _ := http.NewRequest(http.MethodDelete, u, nil)
-	resp, err := c.control(30 * time.Second).Do(req)
-	if err != nil {
-		return c.controlError(err)
-	}
-	if err := decode(resp, "delete "+pod.Name, nil); err != nil {
+	if err := c.agent.Delete(context.Background(), pod.Namespace, pod.Name, grace); err != nil {
 		return err
 	}
 	if grace != nil {

@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"nodeagent/internal/control"
+	"nodeagent/api"
 	"nodeagent/internal/crilog"
 )
 
@@ -35,14 +32,14 @@ type Node struct {
 	// the eviction cases start beside it with their own settings.
 	RuntimeEndpoint string
 	AgentBin        string
-	client          *http.Client
+	agent           *api.Client
 }
 
 // Connect reads the agent's /node from its API, and its configuration
 // (where manifests and logs are: the suite writes and reads there as
 // root) from its control socket, whose server must be root.
-func Connect(ctx context.Context, api, controlSocket, image string) (*Node, error) {
-	n := &Node{API: strings.TrimRight(api, "/"), Image: image, client: &http.Client{Timeout: 10 * time.Second}}
+func Connect(ctx context.Context, server, controlSocket, image string) (*Node, error) {
+	n := &Node{API: strings.TrimRight(server, "/"), Image: image, agent: api.NewClient(server, controlSocket)}
 	var configz struct {
 		Kubelet struct {
 			StaticPodPath            string `json:"staticPodPath"`
@@ -51,8 +48,7 @@ func Connect(ctx context.Context, api, controlSocket, image string) (*Node, erro
 			CgroupsPerQOS            *bool  `json:"cgroupsPerQOS"`
 		} `json:"kubeletconfig"`
 	}
-	trusted := &Node{API: "http://agent", client: control.Client(controlSocket, 0, 10*time.Second)}
-	if err := trusted.get(ctx, "/configz", &configz); err != nil {
+	if err := n.agent.TrustedConfig(ctx, &configz); err != nil {
 		return nil, fmt.Errorf("the agent's configuration over its control socket %s: %w", controlSocket, err)
 	}
 	var node corev1.Node
@@ -62,8 +58,8 @@ func Connect(ctx context.Context, api, controlSocket, image string) (*Node, erro
 	n.Name, n.Manifests, n.PodLogsDir = node.Name, configz.Kubelet.StaticPodPath, configz.Kubelet.PodLogsDir
 	n.RuntimeEndpoint = configz.Kubelet.ContainerRuntimeEndpoint
 	n.PerQOS = configz.Kubelet.CgroupsPerQOS == nil || *configz.Kubelet.CgroupsPerQOS
-	n.Kubepods = node.Annotations["nodeagent.io/kubepods"]
-	n.CgroupV2 = node.Annotations["nodeagent.io/cgroup-version"] == "v2"
+	n.Kubepods = node.Annotations[api.AnnotationCgroupRoot]
+	n.CgroupV2 = node.Annotations[api.AnnotationCgroupVersion] == "v2"
 	if n.Manifests == "" {
 		return nil, errors.New("the agent's /configz has no staticPodPath")
 	}
@@ -74,23 +70,7 @@ func Connect(ctx context.Context, api, controlSocket, image string) (*Node, erro
 }
 
 func (n *Node) get(ctx context.Context, path string, into any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.API+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := n.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("cannot reach nodeagent at %s: %w", n.API, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
-	}
-	return json.Unmarshal(body, into)
+	return n.agent.Get(ctx, path, into)
 }
 
 // T is a running case's handle: it creates the case's pods and removes

@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +15,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"nodeagent/api"
 )
 
 // Env is where experiments run: the agent binary, the runtime it talks
@@ -34,7 +33,7 @@ type agent struct {
 	dir, manifests, cgroupRoot, api string
 	cmd                             *exec.Cmd
 	exited                          chan error
-	client                          *http.Client
+	client                          *api.Client
 }
 
 func startAgent(ctx context.Context, env Env, dir, settings string, args ...string) (*agent, error) {
@@ -48,7 +47,8 @@ func startAgent(ctx context.Context, env Env, dir, settings string, args ...stri
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	a := &agent{dir: dir, manifests: filepath.Join(dir, "manifests"), cgroupRoot: "/nodeagent-experiment-" + suffix,
-		api: fmt.Sprintf("http://127.0.0.1:%d", port), exited: make(chan error, 1), client: &http.Client{Timeout: 10 * time.Second}}
+		api: fmt.Sprintf("http://127.0.0.1:%d", port), exited: make(chan error, 1)}
+	a.client = api.NewClient(a.api, "")
 	for _, d := range []string{a.manifests, filepath.Join(dir, "logs"), filepath.Join(dir, "root")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
@@ -92,11 +92,8 @@ fileCheckFrequency: 2s
 			return nil, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
-		if resp, err := a.client.Get(a.api + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return a, nil
-			}
+		if a.client.Healthz(ctx) == nil {
+			return a, nil
 		}
 		if time.Now().After(deadline) {
 			a.stop()
@@ -111,26 +108,10 @@ func lastLines(s string, n int) string {
 }
 
 func (a *agent) get(path string, into any) error {
-	resp, err := a.client.Get(a.api + path)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
-	}
-	return json.Unmarshal(body, into)
+	return a.client.Get(context.Background(), path, into)
 }
 
-func (a *agent) pods() ([]corev1.Pod, error) {
-	var list corev1.PodList
-	err := a.get("/pods", &list)
-	return list.Items, err
-}
+func (a *agent) pods() ([]corev1.Pod, error) { return a.client.Pods(context.Background()) }
 
 // apply writes a pod's manifest atomically.
 func (a *agent) apply(pod *corev1.Pod) error {

@@ -11,10 +11,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"nodeagent/api"
 	"nodeagent/cri"
 )
 
@@ -145,15 +144,7 @@ func (n *node) start() {
 			return fmt.Errorf("agent exited: %v", err)
 		default:
 		}
-		resp, err := http.Get(n.url("/healthz"))
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("healthz %s", resp.Status)
-		}
-		return nil
+		return n.client().Healthz(context.Background())
 	})
 }
 
@@ -197,6 +188,10 @@ func (n *node) logText() string {
 
 // controlSocket is where the agent under test listens for nodectl's changes.
 func (n *node) controlSocket() string { return filepath.Join(n.dir, "control.sock") }
+
+// client is the local-API client of the agent, acting through its
+// control socket.
+func (n *node) client() *api.Client { return api.NewClient(n.url(""), n.controlSocket()) }
 
 func (n *node) url(path string) string { return fmt.Sprintf("http://127.0.0.1:%d%s", n.port, path) }
 
@@ -257,18 +252,7 @@ func (n *node) removeManifest(file string) {
 	}
 }
 
-func (n *node) pods() ([]corev1.Pod, error) {
-	resp, err := http.Get(n.url("/pods"))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var list corev1.PodList
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		return nil, err
-	}
-	return list.Items, nil
-}
+func (n *node) pods() ([]corev1.Pod, error) { return n.client().Pods(context.Background()) }
 
 // pod returns the pod named <name>-<node>, or nil.
 func (n *node) pod(name string) (*corev1.Pod, error) {
@@ -436,16 +420,8 @@ func (n *node) runOnce() (string, error) {
 // getJSON decodes an answer of the agent's API, failing the test on error.
 func (n *node) getJSON(path string, into any) {
 	n.t.Helper()
-	resp, err := http.Get(n.url(path))
-	if err != nil {
+	if err := n.client().Get(context.Background(), path, into); err != nil {
 		n.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		n.t.Fatalf("GET %s: %s", path, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
-		n.t.Fatalf("GET %s: %v", path, err)
 	}
 }
 

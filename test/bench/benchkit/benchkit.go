@@ -5,11 +5,10 @@ package benchkit
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"nodeagent/api"
 	"nodeagent/cri"
 )
 
@@ -81,6 +81,7 @@ type Agent struct {
 	CgroupRoot string
 
 	cmd     *exec.Cmd
+	client  *api.Client
 	exited  chan struct{}
 	written []string
 }
@@ -97,6 +98,7 @@ func StartAgent(rt *cri.Client, bin, endpoint, node, extraConfig string) *Agent 
 	// Each agent gets its own cgroup root: two agents under one root would
 	// take each other's pod cgroups for leftovers.
 	a := &Agent{RT: rt, Dir: dir, Port: port, Node: node, CgroupRoot: "/nodeagent-bench-" + filepath.Base(dir)}
+	a.client = api.NewClient(a.URL(""), "")
 	cfg := fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerRuntimeEndpoint: %s\nstaticPodPath: %s\ncgroupRoot: %s\nreadOnlyPort: %s\npodLogsDir: %s\nmaxPods: 250\n",
 		endpoint, filepath.Join(dir, "manifests"), a.CgroupRoot, port, filepath.Join(dir, "logs")) + extraConfig
 	Check(os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644))
@@ -109,9 +111,8 @@ func StartAgent(rt *cri.Client, bin, endpoint, node, extraConfig string) *Agent 
 	a.exited = make(chan struct{})
 	go func() { a.cmd.Wait(); close(a.exited) }()
 	for i := 0; ; i++ {
-		if resp, err := http.Get(a.URL("/healthz")); err == nil {
-			resp.Body.Close()
-			break
+		if err := a.client.Healthz(context.Background()); !errors.Is(err, api.ErrUnreachable) {
+			break // it answers
 		}
 		if i > 300 {
 			Fail("agent did not come up; log: " + a.LogPath())
@@ -135,15 +136,7 @@ func (a *Agent) Pid() int { return a.cmd.Process.Pid }
 
 // Get decodes a JSON answer of the agent's API.
 func (a *Agent) Get(path string, into any) error {
-	resp, err := http.Get(a.URL(path))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(into)
+	return a.client.Get(context.Background(), path, into)
 }
 
 // Write puts a manifest into the agent's static pod directory, atomically.
