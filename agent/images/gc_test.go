@@ -9,61 +9,39 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"nodeagent/cri/critest"
 )
-
-type fakeRuntime struct {
-	images     []*runtimeapi.Image
-	containers []*runtimeapi.Container
-	removed    []string
-}
-
-func (f *fakeRuntime) ListImages(context.Context) ([]*runtimeapi.Image, error) { return f.images, nil }
-func (f *fakeRuntime) RemoveImage(_ context.Context, id string) error {
-	f.removed = append(f.removed, id)
-	var keep []*runtimeapi.Image
-	for _, img := range f.images {
-		if img.Id != id {
-			keep = append(keep, img)
-		}
-	}
-	f.images = keep
-	return nil
-}
-func (f *fakeRuntime) ImageFsInfo(context.Context) ([]*runtimeapi.FilesystemUsage, error) {
-	return []*runtimeapi.FilesystemUsage{{FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: "/images"}}}, nil
-}
-func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	return f.containers, nil
-}
 
 func img(id, tag string, size uint64) *runtimeapi.Image {
 	return &runtimeapi.Image{Id: id, RepoTags: []string{tag}, Size: size}
 }
 
 func TestGCRemovesLeastRecentlyUsedUnusedImages(t *testing.T) {
-	rt := &fakeRuntime{
-		images: []*runtimeapi.Image{
-			img("sha256:pause", "registry/pause:1", 100),
-			img("sha256:used", "registry/app:1", 100),
-			img("sha256:old", "registry/old:1", 300),
-			img("sha256:older", "registry/older:1", 300),
-			img("sha256:new", "registry/new:1", 300),
-		},
-		containers: []*runtimeapi.Container{{ImageRef: "sha256:used"}},
+	rt := critest.New()
+	for _, i := range []*runtimeapi.Image{
+		img("sha256:pause", "registry/pause:1", 100),
+		img("sha256:used", "registry/app:1", 100),
+		img("sha256:old", "registry/old:1", 300),
+		img("sha256:older", "registry/older:1", 300),
+		img("sha256:new", "registry/new:1", 300),
+	} {
+		rt.PutImage(i)
 	}
+	rt.PutContainer(&runtimeapi.ContainerStatus{Id: "app", ImageRef: "sha256:used"})
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	g := NewGC(rt, Policy{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: 2 * time.Minute}, "registry/pause:1", clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	used, avail := uint64(500), uint64(500) // 50% full of a 1000-byte disk
 	g.statfs = func(string) (uint64, uint64, error) { return used + avail, avail, nil }
 
 	// "older" was in use once, then left; "old" never was.
-	rt.containers = append(rt.containers, &runtimeapi.Container{ImageRef: "sha256:older"})
+	rt.PutContainer(&runtimeapi.ContainerStatus{Id: "was", ImageRef: "sha256:older"})
 	if removed, err := g.Once(context.Background()); err != nil || len(removed) != 0 {
 		t.Fatalf("below the threshold nothing goes: %v %v", removed, err)
 	}
-	rt.containers = rt.containers[:1]
+	rt.DeleteContainer("was")
 	clk.Step(3 * time.Minute)
-	rt.images = append(rt.images, img("sha256:fresh", "registry/fresh:1", 300)) // first seen now: too new
+	rt.PutImage(img("sha256:fresh", "registry/fresh:1", 300)) // first seen now: too new
 
 	used, avail = 900, 100 // 90% full: free down to 80%, i.e. 100 bytes
 	removed, err := g.Once(context.Background())
@@ -84,7 +62,8 @@ func TestGCRemovesLeastRecentlyUsedUnusedImages(t *testing.T) {
 	if removed, err = g.Once(context.Background()); len(removed) != 0 || err == nil {
 		t.Errorf("removed %v, err %v: want nothing and an error saying why", removed, err)
 	}
-	for _, id := range rt.removed {
+	for _, c := range rt.Calls("RemoveImage") {
+		id := c.ID
 		if id == "sha256:pause" || id == "sha256:used" || id == "sha256:fresh" {
 			t.Errorf("removed %s: the sandbox image, an image in use and a new image must stay", id)
 		}

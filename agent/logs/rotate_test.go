@@ -14,21 +14,9 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"nodeagent/cri/critest"
 )
-
-type fakeRuntime struct {
-	reopened []string
-	fail     error
-	log      string
-}
-
-func (f *fakeRuntime) ReopenContainerLog(_ context.Context, id string) error {
-	if f.fail != nil {
-		return f.fail
-	}
-	f.reopened = append(f.reopened, id)
-	return os.WriteFile(f.log, nil, 0o644) // the runtime opens a fresh file
-}
 
 type list []*runtimeapi.ContainerStatus
 
@@ -50,14 +38,15 @@ func names(t *testing.T, dir string) []string {
 func TestRotateKeepsMaxFilesAndCompressesOlderOnes(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "0.log")
-	rt := &fakeRuntime{log: log}
+	rt := critest.New()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC))
 	c := &runtimeapi.ContainerStatus{Id: "c1", State: runtimeapi.ContainerState_CONTAINER_RUNNING, LogPath: log}
+	rt.PutContainer(c)
 	r := NewRotator(rt, list{c}, 100, 3, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
 
 	os.WriteFile(log, []byte(strings.Repeat("a", 50)), 0o644)
 	r.RotateOnce(context.Background())
-	if len(rt.reopened) != 0 {
+	if len(rt.Calls("ReopenContainerLog")) != 0 {
 		t.Fatal("rotated a log below the size limit")
 	}
 	for i := 0; i < 4; i++ {
@@ -70,8 +59,8 @@ func TestRotateKeepsMaxFilesAndCompressesOlderOnes(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("files = %v, want %v (3 files: current, newest rotated plain, older gzipped)", got, want)
 	}
-	if len(rt.reopened) != 4 {
-		t.Errorf("reopened %d times", len(rt.reopened))
+	if n := len(rt.Calls("ReopenContainerLog")); n != 4 {
+		t.Errorf("reopened %d times", n)
 	}
 }
 
@@ -79,8 +68,10 @@ func TestRotateRestoresTheLogWhenReopenFails(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "0.log")
 	os.WriteFile(log, []byte(strings.Repeat("b", 150)), 0o644)
-	rt := &fakeRuntime{log: log, fail: errors.New("runtime down")}
+	rt := critest.New()
+	rt.Fail("ReopenContainerLog", errors.New("runtime down"))
 	c := &runtimeapi.ContainerStatus{Id: "c1", State: runtimeapi.ContainerState_CONTAINER_RUNNING, LogPath: log}
+	rt.PutContainer(c)
 	r := NewRotator(rt, list{c}, 100, 3, clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	r.RotateOnce(context.Background())
 	if got := names(t, dir); len(got) != 1 || got[0] != "0.log" {

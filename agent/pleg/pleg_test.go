@@ -11,91 +11,26 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"nodeagent/cri"
+	"nodeagent/cri/critest"
 )
-
-// fakeRuntime holds sandboxes and containers and counts status calls.
-type fakeRuntime struct {
-	mu          sync.Mutex
-	sandboxes   map[string]*runtimeapi.PodSandboxStatus
-	containers  map[string]*runtimeapi.ContainerStatus
-	statusCalls int
-	onList      func() // runs inside ListContainers, to interleave with Inspect
-}
 
 func labels(uid, node string) map[string]string {
 	return map[string]string{cri.LabelPodUID: uid, cri.LabelManagedBy: node}
 }
 
-func matches(l, sel map[string]string) bool {
-	for k, v := range sel {
-		if l[k] != v {
-			return false
-		}
-	}
-	return true
+// putContainer stores a container of pod uid on node "n".
+func putContainer(rt *critest.Runtime, id, uid string, state runtimeapi.ContainerState) {
+	rt.PutContainer(&runtimeapi.ContainerStatus{Id: id, State: state, Labels: labels(uid, "n"), Metadata: &runtimeapi.ContainerMetadata{Name: id}})
 }
 
-func (f *fakeRuntime) ListPodSandbox(_ context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []*runtimeapi.PodSandbox
-	for id, s := range f.sandboxes {
-		if matches(s.Labels, filter.GetLabelSelector()) {
-			out = append(out, &runtimeapi.PodSandbox{Id: id, State: s.State, Labels: s.Labels})
-		}
-	}
-	return out, nil
-}
-
-func (f *fakeRuntime) ListContainers(_ context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	if f.onList != nil {
-		hook := f.onList
-		f.onList = nil
-		hook()
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []*runtimeapi.Container
-	for id, c := range f.containers {
-		if matches(c.Labels, filter.GetLabelSelector()) {
-			out = append(out, &runtimeapi.Container{Id: id, State: c.State, Labels: c.Labels})
-		}
-	}
-	return out, nil
-}
-
-func (f *fakeRuntime) PodSandboxStatus(_ context.Context, id string) (*runtimeapi.PodSandboxStatus, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.statusCalls++
-	s, ok := f.sandboxes[id]
-	if !ok {
-		return nil, &cri.Error{Op: "PodSandboxStatus", Code: 5}
-	}
-	return proto.Clone(s).(*runtimeapi.PodSandboxStatus), nil
-}
-
-func (f *fakeRuntime) ContainerStatus(_ context.Context, id string) (*runtimeapi.ContainerStatus, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.statusCalls++
-	c, ok := f.containers[id]
-	if !ok {
-		return nil, &cri.Error{Op: "ContainerStatus", Code: 5}
-	}
-	return proto.Clone(c).(*runtimeapi.ContainerStatus), nil
-}
-
-func (f *fakeRuntime) setContainer(id, uid string, state runtimeapi.ContainerState) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.containers[id] = &runtimeapi.ContainerStatus{Id: id, State: state, Labels: labels(uid, "n"), Metadata: &runtimeapi.ContainerMetadata{Name: id}}
+// statusCalls counts the status calls a relist made.
+func statusCalls(rt *critest.Runtime) int {
+	return len(rt.Calls("PodSandboxStatus", "ContainerStatus"))
 }
 
 type recorder struct {
@@ -119,13 +54,11 @@ func (r *recorder) take() []string {
 }
 
 func TestRelistFetchesOnlyChangesAndNotifies(t *testing.T) {
-	rt := &fakeRuntime{
-		sandboxes:  map[string]*runtimeapi.PodSandboxStatus{"sb1": {Id: "sb1", State: runtimeapi.PodSandboxState_SANDBOX_READY, Labels: labels("u1", "n")}},
-		containers: map[string]*runtimeapi.ContainerStatus{},
-	}
-	rt.setContainer("c1", "u1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	rt.setContainer("c2", "u2", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	rt.containers["other"] = &runtimeapi.ContainerStatus{Id: "other", Labels: labels("u3", "another-node")}
+	rt := critest.New()
+	rt.PutSandbox(&runtimeapi.PodSandboxStatus{Id: "sb1", State: runtimeapi.PodSandboxState_SANDBOX_READY, Labels: labels("u1", "n")})
+	putContainer(rt, "c1", "u1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	putContainer(rt, "c2", "u2", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	rt.PutContainer(&runtimeapi.ContainerStatus{Id: "other", Labels: labels("u3", "another-node")})
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	rec := &recorder{}
 	c := New(rt, "n", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), rec.notify)
@@ -137,31 +70,32 @@ func TestRelistFetchesOnlyChangesAndNotifies(t *testing.T) {
 	if got := rec.take(); len(got) != 2 || got[0] != "u1" || got[1] != "u2" {
 		t.Errorf("first relist notified %v, want u1 u2 (never another node's pods)", got)
 	}
-	if rt.statusCalls != 3 {
-		t.Errorf("first relist made %d status calls, want 3", rt.statusCalls)
+	if n := statusCalls(rt); n != 3 {
+		t.Errorf("first relist made %d status calls, want 3", n)
 	}
 	if p := c.Get("u1"); p == nil || len(p.Sandboxes) != 1 || len(p.Containers) != 1 {
 		t.Errorf("u1 = %+v", p)
 	}
 
-	rt.statusCalls = 0
+	rt.ResetCalls()
 	clk.Step(time.Second)
 	c.Relist(ctx)
-	if got := rec.take(); len(got) != 0 || rt.statusCalls != 0 {
-		t.Errorf("unchanged relist: notified %v, %d status calls", got, rt.statusCalls)
+	if got := rec.take(); len(got) != 0 || statusCalls(rt) != 0 {
+		t.Errorf("unchanged relist: notified %v, %d status calls", got, statusCalls(rt))
 	}
 
-	rt.setContainer("c2", "u2", runtimeapi.ContainerState_CONTAINER_EXITED)
+	putContainer(rt, "c2", "u2", runtimeapi.ContainerState_CONTAINER_EXITED)
+	rt.ResetCalls()
 	clk.Step(time.Second)
 	c.Relist(ctx)
-	if got := rec.take(); len(got) != 1 || got[0] != "u2" || rt.statusCalls != 1 {
-		t.Errorf("one change: notified %v, %d status calls", got, rt.statusCalls)
+	if got := rec.take(); len(got) != 1 || got[0] != "u2" || statusCalls(rt) != 1 {
+		t.Errorf("one change: notified %v, %d status calls", got, statusCalls(rt))
 	}
 	if c.Get("u2").Containers[0].State != runtimeapi.ContainerState_CONTAINER_EXITED {
 		t.Error("cache did not take the new state")
 	}
 
-	delete(rt.containers, "c2")
+	rt.DeleteContainer("c2")
 	clk.Step(time.Second)
 	c.Relist(ctx)
 	if got := rec.take(); len(got) != 1 || got[0] != "u2" {
@@ -176,24 +110,22 @@ func TestRelistFetchesOnlyChangesAndNotifies(t *testing.T) {
 }
 
 func TestInspectIsNotOverwrittenByAnOlderRelist(t *testing.T) {
-	rt := &fakeRuntime{sandboxes: map[string]*runtimeapi.PodSandboxStatus{}, containers: map[string]*runtimeapi.ContainerStatus{}}
+	rt := critest.New()
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	c := New(rt, "n", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	ctx := context.Background()
 	// While a relist is between its lists, a worker starts a container and
 	// inspects its pod: the relist's older view must not win.
-	rt.onList = func() {
+	rt.OnNextList(func() {
 		clk.Step(time.Second)
-		rt.setContainer("new", "u1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+		putContainer(rt, "new", "u1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 		if _, err := c.Inspect(ctx, "u1"); err != nil {
 			t.Error(err)
 		}
-		rt.mu.Lock() // hide it from the rest of the relist's listing
-		saved := rt.containers["new"]
-		delete(rt.containers, "new")
-		rt.mu.Unlock()
-		t.Cleanup(func() { rt.containers["new"] = saved })
-	}
+		saved := rt.Container("new") // hide it from the rest of the relist's listing
+		rt.DeleteContainer("new")
+		t.Cleanup(func() { rt.PutContainer(saved) })
+	})
 	if err := c.Relist(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -203,8 +135,8 @@ func TestInspectIsNotOverwrittenByAnOlderRelist(t *testing.T) {
 }
 
 func TestInspectOfAnEmptyPodForgetsIt(t *testing.T) {
-	rt := &fakeRuntime{sandboxes: map[string]*runtimeapi.PodSandboxStatus{}, containers: map[string]*runtimeapi.ContainerStatus{}}
-	rt.setContainer("c1", "u1", runtimeapi.ContainerState_CONTAINER_EXITED)
+	rt := critest.New()
+	putContainer(rt, "c1", "u1", runtimeapi.ContainerState_CONTAINER_EXITED)
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	c := New(rt, "n", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	ctx := context.Background()
@@ -212,7 +144,7 @@ func TestInspectOfAnEmptyPodForgetsIt(t *testing.T) {
 	if len(c.UIDs()) != 1 {
 		t.Fatalf("UIDs = %v", c.UIDs())
 	}
-	delete(rt.containers, "c1")
+	rt.DeleteContainer("c1")
 	clk.Step(time.Second)
 	p, err := c.Inspect(ctx, "u1")
 	if err != nil || p == nil || len(p.Containers) != 0 {
@@ -226,13 +158,13 @@ func TestInspectOfAnEmptyPodForgetsIt(t *testing.T) {
 // A worker's Inspect must not swallow the change for the relist: the pod
 // is still announced, so its worker wakes for the next step.
 func TestInspectDoesNotSuppressRelistEvents(t *testing.T) {
-	rt := &fakeRuntime{sandboxes: map[string]*runtimeapi.PodSandboxStatus{}, containers: map[string]*runtimeapi.ContainerStatus{}}
+	rt := critest.New()
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	rec := &recorder{}
 	c := New(rt, "n", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), rec.notify)
 	ctx := context.Background()
 	c.Relist(ctx)
-	rt.setContainer("c1", "u1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	putContainer(rt, "c1", "u1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	if _, err := c.Inspect(ctx, "u1"); err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +190,7 @@ func (s *stream) Recv() (*runtimeapi.ContainerEventResponse, error) {
 }
 
 func TestWatchEventsKicksARelist(t *testing.T) {
-	c := New(&fakeRuntime{}, "n", clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	c := New(critest.New(), "n", clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -275,7 +207,7 @@ func TestWatchEventsKicksARelist(t *testing.T) {
 }
 
 func TestWatchEventsGivesUpOnUnimplemented(t *testing.T) {
-	c := New(&fakeRuntime{}, "n", clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	c := New(critest.New(), "n", clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	opened := 0
 	c.WatchEvents(context.Background(), func(context.Context) (EventStream, error) {
 		opened++
@@ -287,7 +219,7 @@ func TestWatchEventsGivesUpOnUnimplemented(t *testing.T) {
 }
 
 func TestHealthFollowsRelist(t *testing.T) {
-	rt := &fakeRuntime{sandboxes: map[string]*runtimeapi.PodSandboxStatus{}, containers: map[string]*runtimeapi.ContainerStatus{}}
+	rt := critest.New()
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	c := New(rt, "n", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err := c.Healthy(); err == nil {

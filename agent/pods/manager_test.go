@@ -24,72 +24,16 @@ import (
 	"nodeagent/agent/source"
 	"nodeagent/agent/status"
 	"nodeagent/cgroups"
+	"nodeagent/cri/critest"
 )
 
-// fakeRuntime runs everything instantly and records stop/remove calls.
-type fakeRuntime struct {
-	mu       sync.Mutex
-	n        int
-	stopped  []string
-	sandbox  map[string]*runtimeapi.PodSandboxStatus
-	attempts []uint32 // of every RunPodSandbox
-	failRuns int      // RunPodSandbox calls to fail
-}
-
-func (f *fakeRuntime) next(prefix string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.n++
-	return fmt.Sprintf("%s%d", prefix, f.n)
-}
-func (f *fakeRuntime) RunPodSandbox(_ context.Context, cfg *runtimeapi.PodSandboxConfig, _ string) (string, error) {
-	f.mu.Lock()
-	f.attempts = append(f.attempts, cfg.Metadata.Attempt)
-	if f.failRuns > 0 {
-		f.failRuns--
-		f.mu.Unlock()
-		return "", fmt.Errorf("failed to setup network for sandbox")
+// attempts are the attempt numbers of every RunPodSandbox call.
+func attempts(rt *critest.Runtime) []uint32 {
+	var out []uint32
+	for _, c := range rt.Calls("RunPodSandbox") {
+		out = append(out, c.Sandbox.GetMetadata().GetAttempt())
 	}
-	f.mu.Unlock()
-	id := f.next("sb")
-	f.mu.Lock()
-	f.sandbox[id] = &runtimeapi.PodSandboxStatus{Id: id, Metadata: cfg.Metadata, State: runtimeapi.PodSandboxState_SANDBOX_READY,
-		CreatedAt: 1, Network: &runtimeapi.PodSandboxNetworkStatus{Ip: "10.88.0.2"}, Labels: cfg.Labels}
-	f.mu.Unlock()
-	return id, nil
-}
-func (f *fakeRuntime) record(op string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.stopped = append(f.stopped, op)
-	return nil
-}
-func (f *fakeRuntime) StopPodSandbox(context.Context, string) error {
-	return f.record("StopPodSandbox")
-}
-func (f *fakeRuntime) RemovePodSandbox(context.Context, string) error {
-	return f.record("RemovePodSandbox")
-}
-func (f *fakeRuntime) PodSandboxStatus(_ context.Context, id string) (*runtimeapi.PodSandboxStatus, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.sandbox[id], nil
-}
-func (f *fakeRuntime) CreateContainer(context.Context, string, *runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig) (string, error) {
-	return f.next("c"), nil
-}
-func (f *fakeRuntime) StartContainer(context.Context, string) error { return nil }
-func (f *fakeRuntime) StopContainer(context.Context, string, int64) error {
-	return f.record("StopContainer")
-}
-func (f *fakeRuntime) RemoveContainer(_ context.Context, id string) error {
-	return f.record("RemoveContainer " + id)
-}
-func (f *fakeRuntime) PullImage(context.Context, string, *runtimeapi.PodSandboxConfig) (string, error) {
-	return "sha256:x", nil
-}
-func (f *fakeRuntime) ImageStatus(context.Context, string) (*runtimeapi.Image, error) {
-	return &runtimeapi.Image{Id: "sha256:x"}, nil
+	return out
 }
 
 // emptyCache sees nothing in the runtime.
@@ -116,7 +60,7 @@ func (nopCgroups) Version() int                                       { return 1
 
 func TestManagerShutdownLeavesPodsAndNoGoroutines(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	rt := &fakeRuntime{sandbox: map[string]*runtimeapi.PodSandboxStatus{}}
+	rt := critest.New()
 	store := status.NewStore()
 	m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir()}, Deps{
 		Runtime: rt, Cache: emptyCache{}, Store: store, Clock: clock.RealClock{},
@@ -134,9 +78,7 @@ func TestManagerShutdownLeavesPodsAndNoGoroutines(t *testing.T) {
 
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		rt.mu.Lock()
-		created := rt.n // sandbox and container IDs handed out
-		rt.mu.Unlock()
+		created := len(rt.Calls("RunPodSandbox", "CreateContainer"))
 		if _, ok := store.Get(pod.UID); ok && created >= 2 {
 			break
 		}
@@ -147,12 +89,12 @@ func TestManagerShutdownLeavesPodsAndNoGoroutines(t *testing.T) {
 	}
 	cancel()
 	<-done
-	if len(rt.stopped) != 0 {
-		t.Errorf("shutting the agent down touched the pod: %v", rt.stopped)
+	if stops := rt.Ops("StopPodSandbox", "RemovePodSandbox", "StopContainer", "RemoveContainer"); len(stops) != 0 {
+		t.Errorf("shutting the agent down touched the pod: %v", stops)
 	}
 }
 
-func newTestManager(t *testing.T, rt *fakeRuntime, networkReady func() error) (*Manager, *status.Store) {
+func newTestManager(t *testing.T, rt *critest.Runtime, networkReady func() error) (*Manager, *status.Store) {
 	store := status.NewStore()
 	m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir()}, Deps{
 		Runtime: rt, Cache: emptyCache{}, Store: store, Clock: clock.RealClock{}, NetworkReady: networkReady,
@@ -163,14 +105,14 @@ func newTestManager(t *testing.T, rt *fakeRuntime, networkReady func() error) (*
 }
 
 func TestNoSandboxUntilTheNetworkIsReady(t *testing.T) {
-	rt := &fakeRuntime{sandbox: map[string]*runtimeapi.PodSandboxStatus{}}
+	rt := critest.New()
 	var mu sync.Mutex
 	netErr := errors.New("NetworkReady=false reason:NetworkPluginNotReady")
 	m, store := newTestManager(t, rt, func() error { mu.Lock(); defer mu.Unlock(); return netErr })
 	pod := testPod(corev1.RestartPolicyAlways, "a")
 	w := newWorker(m, pod.UID, pod)
 	w.sync(context.Background())
-	if len(rt.attempts) != 0 {
+	if len(attempts(rt)) != 0 {
 		t.Fatalf("RunPodSandbox called while the network is down")
 	}
 	p, _ := store.Get(pod.UID)
@@ -181,21 +123,22 @@ func TestNoSandboxUntilTheNetworkIsReady(t *testing.T) {
 	netErr = nil
 	mu.Unlock()
 	w.sync(context.Background())
-	if len(rt.attempts) != 1 {
-		t.Errorf("no sandbox once the network is ready: %v", rt.attempts)
+	if len(attempts(rt)) != 1 {
+		t.Errorf("no sandbox once the network is ready: %v", attempts(rt))
 	}
 }
 
 func TestAFailedSandboxAttemptIsNeverReused(t *testing.T) {
-	rt := &fakeRuntime{sandbox: map[string]*runtimeapi.PodSandboxStatus{}, failRuns: 2}
+	rt := critest.New()
+	rt.Fail("RunPodSandbox", errors.New("failed to setup network for sandbox"), errors.New("failed to setup network for sandbox"))
 	m, _ := newTestManager(t, rt, nil)
 	pod := testPod(corev1.RestartPolicyAlways, "a")
 	w := newWorker(m, pod.UID, pod)
 	for i := 0; i < 3; i++ {
 		w.sync(context.Background())
 	}
-	if fmt.Sprint(rt.attempts) != "[0 1 2]" {
-		t.Errorf("attempts %v: a failed attempt may still hold its name, so each retry needs the next number", rt.attempts)
+	if fmt.Sprint(attempts(rt)) != "[0 1 2]" {
+		t.Errorf("attempts %v: a failed attempt may still hold its name, so each retry needs the next number", attempts(rt))
 	}
 }
 
@@ -224,7 +167,7 @@ func TestReclaimContainersTakesOnlyFinishedPodsOldRecords(t *testing.T) {
 		"stopping": {UID: "stopping", Containers: []*runtimeapi.ContainerStatus{
 			ctr("stopping-main-1", "main", running), ctr("stopping-main-0", "main", exited)}},
 	}
-	rt := &fakeRuntime{sandbox: map[string]*runtimeapi.PodSandboxStatus{}}
+	rt := critest.New()
 	store := status.NewStore()
 	m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir()}, Deps{
 		Runtime: rt, Cache: cache, Store: store, Clock: clock.RealClock{},
@@ -239,15 +182,15 @@ func TestReclaimContainersTakesOnlyFinishedPodsOldRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"RemoveContainer done-main-1", "RemoveContainer done-main-0"}
-	if n != 2 || !slices.Equal(rt.stopped, want) {
-		t.Errorf("removed %d: %v, want %v", n, rt.stopped, want)
+	if got := rt.Ops("RemoveContainer", "StopContainer", "StopPodSandbox", "RemovePodSandbox"); n != 2 || !slices.Equal(got, want) {
+		t.Errorf("removed %d: %v, want %v", n, got, want)
 	}
 }
 
 // The back-off maps grew with every pod that ever crashed or failed a
 // pull: a terminated pod's entries are forgotten, other pods' kept.
 func TestTerminatedPodLeavesNoBackOffEntries(t *testing.T) {
-	rt := &fakeRuntime{sandbox: map[string]*runtimeapi.PodSandboxStatus{}}
+	rt := critest.New()
 	m, _ := newTestManager(t, rt, nil)
 	pod := testPod(corev1.RestartPolicyAlways, "a")
 	now := time.Now()
