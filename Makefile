@@ -92,7 +92,9 @@ integration: build runtime-up ## integration tests in test/ against the real con
 	$(GO) test -count=1 -tags integration -run Live -v ./cgroups/ ./eviction/ ./internal/mounts/
 
 conformance: build runtime-up ## run the node conformance suite against an agent started on this node (ARGS="--focus RE ...")
-	@BIN_DIR=$(BIN_DIR) CRI_ENDPOINT=$(CRI_ENDPOINT) TEST_IMAGE=$(TEST_IMAGE) hack/conformance.sh --junit $(BIN_DIR)/conformance/junit.xml $(ARGS)
+	@mkdir -p $(BIN_DIR)/conformance
+	$(BIN_DIR)/nodetest conformance --launch --dir $(BIN_DIR)/conformance --agent-bin $(BIN_DIR)/nodeagent \
+		--runtime-endpoint $(CRI_ENDPOINT) --image $(TEST_IMAGE) --junit $(BIN_DIR)/conformance/junit.xml $(ARGS)
 
 FUZZTIME ?= 1m
 fuzz: ## run every fuzz target for FUZZTIME each (default 1m; make test runs their seeds)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"nodeagent/e2e/conformance"
+	"nodeagent/e2e/launch"
 	"nodeagent/internal/cli"
 )
 
@@ -21,6 +23,10 @@ type conformanceOptions struct {
 	focus, skip, junit, image, agentBin string
 	json, list                          bool
 	parallel                            int
+	// launch starts an agent of its own for the run (make conformance).
+	launch              bool
+	launchDir, endpoint string
+	launchPort          int
 }
 
 // runConformance runs the node conformance suite against the agent at
@@ -55,6 +61,13 @@ func (t *tester) runConformance(o conformanceOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.launch {
+		a, err := t.launchAgent(ctx, o)
+		if err != nil {
+			return err
+		}
+		defer a.Stop(30 * time.Second)
+	}
 	node, err := conformance.Connect(ctx, t.server, t.controlSocket, o.image)
 	if err != nil {
 		return err
@@ -115,4 +128,35 @@ func (t *tester) runConformance(o conformanceOptions) error {
 		return cli.ExitCode(1)
 	}
 	return nil
+}
+
+// launchAgent starts an agent for the suite: its own directory, cgroup
+// root and port on this node, so it runs beside a live agent. The suite
+// then talks to it.
+func (t *tester) launchAgent(ctx context.Context, o conformanceOptions) (*launch.Agent, error) {
+	bin, err := agentBinary(o.agentBin)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(o.launchDir)
+	if err != nil {
+		return nil, err
+	}
+	// Manifests an interrupted run left behind would start pods the suite
+	// no longer knows of.
+	stale, _ := filepath.Glob(filepath.Join(dir, "manifests", "conformance-*.yaml"))
+	for _, f := range stale {
+		os.Remove(f)
+	}
+	a, err := launch.New(launch.Options{Bin: bin, RuntimeEndpoint: o.endpoint, Dir: dir, NodeName: "conformance",
+		CgroupRoot: "/nodeagent-conformance", Port: o.launchPort, LogLevel: "info"})
+	if err != nil {
+		return nil, err
+	}
+	if err := a.Start(ctx, 60*time.Second); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "conformance: agent up on %s (log %s)\n", a.URL(""), a.LogPath())
+	t.server, t.controlSocket = a.URL(""), a.ControlSocket
+	return a, nil
 }

@@ -23,11 +23,13 @@ const usage = `nodetest validates a node running nodeagent and runs OOM stress e
 
 Usage:
   nodetest conformance [--focus RE] [--skip RE] [--parallel N] [--junit FILE] [--json] [--list] [--image REF]
-                       [--agent-bin PATH]
+                       [--agent-bin PATH] [--launch [--dir DIR] [--port N] [--runtime-endpoint URL]]
                                           run the node conformance suite against the agent (on the node:
-                                          it writes manifests through the agent's control socket); the
+                                          it writes manifests into the agent's staticPodPath); the
                                           [Serial] eviction cases run last, on an agent binary they start
-                                          with settings sized from the node's free memory
+                                          with settings sized from the node's free memory. --launch runs
+                                          the suite on an agent it starts itself (in DIR, default
+                                          bin/conformance, on port N, default 10355) and stops it after
   nodetest experiment run SCENARIO.yaml [--out DIR] [--repetitions N] [--duration D] [--agent-bin PATH]
                        [--runtime-endpoint URL] [--image REF]
                                           run an OOM stress experiment: starts its own agent with the
@@ -67,6 +69,9 @@ func run(args []string, out io.Writer) error {
 	fs.BoolVar(&c.json, "json", false, "")
 	fs.BoolVar(&c.list, "list", false, "")
 	fs.IntVar(&c.parallel, "parallel", 4, "")
+	fs.BoolVar(&c.launch, "launch", false, "")
+	fs.StringVar(&c.launchDir, "dir", "bin/conformance", "")
+	fs.IntVar(&c.launchPort, "port", 10355, "")
 	fs.StringVar(&e.out, "out", "", "")
 	fs.StringVar(&e.endpoint, "runtime-endpoint", envOr("CRI_ENDPOINT", "unix:///run/containerd/containerd.sock"), "")
 	fs.IntVar(&e.repetitions, "repetitions", 0, "")
@@ -83,6 +88,7 @@ func run(args []string, out io.Writer) error {
 		return nil
 	}
 	c.image, c.agentBin, e.image, e.agentBin = image, agentBin, image, agentBin
+	c.endpoint = e.endpoint
 	t := &tester{server: strings.TrimRight(*server, "/"), controlSocket: *controlSocket, out: out}
 	switch verb, rest := words[0], words[1:]; {
 	case verb == "conformance" && len(rest) == 0:

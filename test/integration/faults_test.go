@@ -25,15 +25,6 @@ import (
 	"nodeagent/cri"
 )
 
-// kill stops the agent the hard way, as a crash would.
-func (n *node) kill() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.cmd.Process.Signal(syscall.SIGKILL)
-	<-n.done
-	n.cmd = nil
-}
-
 func TestSIGKILLWhileStartingPodsLeavesNoDuplicates(t *testing.T) {
 	n := newNode(t, "")
 	n.start()

@@ -12,7 +12,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +26,7 @@ import (
 
 	"nodeagent/api"
 	"nodeagent/cri"
+	"nodeagent/e2e/launch"
 )
 
 var (
@@ -54,6 +54,7 @@ func TestMain(m *testing.M) {
 // node is one agent under test with everything it owns.
 type node struct {
 	t          *testing.T
+	agent      *launch.Agent
 	name       string
 	dir        string // temp dir: manifests, logs, state
 	manifests  string
@@ -64,10 +65,8 @@ type node struct {
 	env        []string // extra environment
 	cri        *cri.Client
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	log  *bytes.Buffer
-	done chan error
+	mu  sync.Mutex
+	log *bytes.Buffer
 }
 
 // newNode prepares (but does not start) an agent. extraConfig is appended
@@ -75,32 +74,17 @@ type node struct {
 func newNode(t *testing.T, extraConfig string) *node {
 	t.Helper()
 	suffix := randomHex(4)
-	n := &node{
-		t:          t,
-		name:       "itest-" + suffix,
-		dir:        t.TempDir(),
-		cgroupRoot: "/nodeagent-itest-" + suffix,
-		port:       freePort(t),
+	a, err := launch.New(launch.Options{Bin: agentBin, RuntimeEndpoint: criEndpoint, Dir: t.TempDir(),
+		NodeName: "itest-" + suffix, CgroupRoot: "/nodeagent-itest-" + suffix, Config: extraConfig})
+	if err != nil {
+		t.Fatal(err)
 	}
-	n.manifests = filepath.Join(n.dir, "manifests")
+	n := &node{t: t, agent: a, name: a.NodeName, dir: a.Dir, manifests: a.Manifests, cgroupRoot: a.CgroupRoot, port: a.Port, configFile: a.ConfigFile}
 	client, err := cri.New(criEndpoint, cri.Options{Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.cri = client
-	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-containerRuntimeEndpoint: %s
-staticPodPath: %s
-cgroupRoot: %s
-readOnlyPort: %d
-podLogsDir: %s
-fileCheckFrequency: 2s
-%s`, criEndpoint, n.manifests, n.cgroupRoot, n.port, filepath.Join(n.dir, "logs"), extraConfig)
-	n.configFile = filepath.Join(n.dir, "config.yaml")
-	if err := os.WriteFile(n.configFile, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(n.cleanup)
 	return n
 }
@@ -112,12 +96,11 @@ func randomHex(n int) string {
 }
 
 func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := launch.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // start runs the agent and waits for its API.
@@ -125,56 +108,28 @@ func (n *node) start() {
 	n.t.Helper()
 	n.mu.Lock()
 	n.log = &bytes.Buffer{}
-	n.cmd = exec.Command(agentBin, "--config", n.configFile, "--hostname-override", n.name,
-		"--root-dir", filepath.Join(n.dir, "root"), "--control-socket", filepath.Join(n.dir, "control.sock"), "--log-level", "debug")
-	n.cmd.Args = append(n.cmd.Args, n.args...)
-	n.cmd.Env = append(os.Environ(), n.env...)
-	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
-	if err := n.cmd.Start(); err != nil {
-		n.mu.Unlock()
-		n.t.Fatal(err)
-	}
-	n.done = make(chan error, 1)
-	go func(cmd *exec.Cmd, done chan error) { done <- cmd.Wait() }(n.cmd, n.done)
+	n.agent.Output, n.agent.Args, n.agent.Env = n.log, n.args, n.env
 	n.mu.Unlock()
-	n.eventually("agent API up", 30*time.Second, func() error {
-		select {
-		case err := <-n.done:
-			n.done <- err
-			return fmt.Errorf("agent exited: %v", err)
-		default:
-		}
-		return n.client().Healthz(context.Background())
-	})
+	if err := n.agent.Start(context.Background(), 30*time.Second); err != nil {
+		n.t.Fatalf("%v\nagent log:\n%s", err, n.logText())
+	}
 }
 
 // stop sends SIGTERM and returns the agent's exit error.
-func (n *node) stop() error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return nil
-	}
-	n.cmd.Process.Signal(syscall.SIGTERM)
-	var err error
-	select {
-	case err = <-n.done:
-	case <-time.After(30 * time.Second):
-		n.cmd.Process.Kill()
-		err = fmt.Errorf("agent did not stop within 30s of SIGTERM")
-	}
-	n.cmd = nil
-	return err
+func (n *node) stop() error { return n.agent.Stop(30 * time.Second) }
+
+// kill ends the agent with SIGKILL, as a crash would.
+func (n *node) kill() {
+	n.agent.Signal(syscall.SIGKILL)
+	<-n.agent.Exited()
+	n.agent.Stop(time.Second)
 }
 
 // signal sends the running agent a signal.
 func (n *node) signal(sig os.Signal) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil {
-		n.t.Fatal("agent not running")
+	if err := n.agent.Signal(sig); err != nil {
+		n.t.Fatal(err)
 	}
-	n.cmd.Process.Signal(sig)
 }
 
 func (n *node) logText() string {
@@ -187,13 +142,13 @@ func (n *node) logText() string {
 }
 
 // controlSocket is where the agent under test listens for nodectl's changes.
-func (n *node) controlSocket() string { return filepath.Join(n.dir, "control.sock") }
+func (n *node) controlSocket() string { return n.agent.ControlSocket }
 
 // client is the local-API client of the agent, acting through its
 // control socket.
-func (n *node) client() *api.Client { return api.NewClient(n.url(""), n.controlSocket()) }
+func (n *node) client() *api.Client { return n.agent.Client }
 
-func (n *node) url(path string) string { return fmt.Sprintf("http://127.0.0.1:%d%s", n.port, path) }
+func (n *node) url(path string) string { return n.agent.URL(path) }
 
 // cleanup stops the agent, then removes whatever it left in the runtime
 // and in the cgroup tree, so a failing test does not leak pods.
@@ -210,25 +165,8 @@ func (n *node) cleanup() {
 			n.cri.RemovePodSandbox(ctx, sb.Id)
 		}
 	}
-	removeCgroupTree(n.cgroupRoot)
+	n.agent.RemoveCgroups()
 	n.cri.Close()
-}
-
-// removeCgroupTree removes a cgroup directory bottom-up in every hierarchy.
-func removeCgroupTree(root string) {
-	dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + root)
-	for _, d := range dirs {
-		var all []string
-		filepath.Walk(d, func(p string, info os.FileInfo, err error) error {
-			if err == nil && info.IsDir() {
-				all = append(all, p)
-			}
-			return nil
-		})
-		for i := len(all) - 1; i >= 0; i-- {
-			syscall.Rmdir(all[i])
-		}
-	}
 }
 
 func (n *node) writeManifest(file, body string) {
@@ -398,8 +336,8 @@ func (n *node) nodectl(args ...string) (string, error) {
 // reported as an error-free start.
 func (n *node) runOnce() (string, error) {
 	n.t.Helper()
-	cmd := exec.Command(agentBin, "--config", n.configFile, "--hostname-override", n.name,
-		"--root-dir", filepath.Join(n.dir, "root"), "--control-socket", filepath.Join(n.dir, "control.sock"))
+	n.agent.Args, n.agent.Env = n.args, n.env
+	cmd := n.agent.Command()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

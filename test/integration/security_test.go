@@ -207,7 +207,7 @@ func bytesRead(t *testing.T, pid int) int64 {
 func (n *node) pid() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.cmd.Process.Pid
+	return n.agent.Pid()
 }
 
 // TestHugeManifestLeavesTheAgentFlat: the audit dropped a 200 MiB file in

@@ -5,23 +5,19 @@ package benchkit
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"nodeagent/api"
 	"nodeagent/cri"
+	"nodeagent/e2e/launch"
 )
 
 // Progress prints a step of a long run.
@@ -37,7 +33,7 @@ func Fail(msg string) {
 	fmt.Fprintln(os.Stderr, "bench:", msg)
 	for _, a := range started {
 		select {
-		case <-a.exited:
+		case <-a.Exited():
 		default:
 			fmt.Fprintln(os.Stderr, "bench: removing the pods of", a.Node, "(log kept at "+a.LogPath()+")")
 			a.removePods()
@@ -74,69 +70,35 @@ func Pct(d []time.Duration, p float64) string {
 
 // Agent is a nodeagent under measurement.
 type Agent struct {
-	RT         *cri.Client
-	Dir        string
-	Port       string
-	Node       string
-	CgroupRoot string
-
-	cmd     *exec.Cmd
-	client  *api.Client
-	exited  chan struct{}
+	*launch.Agent
+	RT      *cri.Client
+	Node    string
 	written []string
 }
 
 // StartAgent runs bin against endpoint with a fresh directory and waits for
-// its API. extraConfig is appended to its KubeletConfiguration.
+// its API. extraConfig is appended to its KubeletConfiguration. It logs at
+// info and rescans manifests at the kubelet's 20 s, as a production agent.
 func StartAgent(rt *cri.Client, bin, endpoint, node, extraConfig string) *Agent {
 	dir, err := os.MkdirTemp("", "nodeagent-bench-")
 	Check(err)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	Check(err)
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
 	// Each agent gets its own cgroup root: two agents under one root would
 	// take each other's pod cgroups for leftovers.
-	a := &Agent{RT: rt, Dir: dir, Port: port, Node: node, CgroupRoot: "/nodeagent-bench-" + filepath.Base(dir)}
-	a.client = api.NewClient(a.URL(""), "")
-	cfg := fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerRuntimeEndpoint: %s\nstaticPodPath: %s\ncgroupRoot: %s\nreadOnlyPort: %s\npodLogsDir: %s\nmaxPods: 250\n",
-		endpoint, filepath.Join(dir, "manifests"), a.CgroupRoot, port, filepath.Join(dir, "logs")) + extraConfig
-	Check(os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644))
-	logf, err := os.Create(a.LogPath())
+	l, err := launch.New(launch.Options{Bin: bin, RuntimeEndpoint: endpoint, Dir: dir, NodeName: node,
+		CgroupRoot: "/nodeagent-bench-" + filepath.Base(dir), Config: "maxPods: 250\n" + extraConfig,
+		LogLevel: "info", FileCheckFrequency: 20 * time.Second})
 	Check(err)
-	a.cmd = exec.Command(bin, "--config", filepath.Join(dir, "config.yaml"), "--hostname-override", node, "--root-dir", filepath.Join(dir, "root"), "--control-socket", filepath.Join(dir, "control.sock"))
-	a.cmd.Stdout, a.cmd.Stderr = logf, logf
-	Check(a.cmd.Start())
+	a := &Agent{Agent: l, RT: rt, Node: node}
 	started = append(started, a)
-	a.exited = make(chan struct{})
-	go func() { a.cmd.Wait(); close(a.exited) }()
-	for i := 0; ; i++ {
-		if err := a.client.Healthz(context.Background()); !errors.Is(err, api.ErrUnreachable) {
-			break // it answers
-		}
-		if i > 300 {
-			Fail("agent did not come up; log: " + a.LogPath())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := l.Start(context.Background(), 30*time.Second); err != nil {
+		Fail(err.Error())
 	}
 	return a
 }
 
-// LogPath is the agent's log file.
-func (a *Agent) LogPath() string { return filepath.Join(a.Dir, "agent.log") }
-
-// URL is a path on the agent's API.
-func (a *Agent) URL(path string) string { return "http://127.0.0.1:" + a.Port + path }
-
-// Exited is closed when the agent process ends.
-func (a *Agent) Exited() <-chan struct{} { return a.exited }
-
-// Pid is the agent's process ID.
-func (a *Agent) Pid() int { return a.cmd.Process.Pid }
-
 // Get decodes a JSON answer of the agent's API.
 func (a *Agent) Get(path string, into any) error {
-	return a.client.Get(context.Background(), path, into)
+	return a.Client.Get(context.Background(), path, into)
 }
 
 // Write puts a manifest into the agent's static pod directory, atomically.
@@ -204,8 +166,7 @@ func (a *Agent) RemoveAll(stop bool) {
 	if stop {
 		a.Stop()
 		os.RemoveAll(a.Dir)
-		// The agent's QoS cgroups, empty now, in every hierarchy.
-		exec.Command("sh", "-c", "for d in /sys/fs/cgroup/*"+a.CgroupRoot+" /sys/fs/cgroup"+a.CgroupRoot+"; do [ -d $d ] && find $d -depth -type d -exec rmdir {} + 2>/dev/null; done; true").Run()
+		a.RemoveCgroups() // empty now, in every hierarchy
 	}
 }
 
@@ -224,14 +185,7 @@ func (a *Agent) removePods() {
 }
 
 // Stop sends SIGTERM and waits for the agent to exit.
-func (a *Agent) Stop() {
-	select {
-	case <-a.exited:
-	default:
-		a.cmd.Process.Signal(syscall.SIGTERM)
-		<-a.exited
-	}
-}
+func (a *Agent) Stop() { a.Agent.Stop(30 * time.Second) }
 
 // Env is what `make bench` hands every bench program.
 type Env struct {
