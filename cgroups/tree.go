@@ -38,8 +38,19 @@ type Tree struct {
 // NewTree returns a Tree that writes through mgr.
 func NewTree(mgr Manager, cfg TreeConfig) *Tree { return &Tree{mgr: mgr, cfg: cfg} }
 
-// Manager returns the manager the tree writes through.
-func (t *Tree) Manager() Manager { return t.mgr }
+// Dir is the directory of a cgroup of the tree (the memory hierarchy's
+// on cgroup v1).
+func (t *Tree) Dir(name Name) string { return t.mgr.Path(name) }
+
+// CadvisorName is the name cadvisor gives the cgroup at dir, a directory
+// of the tree (Dir, or one below it).
+func (t *Tree) CadvisorName(dir string) string { return CadvisorName(t.mgr, dir) }
+
+// MemoryStats reads a cgroup's memory use.
+func (t *Tree) MemoryStats(name Name) (MemoryStats, error) { return ReadMemoryStats(t.mgr, name) }
+
+// Pids lists the processes in a cgroup.
+func (t *Tree) Pids(name Name) ([]int, error) { return t.mgr.Pids(name) }
 
 // Kubepods is the node-allocatable cgroup, parent of every pod.
 func (t *Tree) Kubepods() Name {

@@ -182,7 +182,7 @@ func (u HostUsage) Memory(pod *corev1.Pod) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	st, err := cgroups.ReadMemoryStats(u.Tree.Manager(), name)
+	st, err := u.Tree.MemoryStats(name)
 	if err != nil {
 		return 0, false
 	}
@@ -197,14 +197,13 @@ func (u HostUsage) Containers(pod *corev1.Pod) map[string]ContainerUsage {
 		return nil
 	}
 	names := u.ContainerNames(pod.UID)
-	mgr := u.Tree.Manager()
-	dir := mgr.Path(name)
+	dir := u.Tree.Dir(name)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
 	}
 	// cadvisor names a cgroup by its path below the hierarchy's root.
-	rel := cgroups.CadvisorName(mgr, dir)
+	rel := u.Tree.CadvisorName(dir)
 	out := map[string]ContainerUsage{}
 	for _, e := range entries {
 		container, ok := names[cgroups.ContainerIDOf(e.Name())]

@@ -114,8 +114,7 @@ func (p *Provider) readCgroups() (reading, error) {
 		return r, err
 	}
 	r.Node = node
-	mgr := p.Tree.Manager()
-	if kp, ok := read(cgroups.CadvisorName(mgr, mgr.Path(p.Tree.Kubepods()))); ok {
+	if kp, ok := read(p.Tree.CadvisorName(p.Tree.Dir(p.Tree.Kubepods()))); ok {
 		r.Kubepods = &kp
 	}
 	pods := p.Pods()
@@ -125,14 +124,14 @@ func (p *Provider) readCgroups() (reading, error) {
 		if !ok {
 			continue
 		}
-		dir := mgr.Path(name)
-		cg, ok := read(cgroups.CadvisorName(mgr, dir))
+		dir := p.Tree.Dir(name)
+		cg, ok := read(p.Tree.CadvisorName(dir))
 		if !ok {
 			continue
 		}
 		pr := podReading{Pod: pod, Cgroup: cg, Containers: map[string]cgroupReading{}}
 		// Any of the pod's processes leads to its network namespace.
-		pr.Pids, _ = mgr.Pids(name)
+		pr.Pids, _ = p.Tree.Pids(name)
 		names := containerNames(pod)
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
@@ -140,7 +139,7 @@ func (p *Provider) readCgroups() (reading, error) {
 			if !e.IsDir() || !ok {
 				continue // the sandbox, or not a container's cgroup
 			}
-			if c, ok := read(cgroups.CadvisorName(mgr, filepath.Join(dir, e.Name()))); ok {
+			if c, ok := read(p.Tree.CadvisorName(filepath.Join(dir, e.Name()))); ok {
 				pr.Containers[container] = c
 			}
 		}
