@@ -117,11 +117,11 @@ test-v2: build runtime-up vm-image ## boot the cgroup v2 VM and run the v2 smoke
 
 bench: build runtime-up ## pod start latency and footprint, 100 pods' probes, eviction latencies (reported, not asserted)
 	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent \
-		$(GO) run ./test/bench/podstart
+		$(GO) run ./e2e/bench/podstart
 	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent TEST_IMAGE=$(TEST_IMAGE) \
-		$(GO) run ./test/bench/probes
+		$(GO) run ./e2e/bench/probes
 	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent TEST_IMAGE=$(TEST_IMAGE) \
-		$(GO) run ./test/bench/eviction
+		$(GO) run ./e2e/bench/eviction
 
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

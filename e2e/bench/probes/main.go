@@ -26,7 +26,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"nodeagent/test/bench/benchkit"
+	"nodeagent/e2e/bench/benchkit"
 )
 
 var (

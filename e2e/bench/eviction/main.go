@@ -20,8 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"nodeagent/agent/node"
+	"nodeagent/e2e/bench/benchkit"
 	"nodeagent/eviction"
-	"nodeagent/test/bench/benchkit"
 )
 
 var (

@@ -22,7 +22,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/cri"
-	"nodeagent/test/bench/benchkit"
+	"nodeagent/e2e/bench/benchkit"
 )
 
 var (
