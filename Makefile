@@ -123,9 +123,6 @@ bench: build runtime-up ## pod start latency and footprint, 100 pods' probes, ev
 	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent TEST_IMAGE=$(TEST_IMAGE) \
 		$(GO) run ./e2e/bench/eviction
 
-lint: ## gofmt and go vet
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
-	$(GO) vet ./...
 
 clean: ## remove build outputs (the runtime's state is kept; see runtime-down)
 	rm -rf $(BIN_DIR)
