@@ -116,7 +116,6 @@ func (a *Agent) loops(p *parts) []func(context.Context) {
 		gcPeriod = images.Period
 	}
 	loops := []func(context.Context){
-		func(ctx context.Context) { p.files.Run(ctx, updates) },
 		func(ctx context.Context) { p.manager.Run(ctx, updates) },
 		p.cache.Run,
 		func(ctx context.Context) {
@@ -139,6 +138,10 @@ func (a *Agent) loops(p *parts) []func(context.Context) {
 		func(ctx context.Context) {
 			loop.Every(ctx, clk, runtimeCheckPeriod, func(ctx context.Context) { a.updateNodeStatus(ctx, p) })
 		},
+	}
+	// Every source feeds the one channel the manager merges.
+	for _, src := range []source.Source{p.files} {
+		loops = append(loops, func(ctx context.Context) { src.Run(ctx, updates) })
 	}
 	if p.stats != nil {
 		// CPU rates need an earlier reading, as cadvisor's housekeeping keeps.

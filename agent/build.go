@@ -32,6 +32,7 @@ import (
 	"nodeagent/internal/control"
 	"nodeagent/internal/notify"
 	"nodeagent/internal/version"
+	"nodeagent/manifest"
 	"nodeagent/probes"
 )
 
@@ -181,6 +182,7 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		ClusterDomain:     cfg.ClusterDomain,
 		ResolvConf:        cfg.ResolvConf(),
 		MaxRestartBackOff: cfg.MaxRestartBackOff(),
+		Sources:           []string{manifest.SourceFile},
 		OOMGroupKill:      p.mgr.Version() == 2 && (cfg.SingleProcessOOMKill == nil || !*cfg.SingleProcessOOMKill),
 	}, pods.Deps{Runtime: rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		Probes: p.prober, Hooks: hooks, Pressure: pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,

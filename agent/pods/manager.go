@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -44,6 +46,9 @@ type Options struct {
 	ResyncPeriod time.Duration
 	// ReconcilePeriod is how often the whole cgroup tree is rewritten.
 	ReconcilePeriod time.Duration
+	// Sources name the sources whose first update completes the sync:
+	// only then are pods nobody wants collected. Empty: any first update.
+	Sources []string
 	// MaxRestartBackOff caps the crash-loop back-off (0: the kubelet's 300 s).
 	MaxRestartBackOff time.Duration
 	// OOMGroupKill sets memory.oom.group on containers (cgroup v2, unless
@@ -107,7 +112,8 @@ type Manager struct {
 	pods     map[types.UID]*corev1.Pod
 	rejected map[types.UID]bool
 	workers  map[types.UID]*worker
-	synced   bool // the sources delivered their first desired set
+	synced   bool // every source delivered its first desired set
+	bySource map[string][]*corev1.Pod
 	wg       sync.WaitGroup
 }
 
@@ -152,6 +158,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 		pods:         map[types.UID]*corev1.Pod{},
 		rejected:     map[types.UID]bool{},
 		workers:      map[types.UID]*worker{},
+		bySource:     map[string][]*corev1.Pod{},
 	}
 }
 
@@ -172,7 +179,7 @@ func (m *Manager) Run(ctx context.Context, updates <-chan source.Update) {
 			m.wg.Wait()
 			return
 		case u := <-updates:
-			m.apply(u)
+			m.apply(m.merge(u))
 		case <-m.changes.Runtime.Ready():
 			for _, uid := range m.changes.Runtime.Take() {
 				m.wake(uid)
@@ -189,10 +196,28 @@ func (m *Manager) Run(ctx context.Context, updates <-chan source.Update) {
 	}
 }
 
+// merge records a source's update and returns the union of every source's
+// latest desired set, sources in name order. The sync is complete once
+// each source in Options.Sources has sent one (any update, without them).
+func (m *Manager) merge(u source.Update) (all source.Update, complete bool) {
+	m.bySource[u.Source] = u.Pods
+	names := slices.Sorted(maps.Keys(m.bySource))
+	for _, name := range names {
+		all.Pods = append(all.Pods, m.bySource[name]...)
+	}
+	complete = true
+	for _, name := range m.opts.Sources {
+		if _, ok := m.bySource[name]; !ok {
+			complete = false
+		}
+	}
+	return all, complete
+}
+
 // apply makes the desired set match u: removed pods terminate, new pods are
 // admitted (pods the runtime already runs first, so a restarted agent
 // re-adopts before it admits anything new) and get a worker.
-func (m *Manager) apply(u source.Update) {
+func (m *Manager) apply(u source.Update, complete bool) {
 	desired := map[types.UID]*corev1.Pod{}
 	for _, p := range u.Pods {
 		desired[p.UID] = p
@@ -263,8 +288,8 @@ func (m *Manager) apply(u source.Update) {
 		m.events.Eventf(events.PodRef(p, ""), corev1.EventTypeNormal, "Scheduled", "Successfully assigned %s to %s", fullName(p), m.opts.NodeName)
 		m.startIfFreeLocked(p)
 	}
-	first := !m.synced
-	m.synced = true
+	first := !m.synced && complete
+	m.synced = m.synced || complete
 	active := m.admittedLocked()
 	m.mu.Unlock()
 

@@ -203,3 +203,22 @@ func TestTerminatedPodLeavesNoBackOffEntries(t *testing.T) {
 		t.Errorf("after the pod's termination: %d restart and %d pull back-off entries, want 1 each (the other pod's)", m.restarts.Len(), m.imagePulls.Len())
 	}
 }
+
+func TestSourcesAreMergedAndTheSyncWaitsForEach(t *testing.T) {
+	m, _ := newTestManager(t, critest.New(), nil)
+	m.opts.Sources = []string{"api", "file"}
+	a, b := testPod(corev1.RestartPolicyAlways, "a"), testPod(corev1.RestartPolicyAlways, "b")
+	a.UID, b.UID = "uid-a", "uid-b"
+	all, complete := m.merge(source.Update{Source: "file", Pods: []*corev1.Pod{a}})
+	if len(all.Pods) != 1 || complete {
+		t.Fatalf("after file alone: %d pods, complete %v; want 1, not complete (api has not spoken)", len(all.Pods), complete)
+	}
+	all, complete = m.merge(source.Update{Source: "api", Pods: []*corev1.Pod{b}})
+	if len(all.Pods) != 2 || all.Pods[0].UID != "uid-b" || !complete {
+		t.Fatalf("after both: %v, complete %v; want api's then file's pods, complete", all.Pods, complete)
+	}
+	all, _ = m.merge(source.Update{Source: "file"})
+	if len(all.Pods) != 1 || all.Pods[0].UID != "uid-b" {
+		t.Errorf("file emptied: %v; api's pod must stay", all.Pods)
+	}
+}

@@ -1,14 +1,28 @@
 // Package source turns pod inputs into the desired set of pods. Today the
 // only source is a static manifest directory (File), read with the
-// kubelet's static-pod rules; the API server will plug in beside it later,
-// producing the same Update.
+// kubelet's static-pod rules; the API server plugs in beside it as another
+// Source, and the pod manager merges their updates.
 package source
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Source produces the desired pods of one origin.
+type Source interface {
+	// Name tells the source's updates apart ("file", "api").
+	Name() string
+	// Run sends a complete Update whenever the source's desired set
+	// changes, until ctx ends.
+	Run(ctx context.Context, out chan<- Update)
+}
 
 // Update is the complete desired set of one source at one moment: every pod
 // it wants running, and every input it could not turn into a pod.
 type Update struct {
+	Source string // the sending Source's Name
 	Pods   []*corev1.Pod
 	Errors []ManifestError
 }

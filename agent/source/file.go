@@ -156,13 +156,19 @@ func (f *File) watch(ctx context.Context, out chan<- Update, events <-chan fsnot
 	}
 }
 
+var _ Source = (*File)(nil)
+
+// Name implements Source: static pods come from "file", as the kubelet's
+// config.source says.
+func (f *File) Name() string { return manifest.SourceFile }
+
 // Scan reads the directory once. A file that cannot become a pod is
 // reported in Update.Errors (and logged once per distinct problem) and
 // never affects the other files. When two files name the same pod, the file
 // that defined it before keeps it (a new duplicate never displaces a running
 // pod); among new files the first in sorted order wins.
 func (f *File) Scan() Update {
-	var u Update
+	u := Update{Source: f.Name()}
 	entries, err := os.ReadDir(f.dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		f.report(f.dir, fmt.Sprintf("read static pod directory: %v", err))

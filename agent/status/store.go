@@ -11,12 +11,34 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+
+	"nodeagent/internal/notify"
 )
 
 // Store holds the latest pod objects (spec and status) by UID.
 type Store struct {
-	mu   sync.RWMutex
-	pods map[types.UID]*corev1.Pod
+	mu          sync.RWMutex
+	pods        map[types.UID]*corev1.Pod
+	subscribers []*notify.Set[types.UID]
+}
+
+// Subscribe returns a queue that receives the UID of every pod whose
+// status changes or that is deleted from now on: what a status syncer
+// (the API server's pods/status) reads the store by. Adding never blocks
+// the store's writers.
+func (s *Store) Subscribe() *notify.Set[types.UID] {
+	set := notify.NewSet[types.UID]()
+	s.mu.Lock()
+	s.subscribers = append(s.subscribers, set)
+	s.mu.Unlock()
+	return set
+}
+
+// tell queues uid for the subscribers, outside the store's lock.
+func tell(subscribers []*notify.Set[types.UID], uid types.UID) {
+	for _, set := range subscribers {
+		set.Add(uid)
+	}
 }
 
 // NewStore returns an empty store.
@@ -26,19 +48,32 @@ func NewStore() *Store { return &Store{pods: map[types.UID]*corev1.Pod{}} }
 func (s *Store) Set(pod *corev1.Pod) bool {
 	cp := pod.DeepCopy()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	old, ok := s.pods[pod.UID]
 	s.pods[pod.UID] = cp
-	return !ok || !equality.Semantic.DeepEqual(old.Status, cp.Status)
+	changed := !ok || !equality.Semantic.DeepEqual(old.Status, cp.Status)
+	subscribers := s.subscribers
+	s.mu.Unlock()
+	if changed {
+		tell(subscribers, pod.UID)
+	}
+	return changed
 }
 
 // Update changes a stored pod in place under the store's lock; a pod not
 // stored (deleted meanwhile) stays absent.
 func (s *Store) Update(uid types.UID, change func(*corev1.Pod)) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if p, ok := s.pods[uid]; ok {
+	p, ok := s.pods[uid]
+	changed := false
+	if ok {
+		before := p.Status.DeepCopy()
 		change(p)
+		changed = !equality.Semantic.DeepEqual(*before, p.Status)
+	}
+	subscribers := s.subscribers
+	s.mu.Unlock()
+	if changed {
+		tell(subscribers, uid)
 	}
 }
 
@@ -67,8 +102,13 @@ func (s *Store) Get(uid types.UID) (*corev1.Pod, bool) {
 // Delete forgets a pod.
 func (s *Store) Delete(uid types.UID) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	_, ok := s.pods[uid]
 	delete(s.pods, uid)
+	subscribers := s.subscribers
+	s.mu.Unlock()
+	if ok {
+		tell(subscribers, uid)
+	}
 }
 
 // List returns copies of all pods sorted by namespace and name.
