@@ -155,7 +155,10 @@ func (f *fakeSource) Observe(context.Context) (Observations, error) {
 	return out, nil
 }
 
+// fakePods is the pod manager and pod usage of the tests. Evict is
+// called from parallel goroutines (execute kills victims at once).
 type fakePods struct {
+	mu       sync.Mutex
 	pods     []*corev1.Pod
 	usage    map[types.UID]int64
 	disk     map[types.UID]int64
@@ -168,6 +171,8 @@ type fakePods struct {
 }
 
 func (f *fakePods) Active() []*corev1.Pod {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	var out []*corev1.Pod
 	for _, p := range f.pods {
 		if _, gone := f.evicted[p.UID]; !gone {
@@ -178,6 +183,8 @@ func (f *fakePods) Active() []*corev1.Pod {
 }
 
 func (f *fakePods) Evict(uid types.UID, grace int64, msg string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.evicted[uid] = grace
 	f.msgs[uid] = msg
 	return nil
