@@ -10,7 +10,6 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"nodeagent/api"
-	"nodeagent/internal/control"
 )
 
 // Two channels, two levels of trust. The read-only API (--server) is
@@ -68,6 +67,3 @@ func (c *client) trustedConfig() (*kubeletv1beta1.KubeletConfiguration, error) {
 }
 
 func (c *client) events() ([]corev1.Event, error) { return c.agent.Events(context.Background()) }
-
-// controlSocketDefault is --control-socket's default.
-func controlSocketDefault() string { return envOr("NODEAGENT_CONTROL_SOCKET", control.DefaultSocket) }

@@ -84,9 +84,8 @@ func newFlags(verb string) (*flag.FlagSet, *flags) {
 	fs := flag.NewFlagSet("nodectl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	f := &flags{}
-	fs.StringVar(&f.server, "server", envOr("NODEAGENT_SERVER", "http://127.0.0.1:10255"), "")
+	cli.AgentFlags(fs, &f.server, &f.controlSocket)
 	fs.StringVar(&f.manifestDir, "manifest-dir", "", "")
-	fs.StringVar(&f.controlSocket, "control-socket", controlSocketDefault(), "")
 	fs.BoolVar(&f.help, "help", false, "")
 	fs.BoolVar(&f.help, "h", false, "")
 	switch verb {
@@ -212,11 +211,4 @@ func run(args []string, out io.Writer) error {
 		return c.deletePod(rest[1], f.wait, grace)
 	}
 	return cli.UsageError(fmt.Sprintf("unknown command %q", strings.Join(words, " ")))
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }

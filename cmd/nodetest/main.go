@@ -59,8 +59,8 @@ func run(args []string, out io.Writer) error {
 	var c conformanceOptions
 	var e experimentOptions
 	var help bool
-	server := fs.String("server", envOr("NODEAGENT_SERVER", "http://127.0.0.1:10255"), "")
-	controlSocket := fs.String("control-socket", envOr("NODEAGENT_CONTROL_SOCKET", "/run/nodeagent/nodeagent.sock"), "")
+	var server, controlSocket string
+	cli.AgentFlags(fs, &server, &controlSocket)
 	fs.BoolVar(&help, "help", false, "")
 	fs.BoolVar(&help, "h", false, "")
 	fs.StringVar(&c.focus, "focus", "", "")
@@ -73,7 +73,7 @@ func run(args []string, out io.Writer) error {
 	fs.StringVar(&c.launchDir, "dir", "bin/conformance", "")
 	fs.IntVar(&c.launchPort, "port", 10355, "")
 	fs.StringVar(&e.out, "out", "", "")
-	fs.StringVar(&e.endpoint, "runtime-endpoint", envOr("CRI_ENDPOINT", "unix:///run/containerd/containerd.sock"), "")
+	fs.StringVar(&e.endpoint, "runtime-endpoint", cli.EnvOr("CRI_ENDPOINT", "unix:///run/containerd/containerd.sock"), "")
 	fs.IntVar(&e.repetitions, "repetitions", 0, "")
 	fs.DurationVar(&e.duration, "duration", 0, "")
 	var image, agentBin string
@@ -89,7 +89,7 @@ func run(args []string, out io.Writer) error {
 	}
 	c.image, c.agentBin, e.image, e.agentBin = image, agentBin, image, agentBin
 	c.endpoint = e.endpoint
-	t := &tester{server: strings.TrimRight(*server, "/"), controlSocket: *controlSocket, out: out}
+	t := &tester{server: strings.TrimRight(server, "/"), controlSocket: controlSocket, out: out}
 	switch verb, rest := words[0], words[1:]; {
 	case verb == "conformance" && len(rest) == 0:
 		return t.runConformance(c)
@@ -99,11 +99,4 @@ func run(args []string, out io.Writer) error {
 		return t.compareExperiments(rest[1], rest[2])
 	}
 	return cli.UsageError(fmt.Sprintf("unknown command %q", strings.Join(words, " ")))
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }

@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+
+	"nodeagent/internal/control"
 )
 
 // ExitCode is a status to exit with, carried out of a command as an error
@@ -37,6 +39,23 @@ func Exit(cmd string, err error) {
 	}
 	fmt.Fprintf(os.Stderr, "%s: %v\n", cmd, err)
 	os.Exit(1)
+}
+
+// AgentFlags registers --server (the agent's read-only API, default
+// $NODEAGENT_SERVER or the kubelet's read-only port) and --control-socket
+// ($NODEAGENT_CONTROL_SOCKET or control.DefaultSocket): how every command
+// finds the agent.
+func AgentFlags(fs *flag.FlagSet, server, controlSocket *string) {
+	fs.StringVar(server, "server", EnvOr("NODEAGENT_SERVER", "http://127.0.0.1:10255"), "")
+	fs.StringVar(controlSocket, "control-socket", EnvOr("NODEAGENT_CONTROL_SOCKET", control.DefaultSocket), "")
+}
+
+// EnvOr is $key, or def when it is unset or empty.
+func EnvOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
 }
 
 // Words parses args with fs, flags anywhere among the positional words,
