@@ -155,8 +155,8 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 	})
 
 	changes := pods.Changes{Runtime: notify.NewSet[types.UID](), Probes: notify.NewSet[pods.ProbeChange]()}
-	p.cache = pleg.New(rt, a.opts.NodeName, a.opts.Clock, log.With("component", "pleg"), changes.Runtime.Add)
-	p.cache.RelistObserved = func(d time.Duration) { p.metrics.relist.Observe(d.Seconds()) }
+	p.cache = pleg.New(rt, pleg.Options{Node: a.opts.NodeName, Clock: a.opts.Clock, Log: log.With("component", "pleg"),
+		Notify: changes.Runtime.Add, RelistObserved: func(d time.Duration) { p.metrics.relist.Observe(d.Seconds()) }})
 	hooks := probes.NewHandlers(rt)
 	p.prober = probes.NewManager(probes.Options{
 		Clock: a.opts.Clock, Handlers: hooks, StateDir: filepath.Join(a.opts.RootDir, "probes"),

@@ -82,17 +82,11 @@ func (p *PodRuntime) ContainersNamed(name string) []*runtimeapi.ContainerStatus 
 
 // Cache relists the runtime and keeps per-pod records.
 type Cache struct {
-	rt     Runtime
-	node   string
-	clock  clock.WithTicker
-	log    *slog.Logger
-	notify func(types.UID)
+	rt   Runtime
+	opts Options
 
 	kick     chan struct{} // a runtime event asks for a relist now
 	relistMu sync.Mutex    // one relist at a time
-	// RelistObserved, if set before Run, is told how long each periodic
-	// or event-driven relist took.
-	RelistObserved func(time.Duration)
 
 	mu         sync.Mutex
 	pods       map[types.UID]*PodRuntime
@@ -101,11 +95,23 @@ type Cache struct {
 	lastRelist time.Time
 }
 
-// New returns a cache of the objects labelled for node. notify is called,
-// outside any lock, with every pod whose runtime state changed.
-func New(rt Runtime, node string, clk clock.WithTicker, log *slog.Logger, notify func(types.UID)) *Cache {
+// Options configure a Cache.
+type Options struct {
+	Node  string // only objects labelled for this node are cached
+	Clock clock.WithTicker
+	Log   *slog.Logger
+	// Notify, if set, is called outside any lock with every pod whose
+	// runtime state changed.
+	Notify func(types.UID)
+	// RelistObserved, if set, is told how long each periodic or
+	// event-driven relist took.
+	RelistObserved func(time.Duration)
+}
+
+// New returns a cache of rt's objects labelled for opts.Node.
+func New(rt Runtime, opts Options) *Cache {
 	return &Cache{
-		rt: rt, node: node, clock: clk, log: log, notify: notify, kick: make(chan struct{}, 1),
+		rt: rt, opts: opts, kick: make(chan struct{}, 1),
 		pods:       map[types.UID]*PodRuntime{},
 		sandboxes:  map[string]*runtimeapi.PodSandboxStatus{},
 		containers: map[string]*runtimeapi.ContainerStatus{},
@@ -118,7 +124,7 @@ const RelistPeriod = time.Second
 // Run relists every RelistPeriod, and at once when WatchEvents reports a
 // runtime event, until ctx is done.
 func (c *Cache) Run(ctx context.Context) {
-	t := c.clock.NewTicker(RelistPeriod)
+	t := c.opts.Clock.NewTicker(RelistPeriod)
 	defer t.Stop()
 	failing := ""
 	for {
@@ -128,19 +134,19 @@ func (c *Cache) Run(ctx context.Context) {
 		case <-t.C():
 		case <-c.kick:
 		}
-		start := c.clock.Now()
+		start := c.opts.Clock.Now()
 		err := c.Relist(ctx)
-		if c.RelistObserved != nil && err == nil {
-			c.RelistObserved(c.clock.Since(start))
+		if c.opts.RelistObserved != nil && err == nil {
+			c.opts.RelistObserved(c.opts.Clock.Since(start))
 		}
 		switch {
 		case ctx.Err() != nil:
 		case err != nil && err.Error() != failing:
 			failing = err.Error()
-			c.log.Warn("relist failed; retrying every second", "err", err)
+			c.opts.Log.Warn("relist failed; retrying every second", "err", err)
 		case err == nil && failing != "":
 			failing = ""
-			c.log.Info("relist recovered")
+			c.opts.Log.Info("relist recovered")
 		}
 	}
 }
@@ -174,11 +180,11 @@ func (c *Cache) WatchEvents(ctx context.Context, open func(context.Context) (Eve
 			return
 		}
 		if unimplemented(err) {
-			c.log.Info("the runtime does not stream container events; relisting every second", "period", RelistPeriod)
+			c.opts.Log.Info("the runtime does not stream container events; relisting every second", "period", RelistPeriod)
 			return
 		}
-		c.log.Warn("container event stream failed; relisting meanwhile", "err", err)
-		timer := c.clock.NewTimer(time.Second)
+		c.opts.Log.Warn("container event stream failed; relisting meanwhile", "err", err)
+		timer := c.opts.Clock.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
@@ -187,7 +193,7 @@ func (c *Cache) WatchEvents(ctx context.Context, open func(context.Context) (Eve
 		}
 	}
 	if ctx.Err() == nil {
-		c.log.Warn("container event stream keeps failing; relisting only", "period", RelistPeriod)
+		c.opts.Log.Warn("container event stream keeps failing; relisting only", "period", RelistPeriod)
 	}
 }
 
@@ -196,8 +202,8 @@ func (c *Cache) WatchEvents(ctx context.Context, open func(context.Context) (Eve
 func (c *Cache) Relist(ctx context.Context) error {
 	c.relistMu.Lock()
 	defer c.relistMu.Unlock()
-	at := c.clock.Now()
-	managed := map[string]string{cri.LabelManagedBy: c.node}
+	at := c.opts.Clock.Now()
+	managed := map[string]string{cri.LabelManagedBy: c.opts.Node}
 	sbs, err := c.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: managed})
 	if err != nil {
 		return err
@@ -269,8 +275,8 @@ func (c *Cache) Relist(ctx context.Context) error {
 	c.mu.Unlock()
 
 	for uid := range changed {
-		if uid != "" && c.notify != nil {
-			c.notify(uid)
+		if uid != "" && c.opts.Notify != nil {
+			c.opts.Notify(uid)
 		}
 	}
 	return nil
@@ -280,8 +286,8 @@ func (c *Cache) Relist(ctx context.Context) error {
 // stores and returns them. It does not suppress the relist's events for the
 // changes it saw.
 func (c *Cache) Inspect(ctx context.Context, uid types.UID) (*PodRuntime, error) {
-	at := c.clock.Now()
-	labels := map[string]string{cri.LabelManagedBy: c.node, cri.LabelPodUID: string(uid)}
+	at := c.opts.Clock.Now()
+	labels := map[string]string{cri.LabelManagedBy: c.opts.Node, cri.LabelPodUID: string(uid)}
 	sbs, err := c.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: labels})
 	if err != nil {
 		return nil, err
@@ -399,7 +405,7 @@ func (c *Cache) Healthy() error {
 	if last.IsZero() {
 		return errors.New("relist is not healthy: no relist has completed yet")
 	}
-	if since := c.clock.Since(last); since > RelistThreshold {
+	if since := c.opts.Clock.Since(last); since > RelistThreshold {
 		return fmt.Errorf("relist is not healthy: relist was last seen active %s ago; threshold is %s", since.Round(time.Second), RelistThreshold)
 	}
 	return nil

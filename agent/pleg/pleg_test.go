@@ -61,7 +61,7 @@ func TestRelistFetchesOnlyChangesAndNotifies(t *testing.T) {
 	rt.PutContainer(&runtimeapi.ContainerStatus{Id: "other", Labels: labels("u3", "another-node")})
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	rec := &recorder{}
-	c := New(rt, "n", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), rec.notify)
+	c := New(rt, Options{Node: "n", Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Notify: rec.notify})
 	ctx := context.Background()
 
 	if err := c.Relist(ctx); err != nil {
@@ -112,7 +112,7 @@ func TestRelistFetchesOnlyChangesAndNotifies(t *testing.T) {
 func TestInspectIsNotOverwrittenByAnOlderRelist(t *testing.T) {
 	rt := critest.New()
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	c := New(rt, "n", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	c := New(rt, Options{Node: "n", Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx := context.Background()
 	// While a relist is between its lists, a worker starts a container and
 	// inspects its pod: the relist's older view must not win.
@@ -138,7 +138,7 @@ func TestInspectOfAnEmptyPodForgetsIt(t *testing.T) {
 	rt := critest.New()
 	putContainer(rt, "c1", "u1", runtimeapi.ContainerState_CONTAINER_EXITED)
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	c := New(rt, "n", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	c := New(rt, Options{Node: "n", Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx := context.Background()
 	c.Relist(ctx)
 	if len(c.UIDs()) != 1 {
@@ -161,7 +161,7 @@ func TestInspectDoesNotSuppressRelistEvents(t *testing.T) {
 	rt := critest.New()
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	rec := &recorder{}
-	c := New(rt, "n", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), rec.notify)
+	c := New(rt, Options{Node: "n", Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Notify: rec.notify})
 	ctx := context.Background()
 	c.Relist(ctx)
 	putContainer(rt, "c1", "u1", runtimeapi.ContainerState_CONTAINER_RUNNING)
@@ -190,7 +190,7 @@ func (s *stream) Recv() (*runtimeapi.ContainerEventResponse, error) {
 }
 
 func TestWatchEventsKicksARelist(t *testing.T) {
-	c := New(critest.New(), "n", clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	c := New(critest.New(), Options{Node: "n", Clock: clocktesting.NewFakeClock(time.Unix(0, 0)), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -207,7 +207,7 @@ func TestWatchEventsKicksARelist(t *testing.T) {
 }
 
 func TestWatchEventsGivesUpOnUnimplemented(t *testing.T) {
-	c := New(critest.New(), "n", clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	c := New(critest.New(), Options{Node: "n", Clock: clocktesting.NewFakeClock(time.Unix(0, 0)), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	opened := 0
 	c.WatchEvents(context.Background(), func(context.Context) (EventStream, error) {
 		opened++
@@ -221,7 +221,7 @@ func TestWatchEventsGivesUpOnUnimplemented(t *testing.T) {
 func TestHealthFollowsRelist(t *testing.T) {
 	rt := critest.New()
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	c := New(rt, "n", clk, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	c := New(rt, Options{Node: "n", Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := c.Healthy(); err == nil {
 		t.Error("healthy before any relist")
 	}
