@@ -64,13 +64,17 @@ func (s *Store) Set(pod *corev1.Pod) bool {
 func (s *Store) Update(uid types.UID, change func(*corev1.Pod)) {
 	s.mu.Lock()
 	p, ok := s.pods[uid]
+	subscribers := s.subscribers
 	changed := false
-	if ok {
+	switch {
+	case ok && len(subscribers) > 0:
+		// Only a subscriber needs to know whether the status changed.
 		before := p.Status.DeepCopy()
 		change(p)
 		changed = !equality.Semantic.DeepEqual(*before, p.Status)
+	case ok:
+		change(p)
 	}
-	subscribers := s.subscribers
 	s.mu.Unlock()
 	if changed {
 		tell(subscribers, uid)
