@@ -66,7 +66,7 @@ type node struct {
 	cri        *cri.Client
 
 	mu  sync.Mutex
-	log *bytes.Buffer
+	log *logBuffer
 }
 
 // newNode prepares (but does not start) an agent. extraConfig is appended
@@ -107,7 +107,7 @@ func freePort(t *testing.T) int {
 func (n *node) start() {
 	n.t.Helper()
 	n.mu.Lock()
-	n.log = &bytes.Buffer{}
+	n.log = &logBuffer{}
 	n.agent.Output, n.agent.Args, n.agent.Env = n.log, n.args, n.env
 	n.mu.Unlock()
 	if err := n.agent.Start(context.Background(), 30*time.Second); err != nil {
@@ -130,6 +130,25 @@ func (n *node) signal(sig os.Signal) {
 	if err := n.agent.Signal(sig); err != nil {
 		n.t.Fatal(err)
 	}
+}
+
+// logBuffer is the agent's output: the process writes it while a test
+// reads it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 func (n *node) logText() string {
