@@ -192,6 +192,9 @@ func (a *Agent) Start(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
+// tailBytes bounds what an error quotes of the agent's log.
+const tailBytes = 64 << 10
+
 // LogPath is where the agent's output goes when Output is unset.
 func (a *Agent) LogPath() string { return filepath.Join(a.Dir, "agent.log") }
 
@@ -200,7 +203,16 @@ func (a *Agent) tail(n int) string {
 	if a.Output != nil {
 		return "(output went to the caller)"
 	}
-	b, _ := os.ReadFile(a.LogPath())
+	// The end of the file only: a debug log can be large.
+	f, err := os.Open(a.LogPath())
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > tailBytes {
+		f.Seek(st.Size()-tailBytes, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, tailBytes))
 	lines := strings.Split(string(bytes.TrimSpace(b)), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
