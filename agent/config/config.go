@@ -37,6 +37,10 @@ var Honoured = []string{
 	"evictionPressureTransitionPeriod", "fileCheckFrequency", "kubeReserved", "maxPods", "podCIDR", "podLogsDir",
 	"podPidsLimit", "readOnlyPort", "resolvConf", "runtimeRequestTimeout", "staticPodPath",
 	"syncFrequency", "systemReserved",
+	// API-server mode (--kubeconfig).
+	"kubeAPIBurst", "kubeAPIQPS", "nodeLeaseDurationSeconds", "nodeStatusMaxImages",
+	"nodeStatusReportFrequency", "nodeStatusUpdateFrequency", "registerNode", "registerWithTaints",
+	"serializeImagePulls",
 }
 
 // Config is a loaded, defaulted and validated configuration.
@@ -58,6 +62,7 @@ func Defaults() Config {
 	yes := true
 	pidsLimit := int64(-1)
 	resolv := "/etc/resolv.conf"
+	qps, maxImages := int32(50), int32(50)
 	logFiles := int32(5)
 	gcHigh, gcLow := int32(85), int32(80)
 	return Config{KubeletConfiguration: kubeletv1beta1.KubeletConfiguration{
@@ -87,6 +92,14 @@ func Defaults() Config {
 		ImageGCLowThresholdPercent:       &gcLow,
 		ImageMinimumGCAge:                metav1.Duration{Duration: 2 * time.Minute},
 		EvictionPressureTransitionPeriod: metav1.Duration{Duration: 5 * time.Minute},
+		RegisterNode:                     &yes,
+		NodeStatusUpdateFrequency:        metav1.Duration{Duration: 10 * time.Second},
+		NodeStatusReportFrequency:        metav1.Duration{Duration: 5 * time.Minute},
+		NodeLeaseDurationSeconds:         40,
+		NodeStatusMaxImages:              &maxImages,
+		SerializeImagePulls:              &yes,
+		KubeAPIQPS:                       &qps,
+		KubeAPIBurst:                     100,
 		EvictionHard: map[string]string{
 			"memory.available":  "100Mi",
 			"nodefs.available":  "10%",
@@ -336,7 +349,40 @@ func (c *Config) Validate() error {
 	if c.EvictionPressureTransitionPeriod.Duration < 0 {
 		bad("evictionPressureTransitionPeriod", c.EvictionPressureTransitionPeriod.Duration, "must be >= 0")
 	}
+	errs = append(errs, c.validateCluster()...)
 	return errors.Join(errs...)
+}
+
+// validateCluster checks the fields API-server mode uses.
+func (c *Config) validateCluster() []error {
+	var errs []error
+	bad := func(field string, value any, why string) {
+		errs = append(errs, fmt.Errorf("%s: invalid value %q: %s", field, fmt.Sprint(value), why))
+	}
+	if d := c.NodeStatusUpdateFrequency.Duration; d <= 0 {
+		bad("nodeStatusUpdateFrequency", d, "must be > 0")
+	}
+	if d := c.NodeStatusReportFrequency.Duration; d < c.NodeStatusUpdateFrequency.Duration {
+		bad("nodeStatusReportFrequency", d, "must be >= nodeStatusUpdateFrequency")
+	}
+	if c.NodeLeaseDurationSeconds <= 0 {
+		bad("nodeLeaseDurationSeconds", c.NodeLeaseDurationSeconds, "must be > 0")
+	}
+	if c.NodeStatusMaxImages != nil && *c.NodeStatusMaxImages < -1 {
+		bad("nodeStatusMaxImages", *c.NodeStatusMaxImages, "must be >= -1 (-1: no cap)")
+	}
+	if c.KubeAPIQPS != nil && *c.KubeAPIQPS < 0 {
+		bad("kubeAPIQPS", *c.KubeAPIQPS, "must be >= 0")
+	}
+	if c.KubeAPIBurst < 0 {
+		bad("kubeAPIBurst", c.KubeAPIBurst, "must be >= 0")
+	}
+	for i, t := range c.RegisterWithTaints {
+		if err := validateTaint(t); err != nil {
+			errs = append(errs, fmt.Errorf("registerWithTaints[%d]: %w", i, err))
+		}
+	}
+	return errs
 }
 
 // Reloadable are the honoured fields a running agent takes on SIGHUP; the

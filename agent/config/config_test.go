@@ -69,12 +69,12 @@ func TestFileOverridesDefaults(t *testing.T) {
 }
 
 func TestWarnings(t *testing.T) {
-	cfg, err := Load(write(t, header+"maxPods: 10\nserializeImagePulls: false\nnotAField: 1\n"))
+	cfg, err := Load(write(t, header+"maxPods: 10\nstaticPodURL: http://x\nnotAField: 1\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	joined := strings.Join(cfg.Warnings, "\n")
-	if !strings.Contains(joined, `"serializeImagePulls" is not supported`) || !strings.Contains(joined, `unknown field "notAField"`) || len(cfg.Warnings) != 2 {
+	if !strings.Contains(joined, `"staticPodURL" is not supported`) || !strings.Contains(joined, `unknown field "notAField"`) || len(cfg.Warnings) != 2 {
 		t.Errorf("warnings = %q", cfg.Warnings)
 	}
 }

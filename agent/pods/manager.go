@@ -51,6 +51,8 @@ type Options struct {
 	Sources []string
 	// MaxRestartBackOff caps the crash-loop back-off (0: the kubelet's 300 s).
 	MaxRestartBackOff time.Duration
+	// SerializeImagePulls pulls one image at a time.
+	SerializeImagePulls bool
 	// OOMGroupKill sets memory.oom.group on containers (cgroup v2, unless
 	// singleProcessOOMKill): the kernel OOM killer then ends the whole
 	// container, as the kubelet arranges.
@@ -103,8 +105,9 @@ type Manager struct {
 	clock        clock.WithTicker
 	log          *slog.Logger
 	configs      *criconfig.Builder
-	restarts     *backOff // crash-loop back-off per container
-	imagePulls   *backOff // image pull back-off per image
+	restarts     *backOff      // crash-loop back-off per container
+	imagePulls   *backOff      // image pull back-off per image
+	pullSlot     chan struct{} // nil: pulls run in parallel
 	housekeeping time.Duration
 
 	mu       sync.Mutex
@@ -143,8 +146,13 @@ func NewManager(opts Options, deps Deps) *Manager {
 	if deps.Events == nil {
 		deps.Events = events.NewRecorder(deps.Clock, opts.NodeName, 0)
 	}
+	var pullSlot chan struct{}
+	if opts.SerializeImagePulls {
+		pullSlot = make(chan struct{}, 1)
+	}
 	return &Manager{
-		opts: opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, clock: deps.Clock,
+		pullSlot: pullSlot,
+		opts:     opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, clock: deps.Clock,
 		log: deps.Log,
 		configs: criconfig.New(criconfig.Options{
 			NodeName: opts.NodeName, NodeIP: opts.NodeIP, PodLogsDir: opts.PodLogsDir,

@@ -287,7 +287,7 @@ func (w *worker) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 	}
 	w.event(c.Name, corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
 	pullStart := w.m.clock.Now()
-	ref, err := w.m.rt.PullImage(ctx, c.Image, sandboxCfg)
+	ref, err := w.m.pull(ctx, c.Image, sandboxCfg)
 	w.pulling += w.m.clock.Since(pullStart)
 	if err != nil {
 		now := w.m.clock.Now()
@@ -307,4 +307,18 @@ func (w *worker) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 	w.event(c.Name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %s", c.Image, w.m.clock.Since(pullStart).Round(time.Millisecond)))
 	delete(w.pullFailed, c.Image)
 	return ref, 0, true
+}
+
+// pull pulls an image, one at a time when serializeImagePulls is set (the
+// kubelet's default: parallel pulls compete for the same link and disk).
+func (m *Manager) pull(ctx context.Context, image string, sandboxCfg *runtimeapi.PodSandboxConfig) (string, error) {
+	if m.pullSlot != nil {
+		select {
+		case m.pullSlot <- struct{}{}:
+			defer func() { <-m.pullSlot }()
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	return m.rt.PullImage(ctx, image, sandboxCfg)
 }
