@@ -33,6 +33,12 @@ type Options struct {
 	// ControlSocket is the root-only unix socket for nodectl's changes
 	// (delete with a grace period); empty disables it.
 	ControlSocket string
+	// Cluster, when set, joins the node to a Kubernetes control plane
+	// (API-server mode); nil: standalone.
+	Cluster *ClusterOptions
+	// NodeIP is the node's address (--node-ip); empty: the address of the
+	// default route's interface.
+	NodeIP string
 	// EvictionRanking orders eviction candidates: "kubelet" (default) or
 	// "qos" (BestEffort, then Burstable, then Guaranteed).
 	EvictionRanking string
@@ -41,6 +47,13 @@ type Options struct {
 	Reload <-chan struct{}
 	Logger *slog.Logger
 	Clock  clock.WithTicker
+}
+
+// ClusterOptions are API-server mode's settings outside the
+// KubeletConfiguration.
+type ClusterOptions struct {
+	Kubeconfig string
+	NodeLabels map[string]string // --node-labels
 }
 
 // Agent is one node agent.
@@ -140,7 +153,14 @@ func (a *Agent) loops(p *parts) []func(context.Context) {
 		},
 	}
 	// Every source feeds the one channel the manager merges.
-	for _, src := range []source.Source{p.files} {
+	sources := []source.Source{p.files}
+	if p.cluster != nil {
+		c := p.cluster
+		sources = []source.Source{source.Observed(p.files, func(u source.Update) { c.mirrors.SetStatic(u.Pods) }), c.pods}
+		loops = append(loops, c.node.Run, c.status.Run, c.mirrors.Run,
+			func(ctx context.Context) { c.events.Run(ctx, c.node.Client) })
+	}
+	for _, src := range sources {
 		loops = append(loops, func(ctx context.Context) { src.Run(ctx, updates) })
 	}
 	if p.stats != nil {

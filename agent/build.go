@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"nodeagent/agent/cluster"
 	"nodeagent/agent/events"
 	"nodeagent/agent/images"
 	"nodeagent/agent/logs"
@@ -57,10 +58,20 @@ type parts struct {
 	nodeStatus *node.Status
 	stats      *stats.Provider // nil without cadvisor
 	metrics    *nodeMetrics
-	api        *served // nil when readOnlyPort is 0
-	control    *served // nil without a control socket
+	cluster    *clusterParts // nil when standalone
+	api        *served       // nil when readOnlyPort is 0
+	control    *served       // nil without a control socket
 
 	closers []func() // undo what build did, last first
+}
+
+// clusterParts are API-server mode's components.
+type clusterParts struct {
+	node    *cluster.Cluster
+	pods    *source.API
+	status  *cluster.StatusSync
+	mirrors *cluster.Mirrors
+	events  *cluster.Events
 }
 
 // served is an HTTP server with the listener it serves.
@@ -119,7 +130,10 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 	}
 	capacity := machine.Capacity(cfg.MaxPods)
 	allocatable := node.Allocatable(capacity, cfg)
-	nodeIP := node.IP(cfg.Address)
+	nodeIP := a.opts.NodeIP
+	if nodeIP == "" {
+		nodeIP = node.IP(cfg.Address)
+	}
 	p.nodeIP = nodeIP
 	oomRange := node.OOMScoreRange()
 	log.Info(oomRange.String())
@@ -142,7 +156,12 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 	}
 
 	p.store = status.NewStore()
-	p.recorder = events.NewRecorder(a.opts.Clock, a.opts.NodeName, events.DefaultCapacity)
+	var forward events.Forward
+	if a.opts.Cluster != nil {
+		p.cluster = &clusterParts{events: cluster.NewEvents(a.opts.NodeName)}
+		forward = p.cluster.events.Forward
+	}
+	p.recorder = events.NewForwardingRecorder(a.opts.Clock, a.opts.NodeName, events.DefaultCapacity, forward)
 	pressure := eviction.NewPressure(cfg.EvictionPressureTransitionPeriod.Duration, a.opts.Clock)
 	p.nodeStatus = node.NewStatus(node.Facts{
 		Name: a.opts.NodeName, IP: nodeIP, Version: "nodeagent/" + version.Version, RuntimeVersion: ver.RuntimeName + "://" + ver.RuntimeVersion,
@@ -153,6 +172,12 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 			node.AnnotationCgroupRoot:    p.mgr.Path(p.tree.Kubepods()),
 		},
 	})
+
+	sources, gone := []string{manifest.SourceFile}, func(*corev1.Pod) {}
+	if p.cluster != nil {
+		a.buildCluster(p)
+		sources, gone = append(sources, source.SourceAPI), p.cluster.status.Gone
+	}
 
 	changes := pods.Changes{Runtime: notify.NewSet[types.UID](), Probes: notify.NewSet[pods.ProbeChange]()}
 	p.cache = pleg.New(rt, pleg.Options{Node: a.opts.NodeName, Clock: a.opts.Clock, Log: log.With("component", "pleg"),
@@ -182,12 +207,12 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		ClusterDomain:       cfg.ClusterDomain,
 		ResolvConf:          cfg.ResolvConf(),
 		MaxRestartBackOff:   cfg.MaxRestartBackOff(),
-		Sources:             []string{manifest.SourceFile},
+		Sources:             sources,
 		SerializeImagePulls: cfg.SerializeImagePulls == nil || *cfg.SerializeImagePulls,
 		OOMGroupKill:        p.mgr.Version() == 2 && (cfg.SingleProcessOOMKill == nil || !*cfg.SingleProcessOOMKill),
 	}, pods.Deps{Runtime: rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		Probes: p.prober, Hooks: hooks, Pressure: pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,
-		PodStarted: p.metrics.podStarted,
+		PodStarted: p.metrics.podStarted, Gone: gone,
 	})
 
 	high, low := cfg.ImageGCThresholds()
@@ -348,5 +373,56 @@ func (a *Agent) onKernelOOM(p *parts) func(eviction.OOMKill) {
 		p.recorder.Event(p.recorder.NodeRef(), corev1.EventTypeWarning, "OOMKilling", eviction.OOMMessage(k, podOf))
 		a.log.Warn("kernel OOM killer", "process", k.Process, "pid", k.PID, "cgroup", k.TaskMemcg, "limit_of", k.OOMMemcg, "constraint", k.Constraint)
 		p.alarm.Ring(k.Seen, eviction.WokenByKernelOOM)
+	}
+}
+
+// buildCluster makes API-server mode's components: the node's
+// registration, status and lease, the API pod source, the pod status sync
+// and the mirror pods. None contacts the API server before Run.
+func (a *Agent) buildCluster(p *parts) {
+	cfg, clk := a.cfg, a.opts.Clock
+	c := p.cluster
+	qps := float32(50)
+	if cfg.KubeAPIQPS != nil {
+		qps = float32(*cfg.KubeAPIQPS)
+	}
+	maxImages := 50
+	if cfg.NodeStatusMaxImages != nil {
+		maxImages = int(*cfg.NodeStatusMaxImages)
+	}
+	c.node = cluster.New(cluster.Options{
+		Connection: cluster.Connection{Kubeconfig: a.opts.Cluster.Kubeconfig, QPS: qps, Burst: int(cfg.KubeAPIBurst), Node: a.opts.NodeName},
+		Node: cluster.NodeOptions{
+			Register: cfg.RegisterNode == nil || *cfg.RegisterNode, Labels: a.opts.Cluster.NodeLabels, Taints: cfg.RegisterWithTaints,
+			UpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration, ReportFrequency: cfg.NodeStatusReportFrequency.Duration,
+			MaxImages: maxImages, KubeletPort: cluster.KubeletPort,
+		},
+		LeaseDuration: time.Duration(cfg.NodeLeaseDurationSeconds) * time.Second,
+		Build:         p.nodeStatus.Node,
+		Images:        runtimeImages(p.rt),
+		Clock:         clk,
+		Log:           a.log.With("component", "cluster"),
+	})
+	c.pods = source.NewAPI(c.node.Client, a.opts.NodeName, a.log.With("component", "source", "source", source.SourceAPI))
+	c.status = cluster.NewStatusSync(c.node.Client, p.store, c.pods, p.store.Subscribe(), clk, a.log.With("component", "status-sync"))
+	c.mirrors = cluster.NewMirrors(c.node.Client, c.pods, c.node.Node, clk, a.log.With("component", "mirror-pods"))
+}
+
+// runtimeImages lists the runtime's images for the node status.
+func runtimeImages(rt *cri.Client) func(context.Context) ([]corev1.ContainerImage, error) {
+	return func(ctx context.Context) ([]corev1.ContainerImage, error) {
+		imgs, err := rt.ListImages(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]corev1.ContainerImage, 0, len(imgs))
+		for _, img := range imgs {
+			names := append(append([]string(nil), img.RepoDigests...), img.RepoTags...)
+			if len(names) == 0 {
+				continue
+			}
+			out = append(out, corev1.ContainerImage{Names: names, SizeBytes: int64(img.GetSize())})
+		}
+		return out, nil
 	}
 }

@@ -46,7 +46,7 @@ func (a *Agent) buildServers(p *parts, apiAddr string) {
 			CadvisorMetrics: cadvisorMetrics,
 			Profiling:       cfg.EnableProfilingHandler != nil && *cfg.EnableProfilingHandler,
 			Evictions:       func() any { return p.evictor.Traces() },
-			Checks: []server.HealthCheck{
+			Checks: append([]server.HealthCheck{
 				{Name: "runtime", Check: func() error {
 					if err := p.nodeStatus.RuntimeError(); err != "" {
 						return fmt.Errorf("container runtime at %s is down: %s", cfg.ContainerRuntimeEndpoint, err)
@@ -56,7 +56,7 @@ func (a *Agent) buildServers(p *parts, apiAddr string) {
 				{Name: "pleg", Check: p.cache.Healthy},
 				{Name: "cgroups", Check: p.tree.Healthy},
 				{Name: "eviction", Check: p.evictor.Healthy},
-			},
+			}, p.clusterChecks()...),
 			Cgroups: func() (any, error) { return cgroupTree(p.tree, p.store) },
 		}))
 	}
@@ -128,4 +128,13 @@ func gatherer(c prometheus.Collector) prometheus.Gatherer {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
 	return reg
+}
+
+// clusterChecks are /healthz's API-server checks: failing while the node
+// cannot reach the API server (the static pods run on regardless).
+func (p *parts) clusterChecks() []server.HealthCheck {
+	if p.cluster == nil {
+		return nil
+	}
+	return []server.HealthCheck{{Name: "apiserver", Check: p.cluster.node.Healthy}}
 }

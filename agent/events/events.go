@@ -1,6 +1,6 @@
 // Package events records what the agent does to pods and the node, as
 // corev1.Events in the kubelet's words (Pulling, Pulled, Created, Started,
-// Killing, BackOff, Failed, ...), for the local API, nodectl and, later, the
+// Killing, BackOff, Failed, ...), for the local API, nodectl and, in API-server mode, the
 // API server. Repeats of the same event are folded into one with a count,
 // as the kubelet's event correlator does. A Recorder is safe for concurrent
 // use and never blocks.
@@ -24,11 +24,13 @@ const Component = "kubelet"
 // DefaultCapacity bounds how many events are kept.
 const DefaultCapacity = 1000
 
-// Recorder keeps the newest events in memory.
+// Recorder keeps the newest events in memory, and hands each to Forward
+// when set (in API-server mode, the API server's event sink).
 type Recorder struct {
 	clock    clock.PassiveClock
 	node     string
 	capacity int
+	forward  Forward
 
 	mu     sync.Mutex
 	seq    int
@@ -36,12 +38,21 @@ type Recorder struct {
 	byKey  map[string]*corev1.Event
 }
 
+// Forward receives every event recorded; it must not block.
+type Forward func(ref corev1.ObjectReference, eventType, reason, message string)
+
 // NewRecorder returns a recorder for node keeping up to capacity events.
 func NewRecorder(clk clock.PassiveClock, node string, capacity int) *Recorder {
+	return NewForwardingRecorder(clk, node, capacity, nil)
+}
+
+// NewForwardingRecorder is NewRecorder, with every event also handed to
+// forward.
+func NewForwardingRecorder(clk clock.PassiveClock, node string, capacity int, forward Forward) *Recorder {
 	if capacity <= 0 {
 		capacity = DefaultCapacity
 	}
-	return &Recorder{clock: clk, node: node, capacity: capacity, byKey: map[string]*corev1.Event{}}
+	return &Recorder{clock: clk, node: node, capacity: capacity, forward: forward, byKey: map[string]*corev1.Event{}}
 }
 
 // PodRef refers to a pod, or with container set, to one of its containers
@@ -68,6 +79,9 @@ func (r *Recorder) NodeRef() corev1.ObjectReference {
 
 // Event records one event; eventType is corev1.EventTypeNormal or Warning.
 func (r *Recorder) Event(ref corev1.ObjectReference, eventType, reason, message string) {
+	if r.forward != nil {
+		r.forward(ref, eventType, reason, message)
+	}
 	now := metav1.NewTime(r.clock.Now())
 	key := string(ref.UID) + "\x00" + ref.FieldPath + "\x00" + eventType + "\x00" + reason + "\x00" + message
 	r.mu.Lock()

@@ -86,6 +86,10 @@ type Deps struct {
 	// and that time less image pulls and init containers (the kubelet's
 	// pod start SLI).
 	PodStarted func(total, sli time.Duration)
+	// Gone, if set, is told when a pod that left its source or is being
+	// deleted has nothing left on the node (containers, sandboxes, cgroup,
+	// volumes): the API server's pod may then be deleted.
+	Gone func(pod *corev1.Pod)
 }
 
 // Manager owns the desired pods, admits them and runs one worker per pod.
@@ -102,6 +106,7 @@ type Manager struct {
 	pressure     Admitter
 	changes      Changes
 	podStarted   func(total, sli time.Duration)
+	gone         func(pod *corev1.Pod)
 	clock        clock.WithTicker
 	log          *slog.Logger
 	configs      *criconfig.Builder
@@ -117,6 +122,7 @@ type Manager struct {
 	workers  map[types.UID]*worker
 	synced   bool // every source delivered its first desired set
 	bySource map[string][]*corev1.Pod
+	goneTold map[types.UID]bool // deleted pods Gone was told about
 	wg       sync.WaitGroup
 }
 
@@ -152,7 +158,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 	}
 	return &Manager{
 		pullSlot: pullSlot,
-		opts:     opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, clock: deps.Clock,
+		opts:     opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, gone: deps.Gone, clock: deps.Clock,
 		log: deps.Log,
 		configs: criconfig.New(criconfig.Options{
 			NodeName: opts.NodeName, NodeIP: opts.NodeIP, PodLogsDir: opts.PodLogsDir,
@@ -167,6 +173,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 		rejected:     map[types.UID]bool{},
 		workers:      map[types.UID]*worker{},
 		bySource:     map[string][]*corev1.Pod{},
+		goneTold:     map[types.UID]bool{},
 	}
 }
 
@@ -226,9 +233,16 @@ func (m *Manager) merge(u source.Update) (all source.Update, complete bool) {
 // admitted (pods the runtime already runs first, so a restarted agent
 // re-adopts before it admits anything new) and get a worker.
 func (m *Manager) apply(u source.Update, complete bool) {
+	// A pod being deleted (API pods: deletionTimestamp set) is no longer
+	// desired: it stops within its deletion grace period.
 	desired := map[types.UID]*corev1.Pod{}
+	deleting := map[types.UID]*corev1.Pod{}
 	for _, p := range u.Pods {
-		desired[p.UID] = p
+		if p.DeletionTimestamp != nil {
+			deleting[p.UID] = p
+		} else {
+			desired[p.UID] = p
+		}
 	}
 	running := map[types.UID]bool{}
 	for _, uid := range m.cache.UIDs() {
@@ -244,14 +258,37 @@ func (m *Manager) apply(u source.Update, complete bool) {
 		delete(m.pods, uid)
 		changed = true
 		if w := m.workers[uid]; w != nil {
-			m.log.Info("pod removed from its source; terminating", "pod", fullName(p), "pod_uid", uid)
-			w.terminate(nil)
+			if d := deleting[uid]; d != nil {
+				m.log.Info("pod deleted; terminating", "pod", fullName(p), "pod_uid", uid, "grace_period", ptrOr(d.DeletionGracePeriodSeconds, -1))
+				w.terminate(d.DeletionGracePeriodSeconds)
+			} else {
+				m.log.Info("pod removed from its source; terminating", "pod", fullName(p), "pod_uid", uid)
+				w.terminate(nil)
+			}
 		}
 	}
 	for uid := range m.rejected {
 		if _, ok := desired[uid]; !ok {
 			delete(m.rejected, uid)
 			m.store.Delete(uid)
+		}
+	}
+	for uid := range m.goneTold {
+		if _, ok := deleting[uid]; !ok {
+			delete(m.goneTold, uid)
+		}
+	}
+	for uid, p := range deleting {
+		switch {
+		case m.workers[uid] != nil:
+		case running[uid]:
+			// Deleted while the agent was down: stopped as deleted.
+			m.log.Info("pod deleted while the agent was away; terminating", "pod", fullName(p), "pod_uid", uid)
+			w := newWorker(m, uid, p)
+			w.terminating, w.grace = true, p.DeletionGracePeriodSeconds
+			m.launchLocked(w)
+		default:
+			m.goneLocked(p)
 		}
 	}
 	var added []*corev1.Pod
@@ -271,6 +308,13 @@ func (m *Manager) apply(u source.Update, complete bool) {
 		return order[added[i].UID] < order[added[j].UID]
 	})
 	for _, p := range added {
+		// A pod the API already shows finished is not run again (its
+		// containers may be gone): its status stays what it was.
+		if (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed) && !running[p.UID] {
+			m.rejected[p.UID] = true
+			m.store.Set(p.DeepCopy())
+			continue
+		}
 		r := admit(p, m.admittedLocked(), m.opts.MaxPods, m.opts.Allocatable)
 		if errs := unsupported(p); len(errs) > 0 {
 			r = &Rejection{Reason: "UnsupportedPodSpec", Message: errs.ToAggregate().Error()}
@@ -311,6 +355,23 @@ func (m *Manager) apply(u source.Update, complete bool) {
 	}
 }
 
+// goneLocked tells Deps.Gone, once per deletion, that a deleted pod has
+// nothing left on the node.
+func (m *Manager) goneLocked(p *corev1.Pod) {
+	if m.gone == nil || m.goneTold[p.UID] {
+		return
+	}
+	m.goneTold[p.UID] = true
+	m.gone(p)
+}
+
+func ptrOr[T any](p *T, or T) T {
+	if p == nil {
+		return or
+	}
+	return *p
+}
+
 func (m *Manager) admittedLocked() []*corev1.Pod {
 	out := make([]*corev1.Pod, 0, len(m.pods))
 	for _, p := range m.pods {
@@ -336,10 +397,16 @@ func (m *Manager) rejectLocked(p *corev1.Pod, r *Rejection) {
 }
 
 func (m *Manager) startWorkerLocked(uid types.UID, pod *corev1.Pod) {
+	m.launchLocked(newWorker(m, uid, pod))
+}
+
+// launchLocked runs w; a worker that must only stop its pod is told so
+// before it runs.
+func (m *Manager) launchLocked(w *worker) {
 	if m.ctx == nil || m.ctx.Err() != nil {
 		return
 	}
-	w := newWorker(m, uid, pod)
+	uid, pod := w.uid, w.pod
 	m.workers[uid] = w
 	if pod != nil {
 		m.probes.AddPod(pod)

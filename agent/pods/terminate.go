@@ -191,6 +191,11 @@ func (w *worker) terminatePod(ctx context.Context) {
 			w.m.restarts.Forget(string(w.uid))
 			w.m.imagePulls.Forget(string(w.uid))
 			w.log.Info("pod terminated and cleaned up")
+			if w.pod != nil {
+				w.m.mu.Lock()
+				w.m.goneLocked(w.pod)
+				w.m.mu.Unlock()
+			}
 			return
 		}
 		if ctx.Err() != nil {

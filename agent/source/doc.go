@@ -1,7 +1,7 @@
-// Package source turns pod inputs into the desired set of pods. Today the
-// only source is a static manifest directory (File), read with the
-// kubelet's static-pod rules; the API server plugs in beside it as another
-// Source, and the pod manager merges their updates.
+// Package source turns pod inputs into the desired set of pods: a static
+// manifest directory (File), read with the kubelet's static-pod rules, and
+// in API-server mode the pods bound to the node (API). The pod manager
+// merges their updates.
 package source
 
 import (
@@ -34,3 +34,35 @@ type ManifestError struct {
 }
 
 func (e ManifestError) Error() string { return e.File + ": " + e.Err.Error() }
+
+// Observed is src with observe called on each of its updates before it is
+// sent on.
+func Observed(src Source, observe func(Update)) Source { return observed{src, observe} }
+
+type observed struct {
+	Source
+	observe func(Update)
+}
+
+func (o observed) Run(ctx context.Context, out chan<- Update) {
+	in := make(chan Update)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		o.Source.Run(ctx, in)
+	}()
+	defer func() { <-done }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case u := <-in:
+			o.observe(u)
+			select {
+			case out <- u:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}

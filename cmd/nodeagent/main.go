@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -31,9 +32,10 @@ func main() {
 func run() int {
 	fs := flag.NewFlagSet("nodeagent", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `nodeagent runs the pods of a static manifest directory on a CRI runtime.
+		fmt.Fprintf(fs.Output(), `nodeagent runs the pods of a static manifest directory on a CRI runtime,
+and with --kubeconfig joins a Kubernetes cluster as a node (API-server mode).
 
-Usage: nodeagent [--config FILE] [flags]
+Usage: nodeagent [--config FILE] [--kubeconfig FILE] [flags]
 
 The config file is a KubeletConfiguration (kubelet.config.k8s.io/v1beta1);
 see examples/nodeagent.yaml for the fields nodeagent honours and their
@@ -47,6 +49,9 @@ Flags:
 	}
 	configFile := fs.String("config", "", "KubeletConfiguration file (YAML or JSON); empty: defaults")
 	nodeName := fs.String("hostname-override", "", "node name (default: the host name, lower-cased)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig `FILE` of the API server to join as a node (API-server mode); empty: standalone")
+	nodeIP := fs.String("node-ip", "", "the node's IP address (default: the address of the default route's interface)")
+	nodeLabels := fs.String("node-labels", "", "labels to add when registering the node, key=value,... (API-server mode)")
 	rootDir := fs.String("root-dir", "/var/lib/nodeagent", "directory for the agent's state (pod volumes)")
 	cniConfDir := fs.String("cni-conf-dir", "", "CNI configuration directory (default: what the runtime reports)")
 	cniBinDir := fs.String("cni-bin-dir", "", "comma-separated CNI plugin directories (default: what the runtime reports)")
@@ -82,6 +87,24 @@ Flags:
 		return validateConfig(*validate)
 	}
 
+	if *nodeIP != "" {
+		if ip := net.ParseIP(*nodeIP); ip == nil || ip.IsUnspecified() {
+			fmt.Fprintf(os.Stderr, "nodeagent: --node-ip %q: want an IP address of this host\n", *nodeIP)
+			return 2
+		}
+	}
+	labels, err := config.ParseNodeLabels(*nodeLabels)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nodeagent: --node-labels: %v\n", err)
+		return 2
+	}
+	var clusterOpts *agent.ClusterOptions
+	if *kubeconfig != "" {
+		clusterOpts = &agent.ClusterOptions{Kubeconfig: *kubeconfig, NodeLabels: labels}
+	} else if len(labels) > 0 {
+		fmt.Fprintln(os.Stderr, "nodeagent: --node-labels needs --kubeconfig (labels are set on the Node in the API server)")
+		return 2
+	}
 	if *evictionRanking != "kubelet" && *evictionRanking != "qos" {
 		fmt.Fprintf(os.Stderr, "nodeagent: --eviction-ranking %q: want kubelet or qos\n", *evictionRanking)
 		return 2
@@ -135,7 +158,7 @@ Flags:
 		}
 	}()
 	a, err := agent.New(cfg, agent.Options{NodeName: name, RootDir: *rootDir, CNIConfDir: *cniConfDir, CNIBinDirs: binDirs, ControlSocket: *controlSocket,
-		ImageGCPeriod: *imageGCPeriod, EvictionRanking: *evictionRanking, Reload: reload, Logger: log})
+		ImageGCPeriod: *imageGCPeriod, EvictionRanking: *evictionRanking, Reload: reload, Logger: log, Cluster: clusterOpts, NodeIP: *nodeIP})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodeagent:", err)
 		return 1

@@ -1,0 +1,186 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-helpers/apimachinery/lease"
+	"k8s.io/utils/clock"
+
+	"nodeagent/internal/loop"
+)
+
+// Options configure the agent's part in a cluster.
+type Options struct {
+	Connection Connection
+	Node       NodeOptions
+	// LeaseDuration is nodeLeaseDurationSeconds; the lease is renewed
+	// every quarter of it, as the kubelet does.
+	LeaseDuration time.Duration
+	// Build gives the node as the agent sees it (node.Status.Node);
+	// Images lists the runtime's images for the node status.
+	Build  func(now time.Time) *corev1.Node
+	Images func(ctx context.Context) ([]corev1.ContainerImage, error)
+	Clock  clock.WithTicker
+	Log    *slog.Logger
+}
+
+// Cluster connects to the API server, registers the node and keeps it
+// alive there (status and lease). Until the first registration succeeds it
+// retries with back-off, re-reading the kubeconfig each time; the agent's
+// static pods run meanwhile.
+type Cluster struct {
+	opts Options
+	log  *slog.Logger
+
+	connected chan struct{} // closed once client is set and the node registered
+	client    kubernetes.Interface
+	node      atomic.Pointer[corev1.Node] // as last registered or patched
+
+	mu      sync.Mutex
+	lastErr error // why the last contact failed; nil when it worked
+}
+
+// New returns a Cluster; Run connects.
+func New(opts Options) *Cluster {
+	return &Cluster{opts: opts, log: opts.Log, connected: make(chan struct{}), lastErr: errors.New("not connected yet")}
+}
+
+// Client waits until the node is registered and returns the clientset;
+// it returns ctx's error if ctx ends first.
+func (c *Cluster) Client(ctx context.Context) (kubernetes.Interface, error) {
+	select {
+	case <-c.connected:
+		return c.client, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Node is the Node object as the API server last returned it; nil before
+// the node joined.
+func (c *Cluster) Node() *corev1.Node { return c.node.Load() }
+
+// KubeletPort is the port the node reports as its kubelet endpoint.
+const KubeletPort = 10250
+
+// Healthy is nil while the API server answers the node's heartbeats.
+func (c *Cluster) Healthy() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lastErr != nil {
+		return fmt.Errorf("API server (kubeconfig %s): %w", c.opts.Connection.Kubeconfig, c.lastErr)
+	}
+	return nil
+}
+
+func (c *Cluster) setErr(err error) (changed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	changed = (err == nil) != (c.lastErr == nil) || err != nil && c.lastErr != nil && err.Error() != c.lastErr.Error()
+	c.lastErr = err
+	return changed
+}
+
+// Run connects, registers, then keeps the node's status and lease until
+// ctx ends.
+func (c *Cluster) Run(ctx context.Context) {
+	nodes, ok := c.connect(ctx)
+	if !ok {
+		return
+	}
+	renew := c.opts.LeaseDuration / 4
+	leases := lease.NewController(c.opts.Clock, c.client, c.opts.Connection.Node, int32(c.opts.LeaseDuration/time.Second),
+		func() { c.log.Warn("node lease: repeated renewal failures") }, renew,
+		c.opts.Connection.Node, corev1.NamespaceNodeLease, c.ownLease)
+	var wg sync.WaitGroup
+	wg.Go(func() { leases.Run(ctx) })
+	loop.Every(ctx, c.opts.Clock, c.opts.Node.UpdateFrequency, func(ctx context.Context) {
+		err := nodes.Sync(ctx)
+		if n := nodes.Registered(); n != nil {
+			c.node.Store(n)
+		}
+		if err != nil && ctx.Err() == nil && c.setErr(err) {
+			c.log.Warn("node status not sent; retrying", "err", err, "every", c.opts.Node.UpdateFrequency)
+		} else if err == nil && c.setErr(nil) {
+			c.log.Info("API server reachable again", "server", c.server())
+		}
+	})
+	wg.Wait()
+}
+
+// connect retries until the node is registered: a kubeconfig that does
+// not load, a server that does not answer or refuses the credentials are
+// logged once each (again when the reason changes) and retried.
+func (c *Cluster) connect(ctx context.Context) (*NodeSync, bool) {
+	delay := time.Second
+	for {
+		nodes, err := c.tryConnect(ctx)
+		if err == nil {
+			c.setErr(nil)
+			c.log.Info("joined the cluster", "node", c.opts.Connection.Node, "server", c.server())
+			close(c.connected)
+			return nodes, true
+		}
+		if ctx.Err() != nil {
+			return nil, false
+		}
+		if c.setErr(err) {
+			c.log.Error("cannot join the cluster; static pods keep running, retrying", "kubeconfig", c.opts.Connection.Kubeconfig, "err", err, "retry_in", delay)
+		}
+		t := c.opts.Clock.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, false
+		case <-t.C():
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
+
+func (c *Cluster) tryConnect(ctx context.Context) (*NodeSync, error) {
+	client, _, err := c.opts.Connection.Client()
+	if err != nil {
+		return nil, err
+	}
+	nodes := NewNodeSync(client, c.opts.Connection.Node, c.opts.Node, c.opts.Build, c.opts.Images, c.opts.Clock, c.log.With("component", "node-status"))
+	callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := nodes.Sync(callCtx); err != nil {
+		return nil, explain(err)
+	}
+	c.client = client
+	c.node.Store(nodes.Registered())
+	return nodes, nil
+}
+
+func (c *Cluster) server() string {
+	if _, cfg, err := c.opts.Connection.Client(); err == nil {
+		return cfg.Host
+	}
+	return ""
+}
+
+// ownLease makes the Node the lease's owner, so that deleting the Node
+// deletes its lease (the kubelet's SetNodeOwnerFunc).
+func (c *Cluster) ownLease(l *coordinationv1.Lease) error {
+	if len(l.OwnerReferences) > 0 {
+		return nil
+	}
+	node, err := c.client.CoreV1().Nodes().Get(context.Background(), c.opts.Connection.Node, metav1.GetOptions{ResourceVersion: "0"})
+	if err != nil {
+		return fmt.Errorf("node lease owner: %w", err)
+	}
+	l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
+	return nil
+}

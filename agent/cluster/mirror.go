@@ -1,0 +1,146 @@
+package cluster
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"nodeagent/agent/source"
+	"nodeagent/manifest"
+)
+
+// MirrorPods lists the mirror pods the API shows on this node.
+type MirrorPods interface {
+	Pods
+	Mirrors() []*corev1.Pod
+}
+
+// Mirrors keeps one mirror pod in the API for each static pod, as the
+// kubelet does: the static pod's name, namespace, labels and spec, the
+// kubernetes.io/config.mirror annotation (the static pod's hash) and the
+// Node as controlling owner. A mirror that is deleted is made again, one
+// whose hash differs is replaced, and one whose static pod went is
+// deleted.
+type Mirrors struct {
+	client func(context.Context) (kubernetes.Interface, error)
+	api    MirrorPods
+	node   func() *corev1.Node // the registered Node, for the owner reference
+	clock  clock.WithTicker
+	log    *slog.Logger
+	kick   chan struct{}
+
+	mu     sync.Mutex
+	static []*corev1.Pod
+	known  bool // the file source has spoken
+}
+
+// NewMirrors returns a Mirrors; SetStatic feeds it the static pods.
+func NewMirrors(client func(context.Context) (kubernetes.Interface, error), api MirrorPods, node func() *corev1.Node, clk clock.WithTicker, log *slog.Logger) *Mirrors {
+	return &Mirrors{client: client, api: api, node: node, clock: clk, log: log, kick: make(chan struct{}, 1)}
+}
+
+// SetStatic records the static pods (the file source's latest set).
+func (m *Mirrors) SetStatic(pods []*corev1.Pod) {
+	m.mu.Lock()
+	m.static, m.known = pods, true
+	m.mu.Unlock()
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// MirrorPeriod is how often the mirrors are checked without a change.
+const MirrorPeriod = 10 * time.Second
+
+// Run keeps the mirrors until ctx ends.
+func (m *Mirrors) Run(ctx context.Context) {
+	client, err := m.client(ctx)
+	if err != nil {
+		return
+	}
+	tick := m.clock.NewTicker(MirrorPeriod)
+	defer tick.Stop()
+	for {
+		m.sync(ctx, client)
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.kick:
+		case <-tick.C():
+		}
+	}
+}
+
+func (m *Mirrors) sync(ctx context.Context, client kubernetes.Interface) {
+	m.mu.Lock()
+	static, known := m.static, m.known
+	m.mu.Unlock()
+	node := m.node()
+	if !known || node == nil {
+		return
+	}
+	wanted := map[string]bool{}
+	for _, sp := range static {
+		wanted[sp.Namespace+"/"+sp.Name] = true
+		m.ensure(ctx, client, node, sp)
+	}
+	for _, mp := range m.api.Mirrors() {
+		if !wanted[mp.Namespace+"/"+mp.Name] && mp.DeletionTimestamp == nil {
+			m.remove(ctx, client, mp, "its static pod is gone")
+		}
+	}
+}
+
+// ensure makes the static pod's mirror exist with its current hash.
+func (m *Mirrors) ensure(ctx context.Context, client kubernetes.Interface, node *corev1.Node, sp *corev1.Pod) {
+	hash := sp.Annotations[manifest.AnnotationConfigHash]
+	if cur, ok := m.api.Pod(sp.Namespace, sp.Name); ok {
+		h, mirror := cur.Annotations[source.AnnotationMirror]
+		switch {
+		case !mirror:
+			m.log.Warn("a pod of the static pod's name exists in the API and is not its mirror; no mirror pod", "pod", sp.Namespace+"/"+sp.Name)
+			return
+		case cur.DeletionTimestamp != nil:
+			return // made again once it is gone
+		case h == hash:
+			return
+		}
+		m.remove(ctx, client, cur, "its static pod changed")
+		return
+	}
+	mirror := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: sp.Name, Namespace: sp.Namespace, Labels: maps.Clone(sp.Labels), Annotations: maps.Clone(sp.Annotations),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, Controller: ptr.To(true)}},
+		},
+		Spec: *sp.Spec.DeepCopy(),
+	}
+	mirror.Annotations[source.AnnotationMirror] = hash
+	mirror.Spec.NodeName = node.Name
+	if _, err := client.CoreV1().Pods(sp.Namespace).Create(ctx, mirror, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		m.log.Warn("cannot create the mirror pod", "pod", sp.Namespace+"/"+sp.Name, "err", err)
+		return
+	}
+	m.log.Info("created the mirror pod", "pod", sp.Namespace+"/"+sp.Name)
+}
+
+func (m *Mirrors) remove(ctx context.Context, client kubernetes.Interface, mp *corev1.Pod, why string) {
+	err := client.CoreV1().Pods(mp.Namespace).Delete(ctx, mp.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &mp.UID},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		m.log.Warn("cannot delete the mirror pod", "pod", mp.Namespace+"/"+mp.Name, "err", err)
+		return
+	}
+	m.log.Info("deleted the mirror pod: "+why, "pod", mp.Namespace+"/"+mp.Name)
+}

@@ -1,0 +1,294 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"nodeagent/agent/source"
+	"nodeagent/internal/notify"
+	"nodeagent/manifest"
+)
+
+// Pods is what the API server last showed of the node's pods (the API
+// source's cache).
+type Pods interface {
+	Pod(namespace, name string) (*corev1.Pod, bool)
+}
+
+// LocalStatus is the agent's status store.
+type LocalStatus interface {
+	Get(uid types.UID) (*corev1.Pod, bool)
+	List() []corev1.Pod
+}
+
+// StatusSync writes the agent's pod statuses to the API server, as the
+// kubelet's status manager does: a strategic-merge patch of
+// pods/<name>/status carrying metadata.uid (so a pod of the same name and
+// another UID is never written), coalesced per pod, retried with back-off,
+// and a full pass every ResyncPeriod. A static pod's status goes to its
+// mirror pod. A deleted pod whose containers and volumes are gone is
+// deleted from the API (grace 0, UID precondition).
+type StatusSync struct {
+	client  func(context.Context) (kubernetes.Interface, error)
+	local   LocalStatus
+	api     Pods
+	changes *notify.Set[types.UID]
+	gone    *notify.Set[podKey]
+	clock   clock.WithTicker
+	log     *slog.Logger
+
+	last    map[types.UID]*corev1.Pod // the API's answer to our last patch
+	retries map[types.UID]retry
+}
+
+type podKey struct {
+	namespace, name string
+	uid             types.UID
+}
+
+type retry struct {
+	at    time.Time
+	delay time.Duration
+}
+
+// ResyncPeriod is how often every status is compared with the API's (the
+// kubelet's status manager syncs in batches every 10 s).
+const ResyncPeriod = 10 * time.Second
+
+// NewStatusSync returns a StatusSync fed by changes (the status store's
+// subscription).
+func NewStatusSync(client func(context.Context) (kubernetes.Interface, error), local LocalStatus, api Pods, changes *notify.Set[types.UID], clk clock.WithTicker, log *slog.Logger) *StatusSync {
+	return &StatusSync{client: client, local: local, api: api, changes: changes, gone: notify.NewSet[podKey](), clock: clk, log: log,
+		last: map[types.UID]*corev1.Pod{}, retries: map[types.UID]retry{}}
+}
+
+// Gone is the pod manager's word that a pod has nothing left on the node;
+// a deleted API pod is then removed from the API server.
+func (s *StatusSync) Gone(pod *corev1.Pod) {
+	if pod.Annotations[manifest.AnnotationConfigSource] != source.SourceAPI {
+		return
+	}
+	s.gone.Add(podKey{namespace: pod.Namespace, name: pod.Name, uid: pod.UID})
+}
+
+// Run syncs until ctx ends.
+func (s *StatusSync) Run(ctx context.Context) {
+	client, err := s.client(ctx)
+	if err != nil {
+		return
+	}
+	resync := s.clock.NewTicker(ResyncPeriod)
+	defer resync.Stop()
+	retryTick := s.clock.NewTicker(time.Second)
+	defer retryTick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.changes.Ready():
+			for _, uid := range s.changes.Take() {
+				s.sync(ctx, client, uid)
+			}
+		case <-s.gone.Ready():
+			for _, k := range s.gone.Take() {
+				s.delete(ctx, client, k)
+			}
+		case <-retryTick.C():
+			now := s.clock.Now()
+			for uid, r := range s.retries {
+				if !now.Before(r.at) {
+					s.sync(ctx, client, uid)
+				}
+			}
+		case <-resync.C():
+			for _, p := range s.local.List() {
+				s.sync(ctx, client, p.UID)
+			}
+		}
+	}
+}
+
+// sync sends one pod's status if the API's differs.
+func (s *StatusSync) sync(ctx context.Context, client kubernetes.Interface, uid types.UID) {
+	local, ok := s.local.Get(uid)
+	if !ok {
+		delete(s.retries, uid)
+		delete(s.last, uid)
+		return
+	}
+	target, ok := s.target(local)
+	if !ok {
+		delete(s.retries, uid)
+		return
+	}
+	if last := s.last[uid]; last != nil && last.UID == target.UID && newer(last, target) {
+		target = last
+	}
+	want := mergeStatus(target, local.Status)
+	if equality.Semantic.DeepEqual(want, target.Status) {
+		delete(s.retries, uid)
+		return
+	}
+	patch, err := podStatusPatch(target.UID, target.Status, want)
+	if err == nil {
+		var updated *corev1.Pod
+		updated, err = client.CoreV1().Pods(target.Namespace).Patch(ctx, target.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+		if err == nil {
+			s.last[uid] = updated
+			delete(s.retries, uid)
+			return
+		}
+	}
+	if apierrors.IsNotFound(err) || ctx.Err() != nil {
+		delete(s.retries, uid)
+		return
+	}
+	r := s.retries[uid]
+	r.delay = min(max(2*r.delay, time.Second), 30*time.Second)
+	r.at = s.clock.Now().Add(r.delay)
+	s.retries[uid] = r
+	s.log.Warn("pod status not written; retrying", "pod", local.Namespace+"/"+local.Name, "pod_uid", uid, "err", err, "retry_in", r.delay)
+}
+
+// target is the API object a local pod's status goes to: the API pod of
+// the same UID, or a static pod's mirror pod.
+func (s *StatusSync) target(local *corev1.Pod) (*corev1.Pod, bool) {
+	p, ok := s.api.Pod(local.Namespace, local.Name)
+	if !ok {
+		return nil, false
+	}
+	if local.Annotations[manifest.AnnotationConfigSource] == source.SourceAPI {
+		return p, p.UID == local.UID
+	}
+	_, mirror := p.Annotations[source.AnnotationMirror]
+	return p, mirror
+}
+
+// delete removes a deleted pod whose containers and volumes are gone.
+func (s *StatusSync) delete(ctx context.Context, client kubernetes.Interface, k podKey) {
+	p, ok := s.api.Pod(k.namespace, k.name)
+	if !ok || p.UID != k.uid || p.DeletionTimestamp == nil {
+		return
+	}
+	err := client.CoreV1().Pods(k.namespace).Delete(ctx, k.name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0),
+		Preconditions:      &metav1.Preconditions{UID: &k.uid},
+	})
+	switch {
+	case err == nil:
+		s.log.Info("pod deleted from the API server after termination", "pod", k.namespace+"/"+k.name, "pod_uid", k.uid)
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+	case ctx.Err() == nil:
+		s.log.Warn("deleting the terminated pod failed; retrying", "pod", k.namespace+"/"+k.name, "err", err)
+		go func() {
+			t := s.clock.NewTimer(2 * time.Second)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+			case <-t.C():
+				s.gone.Add(k)
+			}
+		}()
+	}
+}
+
+// kubeletConditions are the pod conditions the node owns; the others
+// (PodScheduled, readiness gates, DisruptionTarget set by the control
+// plane) are kept as the API has them.
+var kubeletConditions = map[corev1.PodConditionType]bool{
+	corev1.PodReadyToStartContainers: true, corev1.PodInitialized: true,
+	corev1.ContainersReady: true, corev1.PodReady: true,
+}
+
+// mergeStatus is the status to write: the agent's, with the conditions
+// others own kept from the API, and Ready held False while a readiness
+// gate is not True.
+func mergeStatus(api *corev1.Pod, local corev1.PodStatus) corev1.PodStatus {
+	out := *local.DeepCopy()
+	var conds []corev1.PodCondition
+	for _, c := range out.Conditions {
+		if kubeletConditions[c.Type] || c.Type == corev1.DisruptionTarget {
+			conds = append(conds, c)
+		}
+	}
+	for _, c := range api.Status.Conditions {
+		if !kubeletConditions[c.Type] && !hasCondition(conds, c.Type) {
+			conds = append(conds, c)
+		}
+	}
+	out.Conditions = conds
+	if msg := gatesNotReady(api.Spec.ReadinessGates, conds); msg != "" {
+		for i := range out.Conditions {
+			if c := &out.Conditions[i]; c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				c.Status, c.Reason, c.Message = corev1.ConditionFalse, "ReadinessGatesNotReady", msg
+			}
+		}
+	}
+	return out
+}
+
+func hasCondition(conds []corev1.PodCondition, t corev1.PodConditionType) bool {
+	for _, c := range conds {
+		if c.Type == t {
+			return true
+		}
+	}
+	return false
+}
+
+// gatesNotReady words the first readiness gate that is not True, as the
+// kubelet does; "" when all are.
+func gatesNotReady(gates []corev1.PodReadinessGate, conds []corev1.PodCondition) string {
+	for _, g := range gates {
+		found := false
+		for _, c := range conds {
+			if c.Type != g.ConditionType {
+				continue
+			}
+			found = true
+			if c.Status != corev1.ConditionTrue {
+				return fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %s", g.ConditionType, c.Status)
+			}
+		}
+		if !found {
+			return fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", g.ConditionType)
+		}
+	}
+	return ""
+}
+
+// podStatusPatch is the kubelet's status patch: the strategic-merge
+// difference, with metadata.uid so that it applies to that pod only.
+func podStatusPatch(uid types.UID, old, want corev1.PodStatus) ([]byte, error) {
+	oldData, err := json.Marshal(corev1.Pod{Status: old})
+	if err != nil {
+		return nil, err
+	}
+	newData, err := json.Marshal(corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: want})
+	if err != nil {
+		return nil, err
+	}
+	return strategicpatch.CreateTwoWayMergePatch(oldData, newData, corev1.Pod{})
+}
+
+// newer reports whether a's resource version is after b's (etcd
+// revisions, compared as numbers).
+func newer(a, b *corev1.Pod) bool {
+	ra, err1 := strconv.ParseUint(a.ResourceVersion, 10, 64)
+	rb, err2 := strconv.ParseUint(b.ResourceVersion, 10, 64)
+	return err1 == nil && err2 == nil && ra > rb
+}
