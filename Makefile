@@ -21,7 +21,7 @@ LDFLAGS  := -X nodeagent/internal/version.Version=$(VERSION)
 export RUNTIME_DIR RUNTIME_RUN_DIR REGISTRY PAUSE_IMAGE TEST_IMAGE BIN_DIR
 
 .DEFAULT_GOAL := help
-.PHONY: verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 vm-image bench lint clean
+.PHONY: controlplane cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 vm-image bench lint clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -67,6 +67,18 @@ run: build runtime-up ## bring the node up and run the agent in the foreground w
 	@echo "nodeagent: config $(RUN_DIR)/nodeagent.yaml, manifests $(RUN_DIR)/manifests; Ctrl-C stops the agent (pods keep running)"
 	$(BIN_DIR)/nodeagent --config $(RUN_DIR)/nodeagent.yaml
 
+controlplane: ## build bin/controlplane and bin/kubectl from k8s.io/kubernetes (hack/controlplane; cached by version, cold about 6 min)
+	@GO=$(GO) hack/cluster.sh build
+
+cluster: build runtime-up controlplane ## a local control plane and nodeagent joined to it, in the background; prints KUBECONFIG=...
+	@CRI_ENDPOINT=$(CRI_ENDPOINT) hack/cluster.sh up
+
+cluster-down: ## drain the node, stop nodeagent and the control plane
+	@hack/cluster.sh down
+
+cluster-status: ## say whether the control plane and the agent of make cluster run
+	@hack/cluster.sh status
+
 STATICCHECK := $(BIN_DIR)/tools/staticcheck-$(STATICCHECK_VERSION)
 
 $(STATICCHECK):
@@ -85,8 +97,8 @@ test: verify unit integration ## make verify, unit tests, then integration tests
 unit: ## unit tests (no root, no daemons)
 	$(GO) test -count=1 ./...
 
-integration: build runtime-up ## integration tests in test/ against the real containerd, runc, CNI and cgroups
-	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent NODECTL_BIN=$(CURDIR)/$(BIN_DIR)/nodectl \
+integration: build runtime-up controlplane ## integration tests in test/ against the real containerd, runc, CNI, cgroups and control plane
+	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent NODECTL_BIN=$(CURDIR)/$(BIN_DIR)/nodectl CONTROLPLANE_BIN=$(CURDIR)/$(BIN_DIR)/controlplane \
 		TEST_IMAGE=$(TEST_IMAGE) PAUSE_IMAGE=$(PAUSE_IMAGE) $(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration/ 2>&1 | tee $(BIN_DIR)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; \
 		exit $${PIPESTATUS[0]}
 	$(GO) test -count=1 -tags integration -run Live -v ./cgroups/ ./eviction/ ./internal/mounts/

@@ -124,7 +124,7 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		return p, err
 	}
 
-	machine, err := node.ReadMachine()
+	machine, err := node.ReadMachine(a.opts.RootDir)
 	if err != nil {
 		return p, fmt.Errorf("read machine facts: %w", err)
 	}

@@ -15,9 +15,15 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 BIN_DIR=${BIN_DIR:-bin}
+BIN=$HERE/$BIN_DIR
 GO=${GO:-go}
 CACHE=${CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodeagent}
 MODULE=$HERE/hack/controlplane
+DIR=${CLUSTER_DIR:-/var/lib/nodeagent-cluster}
+PORT=${CLUSTER_PORT:-6443}
+NODE=${NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
+CRI_ENDPOINT=${CRI_ENDPOINT:-unix:///run/nodeagent-runtime/containerd.sock}
+ADMIN=$DIR/admin.kubeconfig
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
 die() { printf 'cluster: error: %s\n' "$*" >&2; exit 1; }
@@ -45,7 +51,83 @@ build() {
 	ln -sf controlplane "$HERE/$BIN_DIR/kubectl"
 }
 
+# alive PIDFILE: true when the pid in PIDFILE is a running process.
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# stop PIDFILE NAME SECONDS: SIGTERM, wait, then SIGKILL.
+stop() {
+	local pidfile=$1 name=$2 secs=$3
+	alive "$pidfile" || { rm -f "$pidfile"; return 0; }
+	local pid; pid=$(cat "$pidfile")
+	log "stopping $name (pid $pid)"
+	kill "$pid" 2>/dev/null || true
+	for _ in $(seq $((secs * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	kill -9 "$pid" 2>/dev/null || true
+	rm -f "$pidfile"
+}
+
+kubectl() { "$BIN/kubectl" --kubeconfig "$ADMIN" "$@"; }
+
+up() {
+	[ "$(id -u)" = 0 ] || die "must run as root (the agent needs containerd, cgroups and CNI)"
+	[ -x "$BIN/nodeagent" ] && [ -x "$BIN/controlplane" ] || die "run 'make build' and 'hack/cluster.sh build' first"
+	mkdir -p "$DIR/logs" "$DIR/manifests"
+	if ! alive "$DIR/controlplane.pid"; then
+		log "starting the control plane on https://127.0.0.1:$PORT (state in $DIR)"
+		setsid nohup "$BIN/controlplane" run --dir "$DIR" --port "$PORT" >>"$DIR/logs/controlplane.log" 2>&1 </dev/null &
+		echo $! >"$DIR/controlplane.pid"
+	fi
+	local ok=
+	for _ in $(seq 240); do
+		if [ -f "$ADMIN" ] && kubectl get --raw /readyz >/dev/null 2>&1; then ok=1; break; fi
+		alive "$DIR/controlplane.pid" || break
+		sleep 0.5
+	done
+	[ -n "$ok" ] || { tail -n 20 "$DIR/logs/controlplane.log" >&2; die "the API server did not become ready (log: $DIR/logs/controlplane.log)"; }
+
+	"$BIN/controlplane" kubeconfig --dir "$DIR" --node "$NODE" --out "$DIR/node.kubeconfig"
+	cp "$HERE"/examples/pods/*.yaml "$DIR/manifests/"
+	sed -e "s|@CRI_ENDPOINT@|$CRI_ENDPOINT|" -e "s|@MANIFESTS@|$DIR/manifests|" "$HERE/examples/nodeagent.yaml" >"$DIR/nodeagent.yaml"
+	if ! alive "$DIR/nodeagent.pid"; then
+		log "starting nodeagent as node $NODE (log: $DIR/logs/nodeagent.log)"
+		setsid nohup "$BIN/nodeagent" --config "$DIR/nodeagent.yaml" --kubeconfig "$DIR/node.kubeconfig" \
+			--hostname-override "$NODE" --root-dir "$DIR/agent" >>"$DIR/logs/nodeagent.log" 2>&1 </dev/null &
+		echo $! >"$DIR/nodeagent.pid"
+	fi
+	if ! kubectl wait --for=condition=Ready "node/$NODE" --timeout=120s >/dev/null; then
+		tail -n 20 "$DIR/logs/nodeagent.log" >&2
+		die "node $NODE did not become Ready (log: $DIR/logs/nodeagent.log)"
+	fi
+	log "node $NODE is Ready; try: $BIN_DIR/kubectl get nodes"
+	echo "KUBECONFIG=$ADMIN"
+}
+
+# down drains the node (its pods stop with their grace periods, static
+# pods too), then stops the agent and the control plane.
+down() {
+	if alive "$DIR/nodeagent.pid" && alive "$DIR/controlplane.pid"; then
+		log "draining node $NODE"
+		rm -f "$DIR"/manifests/*
+		kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --force --disable-eviction --timeout=120s >/dev/null 2>&1 ||
+			log "drain did not finish; stopping anyway"
+		for _ in $(seq 120); do
+			[ "$(curl -fsS http://127.0.0.1:10255/pods 2>/dev/null | grep -c '"uid"')" = 0 ] && break
+			sleep 1
+		done
+	fi
+	stop "$DIR/nodeagent.pid" nodeagent 30
+	stop "$DIR/controlplane.pid" "control plane" 30
+}
+
+status() {
+	alive "$DIR/controlplane.pid" && echo "control plane: running (pid $(cat "$DIR/controlplane.pid"), https://127.0.0.1:$PORT, KUBECONFIG=$ADMIN)" || echo "control plane: stopped"
+	alive "$DIR/nodeagent.pid" && echo "nodeagent: running (pid $(cat "$DIR/nodeagent.pid"), node $NODE)" || echo "nodeagent: stopped"
+}
+
 case "${1:-}" in
 build) build ;;
+up) up ;;
+down) down ;;
+status) status ;;
 *) echo "usage: $0 build|up|down|status" >&2; exit 2 ;;
 esac

@@ -145,8 +145,18 @@ func (s *NodeSync) register(ctx context.Context) error {
 	return nil
 }
 
-// sendStatus patches the status when it changed or is due.
+// sendStatus patches the status when it changed or is due. The Node is
+// read first, from the API server's cache as the kubelet does: that is how
+// a deleted Node is noticed, and the patch is made against what is there.
 func (s *NodeSync) sendStatus(ctx context.Context) error {
+	cur, err := s.client.CoreV1().Nodes().Get(ctx, s.name, metav1.GetOptions{ResourceVersion: "0"})
+	if err != nil {
+		return err
+	}
+	if cur.UID != s.current.UID {
+		return apierrors.NewNotFound(corev1.Resource("nodes"), s.name) // deleted and made again by someone else
+	}
+	s.current = cur
 	now := s.clock.Now()
 	want := s.desired(ctx).Status
 	cmp := withoutHeartbeats(want)

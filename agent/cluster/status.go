@@ -230,6 +230,11 @@ func mergeStatus(api *corev1.Pod, local corev1.PodStatus) corev1.PodStatus {
 			conds = append(conds, c)
 		}
 	}
+	// Pods bound without the scheduler have no PodScheduled; the kubelet
+	// reports it True for every pod it runs.
+	if !hasCondition(conds, corev1.PodScheduled) {
+		conds = append(conds, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
+	}
 	out.Conditions = conds
 	if msg := gatesNotReady(api.Spec.ReadinessGates, conds); msg != "" {
 		for i := range out.Conditions {

@@ -31,14 +31,19 @@ type Machine struct {
 	KernelVersion string
 	OSImage       string
 	MachineID     string
+	SystemUUID    string
 	BootID        string
 	BootTime      time.Time
 	// DefaultInterface carries the default route.
 	DefaultInterface string
+	// EphemeralStorageBytes is the size of the filesystem holding the
+	// agent's root directory (pod volumes, logs): the kubelet's nodefs.
+	EphemeralStorageBytes int64
 }
 
-// ReadMachine reads cpu count, memory, pid limit and OS facts.
-func ReadMachine() (Machine, error) {
+// ReadMachine reads cpu count, memory, pid limit and OS facts, and the
+// size of the filesystem holding rootDir.
+func ReadMachine(rootDir string) (Machine, error) {
 	m := Machine{CPUs: runtime.NumCPU()}
 	mem, err := memTotal("/proc/meminfo")
 	if err != nil {
@@ -55,6 +60,11 @@ func ReadMachine() (Machine, error) {
 	}
 	m.OSImage = osImage("/etc/os-release")
 	m.MachineID = readString("/etc/machine-id")
+	m.SystemUUID = strings.ToLower(readString("/sys/class/dmi/id/product_uuid"))
+	var fs unix.Statfs_t
+	if unix.Statfs(rootDir, &fs) == nil {
+		m.EphemeralStorageBytes = int64(fs.Blocks) * fs.Bsize
+	}
 	m.BootID = readString("/proc/sys/kernel/random/boot_id")
 	m.BootTime = bootTime("/proc/stat")
 	m.DefaultInterface = defaultRouteInterface("/proc/net/route")
@@ -114,17 +124,21 @@ func osImage(path string) string {
 // Capacity is the node's capacity as the kubelet reports it, plus the
 // internal "pid" entry used for the kubepods pids limit.
 func (m Machine) Capacity(maxPods int32) corev1.ResourceList {
-	return corev1.ResourceList{
+	c := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewQuantity(int64(m.CPUs), resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(m.MemoryBytes, resource.BinarySI),
 		corev1.ResourcePods:   *resource.NewQuantity(int64(maxPods), resource.DecimalSI),
 		cgroups.PIDResource:   *resource.NewQuantity(m.PIDMax, resource.DecimalSI),
 	}
+	if m.EphemeralStorageBytes > 0 {
+		c[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(m.EphemeralStorageBytes, resource.BinarySI)
+	}
+	return c
 }
 
 // Allocatable is capacity minus systemReserved, kubeReserved and the hard
-// eviction threshold for memory (what the scheduler, and admission, may
-// hand out), never below zero.
+// eviction thresholds for memory and nodefs (what the scheduler, and
+// admission, may hand out), never below zero.
 func Allocatable(capacity corev1.ResourceList, cfg *config.Config) corev1.ResourceList {
 	alloc := capacity.DeepCopy()
 	sub := func(name corev1.ResourceName, q resource.Quantity) {
@@ -146,6 +160,11 @@ func Allocatable(capacity corev1.ResourceList, cfg *config.Config) corev1.Resour
 		if th.Hard && th.Signal == eviction.MemoryAvailable {
 			mem := capacity[corev1.ResourceMemory]
 			sub(corev1.ResourceMemory, *resource.NewQuantity(th.Value.Of(mem.Value()), resource.BinarySI))
+		}
+		if th.Hard && th.Signal == eviction.NodeFsAvailable {
+			if disk, ok := capacity[corev1.ResourceEphemeralStorage]; ok {
+				sub(corev1.ResourceEphemeralStorage, *resource.NewQuantity(th.Value.Of(disk.Value()), resource.BinarySI))
+			}
 		}
 	}
 	delete(alloc, cgroups.PIDResource)

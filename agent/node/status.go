@@ -64,7 +64,7 @@ func NewStatus(f Facts) *Status {
 			Allocatable: f.Allocatable,
 			Addresses:   []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: f.IP}, {Type: corev1.NodeHostName, Address: f.Name}},
 			NodeInfo: corev1.NodeSystemInfo{
-				MachineID: m.MachineID, BootID: m.BootID, KernelVersion: m.KernelVersion, OSImage: m.OSImage,
+				MachineID: m.MachineID, SystemUUID: m.SystemUUID, BootID: m.BootID, KernelVersion: m.KernelVersion, OSImage: m.OSImage,
 				ContainerRuntimeVersion: f.RuntimeVersion, KubeletVersion: f.Version,
 				OperatingSystem: "linux", Architecture: runtime.GOARCH,
 			},

@@ -57,6 +57,8 @@ type Agent struct {
 	RootDir       string
 	ControlSocket string
 	Client        *api.Client
+	// Ready tells Start the agent is up; nil: its /healthz passes.
+	Ready func(context.Context) error
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -173,8 +175,12 @@ func (a *Agent) Start(ctx context.Context, timeout time.Duration) error {
 	a.mu.Unlock()
 
 	deadline := time.Now().Add(timeout)
+	ready := a.Ready
+	if ready == nil {
+		ready = a.Client.Healthz
+	}
 	for {
-		if a.Client.Healthz(ctx) == nil {
+		if ready(ctx) == nil {
 			return nil
 		}
 		select {

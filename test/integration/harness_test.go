@@ -33,7 +33,9 @@ var (
 	criEndpoint = os.Getenv("CRI_ENDPOINT")
 	agentBin    = os.Getenv("NODEAGENT_BIN")
 	nodectlBin  = os.Getenv("NODECTL_BIN")
-	testImage   = envOr("TEST_IMAGE", "127.0.0.1:5000/nodeagent/test:latest")
+	// controlplaneBin runs the API-mode tests' control plane.
+	controlplaneBin = os.Getenv("CONTROLPLANE_BIN")
+	testImage       = envOr("TEST_IMAGE", "127.0.0.1:5000/nodeagent/test:latest")
 )
 
 func envOr(k, def string) string {
@@ -44,11 +46,20 @@ func envOr(k, def string) string {
 }
 
 func TestMain(m *testing.M) {
-	if criEndpoint == "" || agentBin == "" {
-		fmt.Fprintln(os.Stderr, "integration tests need CRI_ENDPOINT and NODEAGENT_BIN: run them with `make integration`")
+	if criEndpoint == "" || agentBin == "" || controlplaneBin == "" {
+		fmt.Fprintln(os.Stderr, "integration tests need CRI_ENDPOINT, NODEAGENT_BIN and CONTROLPLANE_BIN: run them with `make integration`")
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if sharedCP != nil {
+		sharedCP.stop()
+		if code == 0 {
+			os.RemoveAll(sharedCP.dir)
+		} else {
+			fmt.Fprintf(os.Stderr, "control plane state and log kept in %s\n", sharedCP.dir)
+		}
+	}
+	os.Exit(code)
 }
 
 // node is one agent under test with everything it owns.

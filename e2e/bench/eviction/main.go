@@ -41,7 +41,7 @@ func main() {
 	rt := env.Connect()
 	defer rt.Close()
 
-	machine, err := node.ReadMachine()
+	machine, err := node.ReadMachine("/")
 	benchkit.Check(err)
 	reserved := machine.MemoryBytes - 1<<30
 	a := env.StartAgent(rt, nodeName, fmt.Sprintf(
