@@ -127,8 +127,10 @@ func (m *Mirrors) ensure(ctx context.Context, client kubernetes.Interface, node 
 	}
 	mirror.Annotations[source.AnnotationMirror] = hash
 	mirror.Spec.NodeName = node.Name
-	if _, err := client.CoreV1().Pods(sp.Namespace).Create(ctx, mirror, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		m.log.Warn("cannot create the mirror pod", "pod", sp.Namespace+"/"+sp.Name, "err", err)
+	if _, err := client.CoreV1().Pods(sp.Namespace).Create(ctx, mirror, metav1.CreateOptions{}); err != nil {
+		if !apierrors.IsAlreadyExists(err) { // else made by the last pass, not yet in the cache
+			m.log.Warn("cannot create the mirror pod", "pod", sp.Namespace+"/"+sp.Name, "err", err)
+		}
 		return
 	}
 	m.log.Info("created the mirror pod", "pod", sp.Namespace+"/"+sp.Name)

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -234,6 +233,3 @@ func topImages(imgs []corev1.ContainerImage, limit int) []corev1.ContainerImage 
 	}
 	return imgs
 }
-
-// errNotRegistered is returned by what needs the Node before it exists.
-var errNotRegistered = errors.New("the node is not registered yet")
