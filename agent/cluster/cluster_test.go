@@ -1,0 +1,186 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func agentNode(now time.Time, ready corev1.ConditionStatus) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"kubernetes.io/hostname": "n1"}},
+		Status: corev1.NodeStatus{
+			Capacity:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}, {Type: corev1.NodeHostName, Address: "n1"}},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, LastHeartbeatTime: metav1.NewTime(now)}},
+		},
+	}
+}
+
+func TestNodeSyncRegistersPatchesOnlyChangesAndReregisters(t *testing.T) {
+	client := fake.NewClientset()
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	ready := corev1.ConditionTrue
+	s := NewNodeSync(client, "n1", NodeOptions{Register: true, Labels: map[string]string{"example.com/a": "b"}, ReportFrequency: time.Minute, MaxImages: 1, KubeletPort: 10250},
+		func(now time.Time) *corev1.Node { return agentNode(now, ready) },
+		func(context.Context) ([]corev1.ContainerImage, error) {
+			return []corev1.ContainerImage{{Names: []string{"small"}, SizeBytes: 1}, {Names: []string{"big"}, SizeBytes: 9}}, nil
+		}, clk, quiet)
+	ctx := context.Background()
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Labels["example.com/a"] != "b" || n.Status.DaemonEndpoints.KubeletEndpoint.Port != 10250 {
+		t.Errorf("registered node %+v", n)
+	}
+	if len(n.Status.Images) != 1 || n.Status.Images[0].Names[0] != "big" {
+		t.Errorf("images %+v, want only the largest", n.Status.Images)
+	}
+
+	patches := func() int {
+		c := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "patch" {
+				c++
+			}
+		}
+		return c
+	}
+	before := patches()
+	clk.Step(10 * time.Second)
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if patches() != before {
+		t.Error("an unchanged status was sent before the report period")
+	}
+	ready = corev1.ConditionFalse
+	clk.Step(10 * time.Second)
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if patches() != before+1 {
+		t.Fatalf("a changed status was not sent (%d patches)", patches()-before)
+	}
+	n, _ = client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if c := n.Status.Conditions; len(c) != 1 || c[0].Status != corev1.ConditionFalse {
+		t.Errorf("conditions after the patch %+v", c)
+	}
+	clk.Step(2 * time.Minute)
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if patches() != before+2 {
+		t.Error("the status was not sent once the report period ran out")
+	}
+
+	// Deleted: registered again.
+	if err := client.CoreV1().Nodes().Delete(ctx, "n1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{}); err != nil {
+		t.Errorf("the deleted Node was not registered again: %v", err)
+	}
+}
+
+func TestNodeSyncWithoutRegisterNeedsTheNode(t *testing.T) {
+	s := NewNodeSync(fake.NewClientset(), "n1", NodeOptions{Register: false},
+		func(now time.Time) *corev1.Node { return agentNode(now, corev1.ConditionTrue) }, nil, clocktesting.NewFakeClock(time.Now()), quiet)
+	err := s.Sync(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "registerNode is false") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestNodeStatusPatchReplacesAddresses(t *testing.T) {
+	cur := agentNode(time.Unix(0, 0), corev1.ConditionTrue)
+	want := cur.Status.DeepCopy()
+	want.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.2"}, {Type: corev1.NodeHostName, Address: "n1"}}
+	patch, err := nodeStatusPatch(cur, *want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Status struct {
+			Addresses []map[string]string `json:"addresses"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(patch, &m); err != nil {
+		t.Fatal(err)
+	}
+	a := m.Status.Addresses
+	if len(a) != 3 || a[0]["address"] != "10.0.0.2" || a[2]["$patch"] != "replace" {
+		t.Errorf("addresses in the patch %v (%s)", a, patch)
+	}
+}
+
+func TestMergeStatusKeepsOthersConditionsAndHonoursReadinessGates(t *testing.T) {
+	api := &corev1.Pod{
+		Spec: corev1.PodSpec{ReadinessGates: []corev1.PodReadinessGate{{ConditionType: "example.com/lb"}}},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, Reason: "by-scheduler"},
+			{Type: "example.com/lb", Status: corev1.ConditionFalse},
+			{Type: corev1.PodReady, Status: corev1.ConditionFalse},
+		}},
+	}
+	local := corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+		{Type: corev1.ContainersReady, Status: corev1.ConditionTrue},
+		{Type: corev1.PodReady, Status: corev1.ConditionTrue},
+	}}
+	got := mergeStatus(api, local)
+	byType := map[corev1.PodConditionType]corev1.PodCondition{}
+	for _, c := range got.Conditions {
+		byType[c.Type] = c
+	}
+	if byType[corev1.PodScheduled].Reason != "by-scheduler" {
+		t.Errorf("PodScheduled not kept from the API: %+v", got.Conditions)
+	}
+	if byType["example.com/lb"].Status != corev1.ConditionFalse {
+		t.Errorf("the gate's condition was not kept: %+v", got.Conditions)
+	}
+	if r := byType[corev1.PodReady]; r.Status != corev1.ConditionFalse || r.Reason != "ReadinessGatesNotReady" {
+		t.Errorf("Ready = %+v, want False while the gate is False", r)
+	}
+
+	api.Status.Conditions[1].Status = corev1.ConditionTrue
+	got = mergeStatus(api, local)
+	for _, c := range got.Conditions {
+		if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue {
+			t.Errorf("Ready = %+v with every gate True", c)
+		}
+	}
+	// A pod bound without the scheduler gets PodScheduled from the node.
+	got = mergeStatus(&corev1.Pod{}, local)
+	if !hasCondition(got.Conditions, corev1.PodScheduled) {
+		t.Errorf("no PodScheduled: %+v", got.Conditions)
+	}
+}
+
+func TestPodStatusPatchCarriesTheUID(t *testing.T) {
+	patch, err := podStatusPatch("u-1", corev1.PodStatus{Phase: corev1.PodPending}, corev1.PodStatus{Phase: corev1.PodRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(patch), `"uid":"u-1"`) || !strings.Contains(string(patch), `"phase":"Running"`) {
+		t.Errorf("patch %s", patch)
+	}
+}
