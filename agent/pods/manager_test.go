@@ -222,3 +222,55 @@ func TestSourcesAreMergedAndTheSyncWaitsForEach(t *testing.T) {
 		t.Errorf("file emptied: %v; api's pod must stay", all.Pods)
 	}
 }
+
+func TestManagerDeletedAndFinishedAPIPods(t *testing.T) {
+	rt := critest.New()
+	store := status.NewStore()
+	gone := make(chan *corev1.Pod, 4)
+	m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir()}, Deps{
+		Runtime: rt, Cache: emptyCache{}, Store: store, Clock: clock.RealClock{},
+		Tree: cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true}),
+		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Gone: func(p *corev1.Pod) { gone <- p },
+	})
+	deleted := testPod(corev1.RestartPolicyAlways, "a")
+	deleted.Name, deleted.UID = "deleted", "uid-deleted"
+	now := metav1.Now()
+	deleted.DeletionTimestamp, deleted.DeletionGracePeriodSeconds = &now, new(int64)
+	finished := testPod(corev1.RestartPolicyNever, "a")
+	finished.Name, finished.UID = "finished", "uid-finished"
+	finished.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, Reason: "from-the-api"}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	updates := make(chan source.Update)
+	done := make(chan struct{})
+	go func() { m.Run(ctx, updates); close(done) }()
+	defer func() { cancel(); <-done }()
+	for range 2 { // the second update must not tell again
+		updates <- source.Update{Source: "api", Pods: []*corev1.Pod{deleted, finished}}
+	}
+
+	select {
+	case p := <-gone:
+		if p.UID != deleted.UID {
+			t.Errorf("Gone told of %s", p.UID)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a deleted pod with nothing on the node was not reported gone")
+	}
+	select {
+	case p := <-gone:
+		t.Errorf("Gone told twice (%s)", p.UID)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if got, ok := store.Get(finished.UID); !ok || got.Status.Phase != corev1.PodSucceeded || got.Status.Reason != "from-the-api" {
+		t.Errorf("finished pod's status %+v, want the API's", got)
+	}
+	if _, ok := store.Get(deleted.UID); ok {
+		t.Error("the deleted pod has a status")
+	}
+	if n := len(rt.Calls("RunPodSandbox")); n != 0 {
+		t.Errorf("%d sandboxes started; neither pod may run", n)
+	}
+}
