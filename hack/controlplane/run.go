@@ -237,21 +237,14 @@ func controllerManager(p *pki, kubeconfig string) (func(context.Context) error, 
 		return nil, err
 	}
 	all, off, aliases := controllermanager.KnownControllers(), controllermanager.ControllersDisabledByDefault(), controllermanager.ControllerAliases()
-	args := []string{
-		"--kubeconfig=" + kubeconfig,
-		"--authentication-kubeconfig=" + kubeconfig,
-		"--authorization-kubeconfig=" + kubeconfig,
-		"--bind-address=127.0.0.1",
-		"--secure-port=0",
-		"--leader-elect=false",
+	args := append(componentArgs(kubeconfig),
 		"--use-service-account-credentials=true",
-		"--service-account-private-key-file=" + p.path("sa.key"),
-		"--root-ca-file=" + p.path("ca.crt"),
-		"--cluster-signing-cert-file=" + p.path("ca.crt"),
-		"--cluster-signing-key-file=" + p.path("ca.key"),
-		"--service-cluster-ip-range=" + serviceCIDR,
-		"--profiling=false",
-	}
+		"--service-account-private-key-file="+p.path("sa.key"),
+		"--root-ca-file="+p.path("ca.crt"),
+		"--cluster-signing-cert-file="+p.path("ca.crt"),
+		"--cluster-signing-key-file="+p.path("ca.key"),
+		"--service-cluster-ip-range="+serviceCIDR,
+	)
 	if err := parseInto(s.Flags(all, off, aliases), args); err != nil {
 		return nil, err
 	}
@@ -270,16 +263,7 @@ func controllerManager(p *pki, kubeconfig string) (func(context.Context) error, 
 // scheduler parses the scheduler's flags; the function it returns runs it.
 func scheduler(kubeconfig string) (func(context.Context) error, error) {
 	opts := scheduleroptions.NewOptions()
-	args := []string{
-		"--kubeconfig=" + kubeconfig,
-		"--authentication-kubeconfig=" + kubeconfig,
-		"--authorization-kubeconfig=" + kubeconfig,
-		"--bind-address=127.0.0.1",
-		"--secure-port=0",
-		"--leader-elect=false",
-		"--profiling=false",
-	}
-	if err := parseInto(*opts.Flags, args); err != nil {
+	if err := parseInto(*opts.Flags, componentArgs(kubeconfig)); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context) error {
@@ -292,6 +276,20 @@ func scheduler(kubeconfig string) (func(context.Context) error, error) {
 		}
 		return schedulerapp.Run(ctx, cc, sched)
 	}, nil
+}
+
+// componentArgs are the flags the controller manager and the scheduler
+// share: their client, no serving port, no leader election (one of each).
+func componentArgs(kubeconfig string) []string {
+	return []string{
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--bind-address=127.0.0.1",
+		"--secure-port=0",
+		"--leader-elect=false",
+		"--profiling=false",
+	}
 }
 
 // parseInto parses args into a component's named flag sets.
