@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -373,6 +374,9 @@ func (a *Agent) onKernelOOM(p *parts) func(eviction.OOMKill) {
 		p.recorder.Event(p.recorder.NodeRef(), corev1.EventTypeWarning, "OOMKilling", eviction.OOMMessage(k, podOf))
 		a.log.Warn("kernel OOM killer", "process", k.Process, "pid", k.PID, "cgroup", k.TaskMemcg, "limit_of", k.OOMMemcg, "constraint", k.Constraint)
 		p.alarm.Ring(k.Seen, eviction.WokenByKernelOOM)
+		if uid := eviction.PodUIDFromCgroup(k.TaskMemcg); uid != "" {
+			p.manager.KernelOOMKill(types.UID(uid), cgroups.ContainerIDOf(path.Base(k.TaskMemcg)))
+		}
 	}
 }
 

@@ -59,6 +59,17 @@ func (m *Manager) DeletePod(namespace, name string, grace *int64) error {
 	return nil
 }
 
+// KernelOOMKill tells the pod's worker that the kernel OOM killer killed a
+// process of one of its containers; a kill in no pod of ours is ignored.
+func (m *Manager) KernelOOMKill(uid types.UID, containerID string) {
+	m.mu.Lock()
+	w := m.workers[uid]
+	m.mu.Unlock()
+	if w != nil && containerID != "" {
+		w.noteKernelOOM(containerID)
+	}
+}
+
 // Pod is the admitted pod with uid, whether or not its worker has
 // published a status yet.
 func (m *Manager) Pod(uid types.UID) (*corev1.Pod, bool) {

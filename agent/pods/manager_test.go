@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"nodeagent/agent/pleg"
 	"nodeagent/agent/source"
@@ -272,5 +273,48 @@ func TestManagerDeletedAndFinishedAPIPods(t *testing.T) {
 	}
 	if n := len(rt.Calls("RunPodSandbox")); n != 0 {
 		t.Errorf("%d sandboxes started; neither pod may run", n)
+	}
+}
+
+// The kernel's OOM record settles a 137 exit the runtime left unexplained,
+// whether it is read before or after the relist shows the exit.
+func TestOOMKilledFromTheKernelLog(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyNever, "a")
+	m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir()}, Deps{
+		Runtime: critest.New(), Cache: emptyCache{}, Store: status.NewStore(), Clock: clocktesting.NewFakeClock(t0),
+		Tree: cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true}),
+		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	rec := record("a", runtimeapi.ContainerState_CONTAINER_EXITED, 137, "0", t0)
+	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()}, Containers: []*runtimeapi.ContainerStatus{rec}}
+
+	after := newWorker(m, pod.UID, pod)
+	after.readTerminationMessages(rt)
+	if after.oomKilled[rec.Id] {
+		t.Fatal("OOM killed without any sign of it")
+	}
+	after.noteKernelOOM(rec.Id)
+	after.readTerminationMessages(rt)
+	if !after.oomKilled[rec.Id] {
+		t.Error("the kernel's record read after the exit did not mark the container OOM killed")
+	}
+
+	before := newWorker(m, pod.UID, pod)
+	before.noteKernelOOM(rec.Id)
+	before.noteKernelOOM("another-container")
+	before.readTerminationMessages(rt)
+	if !before.oomKilled[rec.Id] || len(before.oomKilled) != 1 {
+		t.Errorf("oomKilled = %v, want only %s", before.oomKilled, rec.Id)
+	}
+
+	clean := record("a", runtimeapi.ContainerState_CONTAINER_EXITED, 0, "0", t0)
+	if clean.Id != rec.Id {
+		t.Fatalf("records of the same container differ in ID: %s, %s", clean.Id, rec.Id)
+	}
+	zero := newWorker(m, pod.UID, pod)
+	zero.noteKernelOOM(rec.Id)
+	zero.readTerminationMessages(&pleg.PodRuntime{Containers: []*runtimeapi.ContainerStatus{clean}})
+	if zero.oomKilled[rec.Id] {
+		t.Error("a container that exited 0 was marked OOM killed")
 	}
 }

@@ -2,6 +2,7 @@ package pods
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,11 +92,21 @@ func (w *worker) reportContainers(rt *pleg.PodRuntime, terminating bool) {
 // forgets those of containers that are gone.
 func (w *worker) readTerminationMessages(rt *pleg.PodRuntime) {
 	present := map[string]bool{}
+	w.mu.Lock()
+	kernel := maps.Clone(w.kernelOOM)
+	w.mu.Unlock()
 	for _, c := range rt.GetContainers() {
 		present[c.Id] = true
-		if _, done := w.messages[c.Id]; !done && c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+		if c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+			continue
+		}
+		if _, done := w.messages[c.Id]; !done {
 			w.messages[c.Id] = terminationMessage(c)
 			w.confirmOOMKill(c)
+		}
+		// The kernel's word may come after the exit was first seen.
+		if _, killed := kernel[c.Id]; killed && c.ExitCode != 0 && c.Reason != "OOMKilled" {
+			w.oomKilled[c.Id] = true
 		}
 	}
 	for id := range w.messages {
@@ -104,6 +115,30 @@ func (w *worker) readTerminationMessages(rt *pleg.PodRuntime) {
 			delete(w.oomKilled, id)
 		}
 	}
+	// A kill can be logged before the relist shows its container; one
+	// whose container is gone for a minute is forgotten.
+	w.mu.Lock()
+	for id, at := range w.kernelOOM {
+		if !present[id] && w.m.clock.Since(at) > time.Minute {
+			delete(w.kernelOOM, id)
+		}
+	}
+	w.mu.Unlock()
+}
+
+// noteKernelOOM records that the kernel OOM killer killed a process of
+// container id (its log names the container's cgroup). containerd says
+// OOMKilled only when its own OOM event beats the exit, which it can lose
+// on a busy node, and on cgroup v1 the pod cgroup's counter does not count
+// a kill at the container's own limit: the kernel's record settles it.
+func (w *worker) noteKernelOOM(id string) {
+	w.mu.Lock()
+	if w.kernelOOM == nil {
+		w.kernelOOM = map[string]time.Time{}
+	}
+	w.kernelOOM[id] = w.m.clock.Now()
+	w.mu.Unlock()
+	w.wake()
 }
 
 // confirmOOMKill marks a container that died of SIGKILL (137) as OOM killed

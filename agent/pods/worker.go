@@ -26,9 +26,10 @@ type worker struct {
 
 	mu          sync.Mutex
 	terminating bool
-	grace       *int64             // overrides the pod's grace period
-	cancelSync  context.CancelFunc // interrupts a sync in progress on terminate
-	eviction    *evictionRequest   // set by the eviction manager, taken by the worker
+	grace       *int64               // overrides the pod's grace period
+	cancelSync  context.CancelFunc   // interrupts a sync in progress on terminate
+	eviction    *evictionRequest     // set by the eviction manager, taken by the worker
+	kernelOOM   map[string]time.Time // containers the kernel log shows OOM killed, and when
 
 	actions         int                      // runtime mutations so far; a sync that made none need not re-inspect
 	started         int                      // sandboxes and containers started so far
