@@ -44,6 +44,7 @@ type Cluster struct {
 
 	connected chan struct{} // closed once client is set and the node registered
 	client    kubernetes.Interface
+	host      string                      // the API server's URL, from the kubeconfig
 	node      atomic.Pointer[corev1.Node] // as last registered or patched
 
 	mu      sync.Mutex
@@ -112,7 +113,7 @@ func (c *Cluster) Run(ctx context.Context) {
 		if err != nil && ctx.Err() == nil && c.setErr(err) {
 			c.log.Warn("node status not sent; retrying", "err", err, "every", c.opts.Node.UpdateFrequency)
 		} else if err == nil && c.setErr(nil) {
-			c.log.Info("API server reachable again", "server", c.server())
+			c.log.Info("API server reachable again", "server", c.host)
 		}
 	})
 	wg.Wait()
@@ -127,7 +128,7 @@ func (c *Cluster) connect(ctx context.Context) (*NodeSync, bool) {
 		nodes, err := c.tryConnect(ctx)
 		if err == nil {
 			c.setErr(nil)
-			c.log.Info("joined the cluster", "node", c.opts.Connection.Node, "server", c.server())
+			c.log.Info("joined the cluster", "node", c.opts.Connection.Node, "server", c.host)
 			close(c.connected)
 			return nodes, true
 		}
@@ -149,7 +150,7 @@ func (c *Cluster) connect(ctx context.Context) (*NodeSync, bool) {
 }
 
 func (c *Cluster) tryConnect(ctx context.Context) (*NodeSync, error) {
-	client, _, err := c.opts.Connection.Client()
+	client, cfg, err := c.opts.Connection.Client()
 	if err != nil {
 		return nil, err
 	}
@@ -159,16 +160,9 @@ func (c *Cluster) tryConnect(ctx context.Context) (*NodeSync, error) {
 	if err := nodes.Sync(callCtx); err != nil {
 		return nil, explain(err)
 	}
-	c.client = client
+	c.client, c.host = client, cfg.Host
 	c.node.Store(nodes.Registered())
 	return nodes, nil
-}
-
-func (c *Cluster) server() string {
-	if _, cfg, err := c.opts.Connection.Client(); err == nil {
-		return cfg.Host
-	}
-	return ""
 }
 
 // ownLease makes the Node the lease's owner, so that deleting the Node

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"nodeagent/agent/events"
 	"nodeagent/agent/pods/criconfig"
@@ -259,7 +260,7 @@ func (m *Manager) apply(u source.Update, complete bool) {
 		changed = true
 		if w := m.workers[uid]; w != nil {
 			if d := deleting[uid]; d != nil {
-				m.log.Info("pod deleted; terminating", "pod", fullName(p), "pod_uid", uid, "grace_period", ptrOr(d.DeletionGracePeriodSeconds, -1))
+				m.log.Info("pod deleted; terminating", "pod", fullName(p), "pod_uid", uid, "grace_period", ptr.Deref(d.DeletionGracePeriodSeconds, -1))
 				w.terminate(d.DeletionGracePeriodSeconds)
 			} else {
 				m.log.Info("pod removed from its source; terminating", "pod", fullName(p), "pod_uid", uid)
@@ -366,13 +367,6 @@ func (m *Manager) goneLocked(p *corev1.Pod) {
 	}
 	m.goneTold[p.UID] = true
 	m.gone(p)
-}
-
-func ptrOr[T any](p *T, or T) T {
-	if p == nil {
-		return or
-	}
-	return *p
 }
 
 func (m *Manager) admittedLocked() []*corev1.Pod {

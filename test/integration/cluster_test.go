@@ -311,7 +311,9 @@ func TestClusterPodRunsReportsAndStopsGracefully(t *testing.T) {
 		p.Spec.Volumes = []corev1.Volume{{Name: "out", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: out}}}}
 		c := &p.Spec.Containers[0]
 		c.VolumeMounts = []corev1.VolumeMount{{Name: "out", MountPath: "/out"}}
-		c.Command = []string{"sh", "-c", "trap 'echo term > /out/term; exit 0' TERM; while true; do sleep 0.2; done"}
+		// The answer to SIGTERM takes a second: only a stop that honours
+		// the grace period lets it finish.
+		c.Command = []string{"sh", "-c", "trap 'sleep 1; echo term > /out/term; exit 0' TERM; while true; do sleep 0.2; done"}
 		c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "echo prestop > /out/prestop"}}}}
 		c.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")}
 	})
