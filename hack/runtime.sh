@@ -41,20 +41,8 @@ deps() {
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# alive PIDFILE: true when the pid in PIDFILE is a running process.
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-
-# stop PIDFILE NAME: SIGTERM, wait up to 10 s, then SIGKILL.
-stop() {
-	local pidfile=$1 name=$2
-	alive "$pidfile" || { rm -f "$pidfile"; return 0; }
-	local pid; pid=$(cat "$pidfile")
-	log "stopping $name (pid $pid)"
-	kill "$pid" 2>/dev/null || true
-	for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-	kill -9 "$pid" 2>/dev/null || true
-	rm -f "$pidfile"
-}
+# shellcheck source=hack/lib.sh
+. "$HERE/hack/lib.sh"
 
 # render TEMPLATE OUT: fill @VARS@ in a template.
 render() {
