@@ -6,12 +6,11 @@ import (
 	"hash/fnv"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"nodeagent/agent/pods/downward"
 	"nodeagent/cgroups"
 	"nodeagent/cri"
 	"nodeagent/internal/expand"
@@ -225,13 +224,13 @@ func (b *Builder) containerEnv(pod *corev1.Pod, c *corev1.Container, podIP strin
 		case e.ValueFrom == nil:
 			value = expand.Vars(e.Value, func(name string) (string, bool) { v, ok := defined[name]; return v, ok })
 		case e.ValueFrom.FieldRef != nil:
-			v, err := b.fieldRef(pod, e.ValueFrom.FieldRef.FieldPath, podIP)
+			v, err := downward.FieldRef(pod, e.ValueFrom.FieldRef.FieldPath, b.opts.NodeIP, podIP)
 			if err != nil {
 				return nil, fmt.Errorf("env %s: %w", e.Name, err)
 			}
 			value = v
 		case e.ValueFrom.ResourceFieldRef != nil:
-			v, err := b.resourceFieldRef(pod, c, e.ValueFrom.ResourceFieldRef)
+			v, err := downward.ResourceFieldRef(pod, c, e.ValueFrom.ResourceFieldRef, b.opts.Allocatable)
 			if err != nil {
 				return nil, fmt.Errorf("env %s: %w", e.Name, err)
 			}
@@ -243,81 +242,4 @@ func (b *Builder) containerEnv(pod *corev1.Pod, c *corev1.Container, podIP strin
 		out = append(out, corev1.EnvVar{Name: e.Name, Value: value})
 	}
 	return out, nil
-}
-
-func (b *Builder) fieldRef(pod *corev1.Pod, path, podIP string) (string, error) {
-	if key, ok := strings.CutPrefix(path, "metadata.labels['"); ok {
-		return pod.Labels[strings.TrimSuffix(key, "']")], nil
-	}
-	if key, ok := strings.CutPrefix(path, "metadata.annotations['"); ok {
-		return pod.Annotations[strings.TrimSuffix(key, "']")], nil
-	}
-	switch path {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "spec.nodeName":
-		return pod.Spec.NodeName, nil
-	case "spec.serviceAccountName":
-		return pod.Spec.ServiceAccountName, nil
-	case "status.hostIP", "status.hostIPs":
-		return b.opts.NodeIP, nil
-	case "status.podIP", "status.podIPs":
-		return podIP, nil
-	}
-	return "", fmt.Errorf("fieldRef %q is not supported", path)
-}
-
-// resourceFieldRef renders a limit or request in units of the divisor,
-// rounded up; an unset limit reads as the node's allocatable amount.
-func (b *Builder) resourceFieldRef(pod *corev1.Pod, c *corev1.Container, ref *corev1.ResourceFieldSelector) (string, error) {
-	if ref.ContainerName != "" && ref.ContainerName != c.Name {
-		for i := range pod.Spec.Containers {
-			if pod.Spec.Containers[i].Name == ref.ContainerName {
-				c = &pod.Spec.Containers[i]
-			}
-		}
-	}
-	kind, name, _ := strings.Cut(ref.Resource, ".")
-	var q resource.Quantity
-	var ok bool
-	switch kind {
-	case "limits":
-		q, ok = c.Resources.Limits[corev1.ResourceName(name)]
-		if !ok {
-			q, ok = b.opts.Allocatable[corev1.ResourceName(name)]
-		}
-	case "requests":
-		q, ok = c.Resources.Requests[corev1.ResourceName(name)]
-		if !ok {
-			q, ok = resource.Quantity{}, true
-		}
-	}
-	if !ok {
-		return "", fmt.Errorf("resourceFieldRef %q is not supported", ref.Resource)
-	}
-	divisor := ref.Divisor
-	if divisor.IsZero() {
-		divisor = resource.MustParse("1")
-	}
-	if name == "cpu" {
-		return strconv.FormatInt(ceilDiv(sat.MilliValue(q), sat.MilliValue(divisor)), 10), nil
-	}
-	return strconv.FormatInt(ceilDiv(sat.Value(q), sat.Value(divisor)), 10), nil
-}
-
-// ceilDiv is a/b rounded up, for a >= 0 and b > 0 (validation keeps
-// divisors to the API server's list).
-func ceilDiv(a, b int64) int64 {
-	if b <= 0 {
-		return a
-	}
-	q := a / b
-	if a%b != 0 {
-		q++
-	}
-	return q
 }

@@ -1,0 +1,148 @@
+// Package volumes writes the volumes whose content comes from the API
+// server or from the pod itself: configMap, secret, downwardAPI and
+// projected (configMap, secret, downwardAPI, serviceAccountToken
+// sources). Each is a directory under the pod's, written whole with the
+// atomic writer and written again when its content changes; secret and
+// projected volumes sit on a tmpfs, so their content never reaches a disk.
+//
+// emptyDir and hostPath volumes are the pod worker's (they have no
+// content to keep current).
+package volumes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"nodeagent/internal/atomicdir"
+)
+
+// Objects reads what volumes reference in the API server. Missing objects
+// are apierrors NotFound.
+type Objects interface {
+	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
+	Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
+	// Token returns a token of the pod's service account bound to the pod,
+	// and when it is due for rotation.
+	Token(ctx context.Context, pod *corev1.Pod, p *corev1.ServiceAccountTokenProjection) (string, time.Time, error)
+}
+
+// Mounter mounts a tmpfs at a directory unless one is there.
+type Mounter func(dir string) error
+
+// Manager writes pods' content volumes.
+type Manager struct {
+	root        string
+	objects     Objects // nil: no API server (static pods cannot reference it)
+	allocatable corev1.ResourceList
+	hostIP      string
+	tmpfs       Mounter
+	clock       clock.Clock
+}
+
+// New returns a manager writing under <root>/pods/<uid>/volumes.
+func New(root string, objects Objects, allocatable corev1.ResourceList, hostIP string, tmpfs Mounter, clk clock.Clock) *Manager {
+	return &Manager{root: root, objects: objects, allocatable: allocatable, hostIP: hostIP, tmpfs: tmpfs, clock: clk}
+}
+
+// plugin is the kubelet's directory name for a volume type ("" for the
+// volumes this package does not write).
+func plugin(v *corev1.Volume) string {
+	switch {
+	case v.ConfigMap != nil:
+		return "kubernetes.io~configmap"
+	case v.Secret != nil:
+		return "kubernetes.io~secret"
+	case v.DownwardAPI != nil:
+		return "kubernetes.io~downward-api"
+	case v.Projected != nil:
+		return "kubernetes.io~projected"
+	}
+	return ""
+}
+
+// Handles reports whether v is a volume this package writes.
+func Handles(v *corev1.Volume) bool { return plugin(v) != "" }
+
+// Dir is where volume v of the pod lives, in the kubelet's layout.
+func Dir(root string, uid types.UID, v *corev1.Volume) string {
+	return filepath.Join(root, "pods", string(uid), "volumes", plugin(v), v.Name)
+}
+
+// Failure is a volume that could not be written.
+type Failure struct {
+	Volume string
+	Err    error
+	// Blocking: the volume was never written, so the pod's containers
+	// cannot start. A volume written before keeps its old content.
+	Blocking bool
+}
+
+// Error is the kubelet's FailedMount message.
+func (f Failure) Error() string {
+	return fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", f.Volume, f.Err)
+}
+
+// SetUp writes every content volume of pod, or refreshes it. It returns
+// how long the content may stand before it must be written again (a token
+// due for rotation; 0: only when an object changes) and the volumes it
+// could not write.
+func (m *Manager) SetUp(ctx context.Context, pod *corev1.Pod) (time.Duration, []Failure) {
+	var refresh time.Duration
+	var failures []Failure
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if !Handles(v) {
+			continue
+		}
+		dir := Dir(m.root, pod.UID, v)
+		files, due, err := m.content(ctx, pod, v)
+		if err == nil {
+			err = m.write(dir, v, files, owner(pod))
+		}
+		if err != nil {
+			_, statErr := os.Lstat(filepath.Join(dir, "..data"))
+			failures = append(failures, Failure{Volume: v.Name, Err: err, Blocking: statErr != nil})
+			continue
+		}
+		if !due.IsZero() {
+			d := max(due.Sub(m.clock.Now()), time.Second)
+			if refresh == 0 || d < refresh {
+				refresh = d
+			}
+		}
+	}
+	return refresh, failures
+}
+
+func (m *Manager) write(dir string, v *corev1.Volume, files map[string]atomicdir.File, own atomicdir.Owner) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	if v.Secret != nil || v.Projected != nil {
+		if err := m.tmpfs(dir); err != nil {
+			return err
+		}
+	}
+	_, err := atomicdir.Write(dir, files, own)
+	return err
+}
+
+// owner is the pod's fsGroup, which gets read access to its volumes.
+func owner(pod *corev1.Pod) atomicdir.Owner {
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+		return atomicdir.Owner{UID: -1, GID: int(*sc.FSGroup)}
+	}
+	return atomicdir.NoOwner
+}
+
+// errNoAPI is what a pod without an API server behind it gets for an API
+// reference (admission refuses such static pods first).
+var errNoAPI = errors.New("the agent is not connected to an API server")
