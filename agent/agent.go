@@ -156,8 +156,12 @@ func (a *Agent) loops(p *parts) []func(context.Context) {
 	sources := []source.Source{p.files}
 	if p.cluster != nil {
 		c := p.cluster
-		sources = []source.Source{source.Observed(p.files, func(u source.Update) { c.mirrors.SetStatic(u.Pods) }), c.pods}
-		loops = append(loops, c.node.Run, c.status.Run, c.mirrors.Run,
+		sources = []source.Source{
+			source.Observed(p.files, func(u source.Update) { c.mirrors.SetStatic(u.Pods) }),
+			// The objects API pods reference are watched before the pods run.
+			source.Observed(c.pods, func(u source.Update) { c.objects.Track(u.Pods) }),
+		}
+		loops = append(loops, c.node.Run, c.status.Run, c.mirrors.Run, c.objects.Run,
 			func(ctx context.Context) { c.events.Run(ctx, c.node.Client) })
 	}
 	for _, src := range sources {

@@ -73,6 +73,7 @@ type clusterParts struct {
 	status  *cluster.StatusSync
 	mirrors *cluster.Mirrors
 	events  *cluster.Events
+	objects *cluster.Objects
 }
 
 // served is an HTTP server with the listener it serves.
@@ -174,13 +175,14 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		},
 	})
 
+	changes := pods.Changes{Runtime: notify.NewSet[types.UID](), Probes: notify.NewSet[pods.ProbeChange]()}
 	sources, gone := []string{manifest.SourceFile}, func(*corev1.Pod) {}
+	var objects pods.Objects // nil interface when standalone
 	if p.cluster != nil {
-		a.buildCluster(p)
-		sources, gone = append(sources, source.SourceAPI), p.cluster.status.Gone
+		a.buildCluster(p, changes.Runtime.Add)
+		sources, gone, objects = append(sources, source.SourceAPI), p.cluster.status.Gone, p.cluster.objects
 	}
 
-	changes := pods.Changes{Runtime: notify.NewSet[types.UID](), Probes: notify.NewSet[pods.ProbeChange]()}
 	p.cache = pleg.New(rt, pleg.Options{Node: a.opts.NodeName, Clock: a.opts.Clock, Log: log.With("component", "pleg"),
 		Notify: changes.Runtime.Add, RelistObserved: func(d time.Duration) { p.metrics.relist.Observe(d.Seconds()) }})
 	hooks := probes.NewHandlers(rt)
@@ -213,7 +215,7 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		OOMGroupKill:        p.mgr.Version() == 2 && (cfg.SingleProcessOOMKill == nil || !*cfg.SingleProcessOOMKill),
 	}, pods.Deps{Runtime: rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		Probes: p.prober, Hooks: hooks, Pressure: pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,
-		PodStarted: p.metrics.podStarted, Gone: gone,
+		PodStarted: p.metrics.podStarted, Gone: gone, Objects: objects,
 	})
 
 	high, low := cfg.ImageGCThresholds()
@@ -383,7 +385,7 @@ func (a *Agent) onKernelOOM(p *parts) func(eviction.OOMKill) {
 // buildCluster makes API-server mode's components: the node's
 // registration, status and lease, the API pod source, the pod status sync
 // and the mirror pods. None contacts the API server before Run.
-func (a *Agent) buildCluster(p *parts) {
+func (a *Agent) buildCluster(p *parts, wake func(types.UID)) {
 	cfg, clk := a.cfg, a.opts.Clock
 	c := p.cluster
 	qps := float32(50)
@@ -410,6 +412,7 @@ func (a *Agent) buildCluster(p *parts) {
 	c.pods = source.NewAPI(c.node.Client, a.opts.NodeName, a.log.With("component", "source", "source", source.SourceAPI))
 	c.status = cluster.NewStatusSync(c.node.Client, p.store, c.pods, p.store.Subscribe(), clk, a.log.With("component", "status-sync"))
 	c.mirrors = cluster.NewMirrors(c.node.Client, c.pods, c.node.Node, clk, a.log.With("component", "mirror-pods"))
+	c.objects = cluster.NewObjects(c.node.Client, wake, clk, a.log.With("component", "objects"))
 }
 
 // runtimeImages lists the runtime's images for the node status.

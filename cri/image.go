@@ -6,11 +6,12 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// PullImage pulls an image and returns its reference (image ID).
-func (c *Client) PullImage(ctx context.Context, image string, sandboxCfg *runtimeapi.PodSandboxConfig) (string, error) {
+// PullImage pulls an image, with auth when the registry needs it (nil:
+// anonymously), and returns its reference (image ID).
+func (c *Client) PullImage(ctx context.Context, image string, auth *runtimeapi.AuthConfig, sandboxCfg *runtimeapi.PodSandboxConfig) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.pullTimeout)
 	defer cancel()
-	resp, err := c.images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: image}, SandboxConfig: sandboxCfg})
+	resp, err := c.images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: image}, Auth: auth, SandboxConfig: sandboxCfg})
 	if err != nil {
 		return "", c.classify("PullImage", err)
 	}

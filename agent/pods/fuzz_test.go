@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -47,7 +48,7 @@ spec:
 	f.Add([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: a, image: b, resources: {limits: {cpu: 1e30}}}]}\n"))
 	m := testManager(f, Options{MemoryCapacity: 16 << 30, Allocatable: corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("16Gi")}})
-	configs := criconfig.New(criconfig.Options{NodeName: "node", MemoryCapacity: m.opts.MemoryCapacity, Allocatable: m.opts.Allocatable, EnforceCPULimits: true, CPUPeriod: 100000}, paperHost{})
+	configs := criconfig.New(criconfig.Options{NodeName: "node", MemoryCapacity: m.opts.MemoryCapacity, Allocatable: m.opts.Allocatable, EnforceCPULimits: true, CPUPeriod: 100000}, paperHost{}, nil)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pod, _, err := manifest.ParseManifest(data, "/m/x.yaml", "node")
 		if err != nil {
@@ -77,7 +78,7 @@ spec:
 			if adj < -1000 || adj > 1000 {
 				t.Fatalf("oom_score_adj %d", adj)
 			}
-			cfg, err := configs.Container(plan, c, "img", 0, "10.0.0.1")
+			cfg, err := configs.Container(context.Background(), plan, c, "img", 0, "10.0.0.1")
 			if err != nil {
 				continue // a downward API reference the agent does not support
 			}
@@ -102,5 +103,8 @@ func (paperHost) HostPath(v *corev1.HostPathVolumeSource) (string, error) { retu
 func (paperHost) SubPath(_ *corev1.Pod, volume, container string, index int, _, _ string) (string, error) {
 	return "/s/" + volume + "/" + container, nil
 }
-func (paperHost) HostsFile(*corev1.Pod, []byte) (string, error)              { return "/hosts", nil }
+func (paperHost) HostsFile(*corev1.Pod, []byte) (string, error) { return "/hosts", nil }
+func (paperHost) ContentVolume(_ *corev1.Pod, v *corev1.Volume) (string, error) {
+	return "/c/" + v.Name, nil
+}
 func (paperHost) TerminationMessageFile(*corev1.Pod, string) (string, error) { return "/msg", nil }

@@ -3,12 +3,15 @@ package pods
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"nodeagent/agent/volumes"
 )
 
 // nodeFiles makes what pods' configs point at, under <root>/pods/<uid> in
@@ -45,6 +48,16 @@ func (nodeFiles) HostPath(v *corev1.HostPathVolumeSource) (string, error) {
 func (f nodeFiles) SubPath(pod *corev1.Pod, volume, container string, index int, volumePath, sub string) (string, error) {
 	target := filepath.Join(f.podDir(pod.UID), "volume-subpaths", volume, container, strconv.Itoa(index))
 	return target, bindSubPath(volumePath, sub, target)
+}
+
+// ContentVolume is the directory of a configMap, secret, downwardAPI or
+// projected volume, once the volume manager has written it.
+func (f nodeFiles) ContentVolume(pod *corev1.Pod, v *corev1.Volume) (string, error) {
+	dir := volumes.Dir(f.root, pod.UID, v)
+	if _, err := os.Lstat(filepath.Join(dir, "..data")); err != nil {
+		return "", fmt.Errorf("not set up: %w", err)
+	}
+	return dir, nil
 }
 
 // HostsFile writes <pod dir>/etc-hosts.

@@ -20,6 +20,7 @@ import (
 	"nodeagent/agent/pods/criconfig"
 	"nodeagent/agent/source"
 	"nodeagent/agent/status"
+	"nodeagent/agent/volumes"
 	"nodeagent/cgroups"
 	"nodeagent/internal/notify"
 	"nodeagent/internal/qos"
@@ -91,6 +92,17 @@ type Deps struct {
 	// deleted has nothing left on the node (containers, sandboxes, cgroup,
 	// volumes): the API server's pod may then be deleted.
 	Gone func(pod *corev1.Pod)
+	// Objects reads what API pods reference in the API server (configMaps,
+	// secrets, tokens, services, runtime classes); nil when standalone.
+	Objects Objects
+}
+
+// Objects reads what pods reference in the API server.
+type Objects interface {
+	criconfig.Objects
+	volumes.Objects
+	// RuntimeHandler resolves a runtime class to its CRI handler.
+	RuntimeHandler(ctx context.Context, class string) (string, error)
 }
 
 // Manager owns the desired pods, admits them and runs one worker per pod.
@@ -111,6 +123,8 @@ type Manager struct {
 	clock        clock.WithTicker
 	log          *slog.Logger
 	configs      *criconfig.Builder
+	volumes      *volumes.Manager
+	objects      Objects       // nil when standalone
 	restarts     *backOff      // crash-loop back-off per container
 	imagePulls   *backOff      // image pull back-off per image
 	pullSlot     chan struct{} // nil: pulls run in parallel
@@ -166,7 +180,9 @@ func NewManager(opts Options, deps Deps) *Manager {
 			MemoryCapacity: opts.MemoryCapacity, OOMRange: opts.OOMRange, Allocatable: opts.Allocatable,
 			EnforceCPULimits: opts.EnforceCPULimits, CPUPeriod: opts.CPUPeriod, OOMGroupKill: opts.OOMGroupKill,
 			ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain, ResolvConf: opts.ResolvConf,
-		}, nodeFiles{root: opts.RootDir}),
+		}, nodeFiles{root: opts.RootDir}, deps.Objects),
+		volumes:      volumes.New(opts.RootDir, deps.Objects, opts.Allocatable, opts.NodeIP, tmpfsMounter, deps.Clock),
+		objects:      deps.Objects,
 		restarts:     newBackOff(deps.Clock, opts.MaxRestartBackOff),
 		imagePulls:   newBackOff(deps.Clock, 0),
 		housekeeping: 2 * time.Second,

@@ -15,7 +15,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"nodeagent/agent/pleg"
+	"nodeagent/agent/source"
 	"nodeagent/cri"
+	"nodeagent/manifest"
 )
 
 func testPod(policy corev1.RestartPolicy, names ...string) *corev1.Pod {
@@ -360,18 +362,40 @@ func TestUnsupportedSpecs(t *testing.T) {
 		{Name: "cm", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}},
 		{Name: "nfs", VolumeSource: corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{}}},
 		{Name: "huge", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumHugePages}}},
+		{Name: "info", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{}}},
+		{Name: "proj", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{DownwardAPI: &corev1.DownwardAPIProjection{}}, {ServiceAccountToken: &corev1.ServiceAccountTokenProjection{}}, {ClusterTrustBundle: &corev1.ClusterTrustBundleProjection{}},
+		}}}},
 	}
 	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "S", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{}}}}
 	pod.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{}}
+	pod.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
 	msg := unsupported(pod).ToAggregate().Error()
-	for _, want := range []string{"spec.volumes[1]: Forbidden: static pods may not reference API objects", "spec.volumes[2]: Forbidden: only emptyDir and hostPath",
-		"spec.volumes[3].emptyDir.medium: Unsupported value", "spec.containers[0].env[0].valueFrom: Forbidden", "spec.containers[0].envFrom: Forbidden"} {
+	for _, want := range []string{"spec.volumes[1].configMap: Forbidden: static pods may not reference API objects", "spec.volumes[2]: Forbidden: only emptyDir, hostPath",
+		"spec.volumes[3].emptyDir.medium: Unsupported value", "spec.volumes[5].projected.sources[1].serviceAccountToken: Forbidden: static pods",
+		"spec.volumes[5].projected.sources[2]: Forbidden: only configMap, secret, downwardAPI and serviceAccountToken projections",
+		"spec.containers[0].env[0].valueFrom.secretKeyRef: Forbidden", "spec.containers[0].envFrom: Forbidden", "spec.imagePullSecrets: Forbidden"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%q lacks %q", msg, want)
 		}
 	}
-	if strings.Contains(msg, "volumes[0]") {
-		t.Errorf("a memory emptyDir is supported: %q", msg)
+	for _, ok := range []string{"volumes[0]", "volumes[4]", "sources[0]"} {
+		if strings.Contains(msg, ok) {
+			t.Errorf("%s is supported for static pods: %q", ok, msg)
+		}
+	}
+
+	// From the API server, references are the point; what no plugin
+	// serves is still refused.
+	pod.Annotations = map[string]string{manifest.AnnotationConfigSource: source.SourceAPI}
+	msg = unsupported(pod).ToAggregate().Error()
+	if strings.Contains(msg, "static pods") {
+		t.Errorf("API pods may reference API objects: %q", msg)
+	}
+	for _, want := range []string{"spec.volumes[2]: Forbidden", "spec.volumes[3].emptyDir.medium", "spec.volumes[5].projected.sources[2]: Forbidden"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("API pod: %q lacks %q", msg, want)
+		}
 	}
 }
 

@@ -23,7 +23,7 @@ type Runtime interface {
 	StartContainer(ctx context.Context, id string) error
 	StopContainer(ctx context.Context, id string, grace int64) error
 	RemoveContainer(ctx context.Context, id string) error
-	PullImage(ctx context.Context, image string, sandboxCfg *runtimeapi.PodSandboxConfig) (string, error)
+	PullImage(ctx context.Context, image string, auth *runtimeapi.AuthConfig, sandboxCfg *runtimeapi.PodSandboxConfig) (string, error)
 	ImageStatus(ctx context.Context, image string) (*runtimeapi.Image, error)
 }
 

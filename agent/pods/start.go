@@ -132,7 +132,7 @@ func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.
 		w.fail(c, "CreateContainerConfigError", err)
 		return w.m.opts.ResyncPeriod
 	}
-	cfg, err := w.m.configs.Container(w.plan, c, imageRef, restartCount, podIP)
+	cfg, err := w.m.configs.Container(ctx, w.plan, c, imageRef, restartCount, podIP)
 	if err != nil {
 		w.fail(c, "CreateContainerConfigError", err)
 		return 0
@@ -287,7 +287,7 @@ func (w *worker) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 	}
 	w.event(c.Name, corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
 	pullStart := w.m.clock.Now()
-	ref, err := w.m.pull(ctx, c.Image, sandboxCfg)
+	ref, err := w.m.pull(ctx, c.Image, w.pullCredentials(ctx, pod, c.Image), sandboxCfg)
 	w.pulling += w.m.clock.Since(pullStart)
 	if err != nil {
 		now := w.m.clock.Now()
@@ -311,7 +311,9 @@ func (w *worker) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 
 // pull pulls an image, one at a time when serializeImagePulls is set (the
 // kubelet's default: parallel pulls compete for the same link and disk).
-func (m *Manager) pull(ctx context.Context, image string, sandboxCfg *runtimeapi.PodSandboxConfig) (string, error) {
+// With credentials, each is tried in turn until one works; without, the
+// pull is anonymous.
+func (m *Manager) pull(ctx context.Context, image string, creds []*runtimeapi.AuthConfig, sandboxCfg *runtimeapi.PodSandboxConfig) (string, error) {
 	if m.pullSlot != nil {
 		select {
 		case m.pullSlot <- struct{}{}:
@@ -320,5 +322,16 @@ func (m *Manager) pull(ctx context.Context, image string, sandboxCfg *runtimeapi
 			return "", ctx.Err()
 		}
 	}
-	return m.rt.PullImage(ctx, image, sandboxCfg)
+	if len(creds) == 0 {
+		return m.rt.PullImage(ctx, image, nil, sandboxCfg)
+	}
+	var errs []error
+	for _, auth := range creds {
+		ref, err := m.rt.PullImage(ctx, image, auth, sandboxCfg)
+		if err == nil {
+			return ref, nil
+		}
+		errs = append(errs, err)
+	}
+	return "", errors.Join(errs...)
 }

@@ -3,16 +3,25 @@ package pods
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"nodeagent/agent/source"
+	"nodeagent/manifest"
 )
 
 // unsupported lists what a valid pod spec asks for that the agent cannot
-// honour: references to API objects, which static pods may not make (the
-// kubelet's PreventStaticPodAPIReferences), and volume types other than
-// emptyDir (on disk or in memory) and hostPath. Admission rejects such a
+// honour: volume types it has no plugin for, and, for static pods,
+// references to API objects (the kubelet's PreventStaticPodAPIReferences:
+// a static pod must run without an API server). Admission rejects such a
 // pod with reason UnsupportedPodSpec instead of running it half right.
 func unsupported(pod *corev1.Pod) field.ErrorList {
 	var errs field.ErrorList
+	static := pod.Annotations[manifest.AnnotationConfigSource] != source.SourceAPI
 	spec := field.NewPath("spec")
+	apiRef := func(p *field.Path, what string) {
+		if static {
+			errs = append(errs, field.Forbidden(p, "static pods may not reference API objects ("+what+")"))
+		}
+	}
 	for i, v := range pod.Spec.Volumes {
 		p := spec.Child("volumes").Index(i)
 		switch {
@@ -20,28 +29,50 @@ func unsupported(pod *corev1.Pod) field.ErrorList {
 			if m := v.EmptyDir.Medium; m != corev1.StorageMediumDefault && m != corev1.StorageMediumMemory {
 				errs = append(errs, field.NotSupported(p.Child("emptyDir", "medium"), m, []string{"", "Memory"}))
 			}
-		case v.HostPath != nil:
-		case v.ConfigMap != nil, v.Secret != nil, v.Projected != nil, v.PersistentVolumeClaim != nil:
-			errs = append(errs, field.Forbidden(p, "static pods may not reference API objects (configMap, secret, projected, persistentVolumeClaim)"))
+		case v.HostPath != nil, v.DownwardAPI != nil:
+		case v.ConfigMap != nil:
+			apiRef(p.Child("configMap"), "configMap")
+		case v.Secret != nil:
+			apiRef(p.Child("secret"), "secret")
+		case v.Projected != nil:
+			for j, src := range v.Projected.Sources {
+				sp := p.Child("projected", "sources").Index(j)
+				switch {
+				case src.DownwardAPI != nil:
+				case src.ConfigMap != nil:
+					apiRef(sp.Child("configMap"), "configMap")
+				case src.Secret != nil:
+					apiRef(sp.Child("secret"), "secret")
+				case src.ServiceAccountToken != nil:
+					apiRef(sp.Child("serviceAccountToken"), "serviceAccountToken")
+				default:
+					errs = append(errs, field.Forbidden(sp, "only configMap, secret, downwardAPI and serviceAccountToken projections are supported"))
+				}
+			}
 		default:
-			errs = append(errs, field.Forbidden(p, "only emptyDir and hostPath volumes are supported"))
+			errs = append(errs, field.Forbidden(p, "only emptyDir, hostPath, configMap, secret, downwardAPI and projected volumes are supported"))
 		}
 	}
 	check := func(cs []corev1.Container, path *field.Path) {
 		for i := range cs {
 			c := &cs[i]
 			for j, e := range c.Env {
-				if e.ValueFrom != nil && (e.ValueFrom.ConfigMapKeyRef != nil || e.ValueFrom.SecretKeyRef != nil) {
-					errs = append(errs, field.Forbidden(path.Index(i).Child("env").Index(j).Child("valueFrom"),
-						"static pods may not reference API objects (configMapKeyRef, secretKeyRef)"))
+				if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
+					apiRef(path.Index(i).Child("env").Index(j).Child("valueFrom", "configMapKeyRef"), "configMapKeyRef")
+				}
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					apiRef(path.Index(i).Child("env").Index(j).Child("valueFrom", "secretKeyRef"), "secretKeyRef")
 				}
 			}
 			if len(c.EnvFrom) > 0 {
-				errs = append(errs, field.Forbidden(path.Index(i).Child("envFrom"), "static pods may not reference API objects"))
+				apiRef(path.Index(i).Child("envFrom"), "envFrom")
 			}
 		}
 	}
 	check(pod.Spec.InitContainers, spec.Child("initContainers"))
 	check(pod.Spec.Containers, spec.Child("containers"))
+	if len(pod.Spec.ImagePullSecrets) > 0 {
+		apiRef(spec.Child("imagePullSecrets"), "imagePullSecrets")
+	}
 	return errs
 }

@@ -56,7 +56,15 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 	}
 
 	before := w.actions
-	retry, err := w.syncRuntime(ctx, pod, rt)
+	refresh, blocked := w.setUpVolumes(ctx, pod)
+	var retry time.Duration
+	var err error
+	if !blocked {
+		retry, err = w.syncRuntime(ctx, pod, rt)
+	}
+	if refresh > 0 && (retry == 0 || refresh < retry) {
+		retry = refresh
+	}
 	if untilDeadline > 0 && (retry == 0 || untilDeadline < retry) {
 		retry = untilDeadline
 	}
@@ -82,6 +90,38 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 	}
 	return retry
 }
+
+// setUpVolumes writes the pod's configMap, secret, downwardAPI and
+// projected volumes, or refreshes them. A volume never written yet keeps
+// the pod from starting, with the kubelet's FailedMount event, and is
+// tried again with back-off (at once when a referenced object changes);
+// one written before keeps its content and the pod runs on. It returns
+// when to sync again.
+func (w *worker) setUpVolumes(ctx context.Context, pod *corev1.Pod) (time.Duration, bool) {
+	refresh, failures := w.m.volumes.SetUp(ctx, pod)
+	if ctx.Err() != nil {
+		return 0, true
+	}
+	blocked := false
+	for _, f := range failures {
+		blocked = blocked || f.Blocking
+		w.log.Warn("volume not set up; will retry", "volume", f.Volume, "err", f.Err, "blocking", f.Blocking)
+		w.event("", corev1.EventTypeWarning, "FailedMount", f.Error())
+	}
+	if len(failures) == 0 {
+		w.mountDelay = 0
+		return refresh, false
+	}
+	w.mountDelay = min(max(2*w.mountDelay, time.Second), maxMountDelay)
+	if refresh == 0 || w.mountDelay < refresh {
+		refresh = w.mountDelay
+	}
+	return refresh, blocked
+}
+
+// maxMountDelay caps the retry of a volume that fails (the kubelet's
+// volume operations back off to about 2 min).
+const maxMountDelay = 2 * time.Minute
 
 // terminal reports whether the pod is over: ended by the agent, Succeeded
 // or Failed by its own containers, or its app containers are done, which
@@ -277,9 +317,13 @@ func (w *worker) createSandbox(ctx context.Context, pod *corev1.Pod, rt *pleg.Po
 	for name := range w.waiting {
 		delete(w.waiting, name)
 	}
-	w.actions++
-	w.attempted = &attempt
-	id, err := w.m.rt.RunPodSandbox(ctx, cfg, "")
+	handler, err := w.runtimeHandler(ctx, pod)
+	var id string
+	if err == nil {
+		w.actions++
+		w.attempted = &attempt
+		id, err = w.m.rt.RunPodSandbox(ctx, cfg, handler)
+	}
 	if err != nil {
 		for _, c := range pod.Spec.Containers {
 			w.waiting[c.Name] = waitingReason{Reason: "ContainerCreating", Message: "failed to create pod sandbox: " + err.Error()}
@@ -294,4 +338,17 @@ func (w *worker) createSandbox(ctx context.Context, pod *corev1.Pod, rt *pleg.Po
 	w.started++
 	w.log.Info("sandbox started", "sandbox", shortID(id), "ip", sb.GetNetwork().GetIp(), "attempt", attempt)
 	return sb, cfg, nil
+}
+
+// runtimeHandler resolves the pod's runtimeClassName to the CRI handler
+// ("": the runtime's default).
+func (w *worker) runtimeHandler(ctx context.Context, pod *corev1.Pod) (string, error) {
+	class := pod.Spec.RuntimeClassName
+	if class == nil || *class == "" {
+		return "", nil
+	}
+	if w.m.objects == nil {
+		return "", fmt.Errorf("runtimeClassName %q: runtime classes are read from the API server, and the agent runs without one (--kubeconfig)", *class)
+	}
+	return w.m.objects.RuntimeHandler(ctx, *class)
 }

@@ -29,6 +29,9 @@ func mountTmpfs(dir string, sizeLimit *resource.Quantity) error {
 	return nil
 }
 
+// tmpfsMounter mounts an unsized tmpfs: secret and projected volumes.
+func tmpfsMounter(dir string) error { return mountTmpfs(dir, nil) }
+
 // isMountPoint reports whether dir is on another device than its parent.
 func isMountPoint(dir string) (bool, error) {
 	var st, parent unix.Stat_t

@@ -39,6 +39,7 @@ type worker struct {
 	oomSeen         int                      // OOM kills of the pod cgroup already attributed
 	pullFailed      map[string]time.Time     // image -> last failed pull
 	syncDelay       time.Duration            // back-off after a failed pod-level step
+	mountDelay      time.Duration            // back-off after a volume failed to set up
 	startTime       metav1.Time
 	attempted       *uint32         // the last sandbox attempt asked for: a failed one may still hold its name
 	failed          *terminalReason // the agent ended the pod (activeDeadlineSeconds, eviction)

@@ -25,6 +25,8 @@ type Call struct {
 	ID      string                       // the object it was about (or made)
 	Sandbox *runtimeapi.PodSandboxConfig // RunPodSandbox's
 	Config  *runtimeapi.ContainerConfig  // CreateContainer's
+	Auth    *runtimeapi.AuthConfig       // PullImage's
+	Handler string                       // RunPodSandbox's
 }
 
 // Runtime is safe for concurrent use. Its zero value is not: use New.
@@ -161,10 +163,10 @@ func matches(labels, selector map[string]string) bool {
 }
 
 // RunPodSandbox makes a ready sandbox with SandboxIP.
-func (r *Runtime) RunPodSandbox(_ context.Context, cfg *runtimeapi.PodSandboxConfig, _ string) (string, error) {
+func (r *Runtime) RunPodSandbox(_ context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.record(Call{Op: "RunPodSandbox", Sandbox: cfg}); err != nil {
+	if err := r.record(Call{Op: "RunPodSandbox", Sandbox: cfg, Handler: handler}); err != nil {
 		return "", err
 	}
 	id := r.nextID("sb")
@@ -327,10 +329,10 @@ func (r *Runtime) ReopenContainerLog(_ context.Context, id string) error {
 }
 
 // PullImage stores the image under its name as its ID.
-func (r *Runtime) PullImage(_ context.Context, image string, _ *runtimeapi.PodSandboxConfig) (string, error) {
+func (r *Runtime) PullImage(_ context.Context, image string, auth *runtimeapi.AuthConfig, _ *runtimeapi.PodSandboxConfig) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.record(Call{Op: "PullImage", ID: image}); err != nil {
+	if err := r.record(Call{Op: "PullImage", ID: image, Auth: auth}); err != nil {
 		return "", err
 	}
 	for _, img := range r.images {

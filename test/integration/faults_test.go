@@ -161,7 +161,7 @@ func TestImageGCRemovesOnlyUnusedImages(t *testing.T) {
 		t.Fatalf("push %s: %v", victim, err)
 	}
 	n := newNode(t, "imageGCHighThresholdPercent: 1\nimageGCLowThresholdPercent: 0\nimageMinimumGCAge: 0s\n")
-	if _, err := n.cri.PullImage(ctx, victim, nil); err != nil {
+	if _, err := n.cri.PullImage(ctx, victim, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	n.args = []string{"--image-gc-period", "1s"}

@@ -100,7 +100,7 @@ spec:
 	})
 
 	rejected := n.waitRejected("secret")
-	if rejected.Status.Reason != "UnsupportedPodSpec" || !strings.Contains(rejected.Status.Message, "spec.volumes[0]: Forbidden: static pods may not reference API objects") {
+	if rejected.Status.Reason != "UnsupportedPodSpec" || !strings.Contains(rejected.Status.Message, "spec.volumes[0].secret: Forbidden: static pods may not reference API objects (secret)") {
 		t.Errorf("secret volume: reason %q message %q", rejected.Status.Reason, rejected.Status.Message)
 	}
 	if sbs, cs := n.runtimeObjects(string(rejected.UID)); len(sbs)+len(cs) > 0 {

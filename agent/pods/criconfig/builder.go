@@ -6,6 +6,8 @@
 package criconfig
 
 import (
+	"context"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"nodeagent/internal/qos"
@@ -44,19 +46,35 @@ type Host interface {
 	SubPath(pod *corev1.Pod, volume, container string, index int, volumePath, sub string) (string, error)
 	// HostsFile writes the pod's managed hosts file and returns its path.
 	HostsFile(pod *corev1.Pod, content []byte) (string, error)
+	// ContentVolume returns the directory of a configMap, secret,
+	// downwardAPI or projected volume, which must have been written.
+	ContentVolume(pod *corev1.Pod, v *corev1.Volume) (string, error)
 	// TerminationMessageFile creates the file mounted at the container's
 	// terminationMessagePath and returns its path.
 	TerminationMessageFile(pod *corev1.Pod, container string) (string, error)
 }
 
-// Builder builds configs for one node.
-type Builder struct {
-	opts Options
-	host Host
+// Objects reads what containers' env refers to in the API server.
+// Missing objects are apierrors NotFound.
+type Objects interface {
+	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
+	Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
+	// Services are those whose variables a pod in namespace gets: the
+	// namespace's with service links, and the API server's.
+	Services(namespace string, links bool) ([]*corev1.Service, error)
 }
 
-// New returns a builder.
-func New(opts Options, host Host) *Builder { return &Builder{opts: opts, host: host} }
+// Builder builds configs for one node.
+type Builder struct {
+	opts    Options
+	host    Host
+	objects Objects // nil: no API server, no service variables
+}
+
+// New returns a builder; objects is nil when standalone.
+func New(opts Options, host Host, objects Objects) *Builder {
+	return &Builder{opts: opts, host: host, objects: objects}
+}
 
 // Plan is what is decided about a pod once, for all its configs.
 type Plan struct {

@@ -1,6 +1,7 @@
 package criconfig
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -10,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"nodeagent/agent/pods/downward"
 	"nodeagent/cgroups"
 	"nodeagent/cri"
 	"nodeagent/internal/expand"
@@ -23,9 +23,9 @@ import (
 // path <name>/<restartCount>.log, CRI resources and the oom_score_adj of
 // the pod's QoS class, and labels and annotations that let a restarted agent
 // stop the container without its spec.
-func (b *Builder) Container(plan *Plan, c *corev1.Container, imageRef string, restartCount int32, podIP string) (*runtimeapi.ContainerConfig, error) {
+func (b *Builder) Container(ctx context.Context, plan *Plan, c *corev1.Container, imageRef string, restartCount int32, podIP string) (*runtimeapi.ContainerConfig, error) {
 	pod := plan.Pod
-	env, err := b.containerEnv(pod, c, podIP)
+	env, err := b.containerEnv(ctx, pod, c, podIP)
 	if err != nil {
 		return nil, err
 	}
@@ -210,36 +210,4 @@ func containerHash(c *corev1.Container) uint32 {
 	b, _ := json.Marshal(c)
 	h.Write(b)
 	return h.Sum32()
-}
-
-// containerEnv resolves the container's env in order: literal values
-// (expanded against the variables before them) and the downward API
-// (fieldRef, resourceFieldRef).
-func (b *Builder) containerEnv(pod *corev1.Pod, c *corev1.Container, podIP string) ([]corev1.EnvVar, error) {
-	var out []corev1.EnvVar
-	defined := map[string]string{}
-	for _, e := range c.Env {
-		var value string
-		switch {
-		case e.ValueFrom == nil:
-			value = expand.Vars(e.Value, func(name string) (string, bool) { v, ok := defined[name]; return v, ok })
-		case e.ValueFrom.FieldRef != nil:
-			v, err := downward.FieldRef(pod, e.ValueFrom.FieldRef.FieldPath, b.opts.NodeIP, podIP)
-			if err != nil {
-				return nil, fmt.Errorf("env %s: %w", e.Name, err)
-			}
-			value = v
-		case e.ValueFrom.ResourceFieldRef != nil:
-			v, err := downward.ResourceFieldRef(pod, c, e.ValueFrom.ResourceFieldRef, b.opts.Allocatable)
-			if err != nil {
-				return nil, fmt.Errorf("env %s: %w", e.Name, err)
-			}
-			value = v
-		default:
-			return nil, fmt.Errorf("env %s: only value, fieldRef and resourceFieldRef are supported", e.Name)
-		}
-		defined[e.Name] = value
-		out = append(out, corev1.EnvVar{Name: e.Name, Value: value})
-	}
-	return out, nil
 }

@@ -1,6 +1,7 @@
 package criconfig
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,6 +45,11 @@ func (h *fakeHost) HostsFile(pod *corev1.Pod, content []byte) (string, error) {
 	return filepath.Join(h.dir, string(pod.UID), "etc-hosts"), nil
 }
 
+func (h *fakeHost) ContentVolume(pod *corev1.Pod, v *corev1.Volume) (string, error) {
+	h.made = append(h.made, "content "+v.Name)
+	return filepath.Join(h.dir, string(pod.UID), "content", v.Name), nil
+}
+
 func (h *fakeHost) TerminationMessageFile(pod *corev1.Pod, container string) (string, error) {
 	h.made = append(h.made, "termination "+container)
 	return filepath.Join(h.dir, string(pod.UID), "containers", container, "msg"), nil
@@ -54,7 +60,7 @@ func testBuilder(t testing.TB, opts Options) (*Builder, *fakeHost) {
 		opts.NodeName = "node"
 	}
 	host := &fakeHost{dir: t.TempDir(), hosts: map[string]string{}}
-	return New(opts, host), host
+	return New(opts, host, nil), host
 }
 
 func testPod(policy corev1.RestartPolicy, names ...string) *corev1.Pod {
@@ -120,7 +126,7 @@ func TestContainerConfig(t *testing.T) {
 	c.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("1Gi")}
 	c.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("2Gi")}
 
-	cfg, err := b.Container(NewPlan(pod, ""), c, "sha256:img", 3, "10.88.0.7")
+	cfg, err := b.Container(context.Background(), NewPlan(pod, ""), c, "sha256:img", 3, "10.88.0.7")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,14 +171,14 @@ func TestContainerConfig(t *testing.T) {
 		t.Errorf("memory.oom.group set without OOMGroupKill: %v", r.Unified)
 	}
 	b.opts.OOMGroupKill = true
-	if cfg, _ := b.Container(NewPlan(pod, ""), c, "sha256:img", 0, ""); cfg.Linux.Resources.Unified["memory.oom.group"] != "1" {
+	if cfg, _ := b.Container(context.Background(), NewPlan(pod, ""), c, "sha256:img", 0, ""); cfg.Linux.Resources.Unified["memory.oom.group"] != "1" {
 		t.Errorf("unified %v: want memory.oom.group=1 on cgroup v2", cfg.Linux.Resources.Unified)
 	}
 	b.opts.OOMGroupKill = false
 
 	// Guaranteed on a host that refuses negative scores gets the floor.
 	c.Resources.Requests = c.Resources.Limits.DeepCopy()
-	cfg, _ = b.Container(NewPlan(pod, ""), c, "sha256:img", 0, "")
+	cfg, _ = b.Container(context.Background(), NewPlan(pod, ""), c, "sha256:img", 0, "")
 	if cfg.Linux.Resources.OomScoreAdj != 0 {
 		t.Errorf("guaranteed oom_score_adj %d, want 0 (host floor)", cfg.Linux.Resources.OomScoreAdj)
 	}
@@ -234,7 +240,7 @@ func TestPreStopTravelsWithTheContainer(t *testing.T) {
 	c := &pod.Spec.Containers[0]
 	c.Ports = []corev1.ContainerPort{{Name: "web", ContainerPort: 8080}}
 	c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/bye", Port: intstr.FromString("web")}}}
-	cfg, err := b.Container(NewPlan(pod, ""), c, "img", 0, "10.0.0.1")
+	cfg, err := b.Container(context.Background(), NewPlan(pod, ""), c, "img", 0, "10.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +273,7 @@ func TestVolumeMountsAreMadeByTheHost(t *testing.T) {
 		{Name: "cache", MountPath: "/cache"},
 		{Name: "data", MountPath: "/data", ReadOnly: true, SubPathExpr: "shards/$(SHARD)"},
 	}
-	cfg, err := b.Container(NewPlan(pod, ""), c, "img", 0, "10.0.0.1")
+	cfg, err := b.Container(context.Background(), NewPlan(pod, ""), c, "img", 0, "10.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +293,7 @@ func TestVolumeMountsAreMadeByTheHost(t *testing.T) {
 	}
 
 	c.VolumeMounts[1].SubPathExpr = "$(SHARD)/../../etc"
-	if _, err := b.Container(NewPlan(pod, ""), c, "img", 0, ""); err == nil || !strings.Contains(err.Error(), "subPathExpr") {
+	if _, err := b.Container(context.Background(), NewPlan(pod, ""), c, "img", 0, ""); err == nil || !strings.Contains(err.Error(), "subPathExpr") {
 		t.Errorf("a subPathExpr expanding to a path with .. must be refused, got %v", err)
 	}
 }

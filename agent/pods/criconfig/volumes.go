@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"nodeagent/agent/volumes"
 	"nodeagent/internal/expand"
 	"nodeagent/manifest"
 )
@@ -17,6 +18,7 @@ func (b *Builder) mounts(pod *corev1.Pod, c *corev1.Container, env func(string) 
 	var out []*runtimeapi.Mount
 	for i, vm := range c.VolumeMounts {
 		var host string
+		readOnly := vm.ReadOnly
 		for _, v := range pod.Spec.Volumes {
 			if v.Name != vm.Name {
 				continue
@@ -27,6 +29,11 @@ func (b *Builder) mounts(pod *corev1.Pod, c *corev1.Container, env func(string) 
 				host, err = b.host.EmptyDir(pod, &v)
 			case v.HostPath != nil:
 				host, err = b.host.HostPath(v.HostPath)
+			case volumes.Handles(&v):
+				// Read-only whatever the mount says, as the kubelet's
+				// plugins for these volumes are.
+				readOnly = true
+				host, err = b.host.ContentVolume(pod, &v)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("volume %s: %w", v.Name, err)
@@ -49,7 +56,7 @@ func (b *Builder) mounts(pod *corev1.Pod, c *corev1.Container, env func(string) 
 			}
 			host = target
 		}
-		out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly})
+		out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: readOnly})
 	}
 	return out, nil
 }

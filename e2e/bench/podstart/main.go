@@ -50,7 +50,7 @@ func main() {
 	defer rt.Close()
 	if img, err := rt.ImageStatus(ctx, env.Image); err != nil || img == nil {
 		fmt.Println("pulling", env.Image)
-		_, err := rt.PullImage(ctx, env.Image, nil)
+		_, err := rt.PullImage(ctx, env.Image, nil, nil)
 		check(err)
 	}
 	f := &floor{rt: rt}
