@@ -86,6 +86,8 @@ up() {
 		tail -n 20 "$DIR/logs/nodeagent.log" >&2
 		die "node $NODE did not become Ready (log: $DIR/logs/nodeagent.log)"
 	fi
+	# down cordoned it; the Node object outlives the agent in the state dir.
+	kubectl uncordon "$NODE" >/dev/null
 	log "node $NODE is Ready; try: $BIN_DIR/kubectl get nodes"
 	echo "KUBECONFIG=$ADMIN"
 }

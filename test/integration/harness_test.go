@@ -27,6 +27,7 @@ import (
 	"nodeagent/api"
 	"nodeagent/cri"
 	"nodeagent/e2e/launch"
+	"nodeagent/internal/mounts"
 )
 
 var (
@@ -194,6 +195,11 @@ func (n *node) cleanup() {
 			n.cri.StopPodSandbox(ctx, sb.Id)
 			n.cri.RemovePodSandbox(ctx, sb.Id)
 		}
+	}
+	// Pods the test left running (API pods outlive a stopped agent) keep
+	// their tmpfs volumes mounted under the root.
+	if err := mounts.UnmountUnder(n.agent.RootDir); err != nil {
+		n.t.Logf("unmount what the pods left under %s: %v", n.agent.RootDir, err)
 	}
 	n.agent.RemoveCgroups()
 	n.cri.Close()
