@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -322,5 +323,80 @@ func TestClusterRuntimeClass(t *testing.T) {
 	})
 	if sbs, _ := n.runtimeObjects(string(bad.UID)); len(sbs) != 0 {
 		t.Error("a pod of an unknown runtime handler got a sandbox")
+	}
+}
+
+// The agent SIGKILLed while API pods start: once it is back every pod runs
+// once (one ready sandbox, one running container, no restart) and the
+// API shows them Running.
+func TestClusterAgentKilledWhilePodsStart(t *testing.T) {
+	n, cp := clusterNode(t, "")
+	n.start()
+	ctx := context.Background()
+	ns := cp.namespace(t)
+	const count = 6
+	var uids []string
+	for i := range count {
+		// An init container keeps each start in progress for a second.
+		p, err := cp.client.CoreV1().Pods(ns).Create(ctx, apiPod(fmt.Sprintf("p%d", i), n.name, func(p *corev1.Pod) {
+			p.Namespace = ns
+			p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: testImage, ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"sleep", "1"}}}
+		}), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids = append(uids, string(p.UID))
+	}
+	n.eventually("the first sandbox", 30*time.Second, func() error {
+		for _, uid := range uids {
+			if sbs, _ := n.runtimeObjects(uid); len(sbs) > 0 {
+				return nil
+			}
+		}
+		return fmt.Errorf("none yet")
+	})
+	n.kill()
+	started := 0
+	for _, uid := range uids {
+		_, cs := n.runtimeObjects(uid)
+		for _, c := range cs {
+			if c.Metadata.Name == "main" {
+				started++
+			}
+		}
+	}
+	t.Logf("killed with %d of %d pods' app containers created", started, count)
+	n.start()
+	for i := range count {
+		cp.waitAPIPod(t, ns, fmt.Sprintf("p%d", i), time.Minute, "Running and Ready after the restart", runningAndReady)
+	}
+	for i, uid := range uids {
+		sbs, cs := n.runtimeObjects(uid)
+		ready, running := 0, 0
+		for _, sb := range sbs {
+			if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+				ready++
+			}
+		}
+		for _, c := range cs {
+			if c.Metadata.Name == "main" && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				running++
+			}
+		}
+		if ready != 1 || running != 1 {
+			t.Errorf("pod p%d: %d ready sandboxes and %d running containers, want one each", i, ready, running)
+		}
+	}
+	list, err := cp.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != count {
+		t.Errorf("the API holds %d pods, want %d", len(list.Items), count)
+	}
+	for _, p := range list.Items {
+		if cs := p.Status.ContainerStatuses; len(cs) != 1 || cs[0].RestartCount != 0 {
+			t.Errorf("pod %s: container statuses %+v", p.Name, cs)
+		}
 	}
 }
