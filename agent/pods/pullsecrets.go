@@ -54,7 +54,7 @@ func (w *worker) pullCredentials(ctx context.Context, pod *corev1.Pod, image str
 		}
 		for key, c := range creds {
 			if registryMatches(key, reference.Domain(named), reference.Path(named)) {
-				matches = append(matches, match{key, c.authConfig(key)})
+				matches = append(matches, match{key, c.authConfig()})
 			}
 		}
 	}
@@ -93,15 +93,17 @@ func parseDockerConfig(s *corev1.Secret) (map[string]registryCredential, error) 
 }
 
 // authConfig is the credential as the CRI takes it; "auth" (base64 of
-// user:password) fills a missing user name and password.
-func (c registryCredential) authConfig(server string) *runtimeapi.AuthConfig {
+// user:password) fills a missing user name and password. The server
+// address stays empty, as the kubelet leaves it: containerd parses it as a
+// URL, which a docker config key ("host:port") is not.
+func (c registryCredential) authConfig() *runtimeapi.AuthConfig {
 	user, pass := c.Username, c.Password
 	if user == "" && pass == "" && c.Auth != "" {
 		if b, err := base64.StdEncoding.DecodeString(c.Auth); err == nil {
 			user, pass, _ = strings.Cut(string(b), ":")
 		}
 	}
-	return &runtimeapi.AuthConfig{Username: user, Password: pass, ServerAddress: server, IdentityToken: c.IdentityToken, RegistryToken: c.RegistryToken}
+	return &runtimeapi.AuthConfig{Username: user, Password: pass, IdentityToken: c.IdentityToken, RegistryToken: c.RegistryToken}
 }
 
 // registryMatches reports whether a docker config key (a registry host,

@@ -5,7 +5,12 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -399,4 +404,60 @@ func TestClusterAgentKilledWhilePodsStart(t *testing.T) {
 			t.Errorf("pod %s: container statuses %+v", p.Name, cs)
 		}
 	}
+}
+
+// imagePullSecrets: a registry that wants credentials gets the secret's
+// through the CRI; without the secret the pull is refused.
+func TestClusterImagePullSecrets(t *testing.T) {
+	n, cp := clusterNode(t, "")
+	n.start()
+	ctx := context.Background()
+	ns := cp.namespace(t)
+	// A front to the project's registry that asks for basic auth.
+	registry, repo, _ := strings.Cut(testImage, "/")
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: registry})
+	var authorized atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if user, pass, ok := r.BasicAuth(); !ok || user != "puller" || pass != "pw" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="nodeagent-test"`)
+			http.Error(w, "credentials required", http.StatusUnauthorized)
+			return
+		}
+		authorized.Add(1)
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	host := strings.TrimPrefix(front.URL, "http://")
+	image := host + "/" + repo
+	t.Cleanup(func() { n.cri.RemoveImage(context.Background(), image) })
+	config := fmt.Sprintf(`{"auths":{%q:{"username":"puller","password":"pw"}}}`, host)
+	if _, err := cp.client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pull"}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(config)}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(name string, secret bool) *corev1.Pod {
+		return apiPod(name, n.name, func(p *corev1.Pod) {
+			p.Namespace = ns
+			p.Spec.Containers[0].Image, p.Spec.Containers[0].ImagePullPolicy = image, corev1.PullAlways
+			if secret {
+				p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
+			}
+		})
+	}
+	for _, p := range []*corev1.Pod{mk("anonymous", false), mk("authorized", true)} {
+		if _, err := cp.client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp.waitAPIPod(t, ns, "authorized", time.Minute, "Running with the secret's credentials", runningAndReady)
+	if authorized.Load() == 0 {
+		t.Error("the registry front saw no authorized request")
+	}
+	cp.waitAPIPod(t, ns, "anonymous", 30*time.Second, "refused without credentials", func(p *corev1.Pod) error {
+		if cs := p.Status.ContainerStatuses; len(cs) == 1 && cs[0].State.Waiting != nil &&
+			(cs[0].State.Waiting.Reason == "ErrImagePull" || cs[0].State.Waiting.Reason == "ImagePullBackOff") {
+			return nil
+		}
+		return fmt.Errorf("statuses %+v", p.Status.ContainerStatuses)
+	})
 }
