@@ -200,7 +200,10 @@ func containerSecurityContext(pod *corev1.Pod, c *corev1.Container) *runtimeapi.
 }
 
 // isCritical: static pods are critical to the kubelet, and so to the agent.
-func isCritical(pod *corev1.Pod) bool {
+func isCritical(pod *corev1.Pod) bool { return isStatic(pod) }
+
+// isStatic: the pod did not come from the API server.
+func isStatic(pod *corev1.Pod) bool {
 	return pod.Annotations["kubernetes.io/config.source"] != "api"
 }
 

@@ -190,7 +190,9 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // serviceEnv is the service variables of the pod: none without an API
-// server.
+// server. An API pod waits for the services' first list; a static pod
+// starts with what is known, as the kubelet's does: it must run while the
+// API server is away.
 func (b *Builder) serviceEnv(pod *corev1.Pod) (envList, error) {
 	var env envList
 	if b.objects == nil {
@@ -198,7 +200,7 @@ func (b *Builder) serviceEnv(pod *corev1.Pod) (envList, error) {
 	}
 	links := pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks
 	services, err := b.objects.Services(pod.Namespace, links)
-	if err != nil {
+	if err != nil && !isStatic(pod) {
 		return env, err
 	}
 	for _, s := range services {
