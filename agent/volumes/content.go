@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,10 +24,10 @@ func (m *Manager) content(ctx context.Context, pod *corev1.Pod, v *corev1.Volume
 	switch {
 	case v.ConfigMap != nil:
 		s := v.ConfigMap
-		return out, time.Time{}, m.configMap(ctx, pod, out, s.Name, s.Items, mode(s.DefaultMode), s.Optional)
+		return out, time.Time{}, m.object(ctx, pod, out, "configmap", s.Name, s.Items, mode(s.DefaultMode), s.Optional)
 	case v.Secret != nil:
 		s := v.Secret
-		return out, time.Time{}, m.secret(ctx, pod, out, s.SecretName, s.Items, mode(s.DefaultMode), s.Optional)
+		return out, time.Time{}, m.object(ctx, pod, out, "secret", s.SecretName, s.Items, mode(s.DefaultMode), s.Optional)
 	case v.DownwardAPI != nil:
 		return out, time.Time{}, m.downwardAPI(pod, out, v.DownwardAPI.Items, mode(v.DownwardAPI.DefaultMode))
 	}
@@ -37,10 +38,10 @@ func (m *Manager) content(ctx context.Context, pod *corev1.Pod, v *corev1.Volume
 		switch {
 		case src.ConfigMap != nil:
 			s := src.ConfigMap
-			err = m.configMap(ctx, pod, out, s.Name, s.Items, def, s.Optional)
+			err = m.object(ctx, pod, out, "configmap", s.Name, s.Items, def, s.Optional)
 		case src.Secret != nil:
 			s := src.Secret
-			err = m.secret(ctx, pod, out, s.Name, s.Items, def, s.Optional)
+			err = m.object(ctx, pod, out, "secret", s.Name, s.Items, def, s.Optional)
 		case src.DownwardAPI != nil:
 			err = m.downwardAPI(pod, out, src.DownwardAPI.Items, def)
 		case src.ServiceAccountToken != nil:
@@ -97,41 +98,37 @@ func project(out files, kind string, data map[string][]byte, items []corev1.KeyT
 	return nil
 }
 
-func (m *Manager) configMap(ctx context.Context, pod *corev1.Pod, out files, name string, items []corev1.KeyToPath, def fs.FileMode, optional *bool) error {
+// object projects a configMap's or a secret's data; a missing object
+// projects nothing when the reference is optional.
+func (m *Manager) object(ctx context.Context, pod *corev1.Pod, out files, kind, name string, items []corev1.KeyToPath, def fs.FileMode, optional *bool) error {
 	if m.objects == nil {
 		return errNoAPI
 	}
 	opt := optional != nil && *optional
-	cm, err := m.objects.ConfigMap(ctx, pod.Namespace, name)
+	var data map[string][]byte
+	var err error
+	if kind == "configmap" {
+		var cm *corev1.ConfigMap
+		if cm, err = m.objects.ConfigMap(ctx, pod.Namespace, name); err == nil {
+			data = make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
+			for k, v := range cm.Data {
+				data[k] = []byte(v)
+			}
+			maps.Copy(data, cm.BinaryData)
+		}
+	} else {
+		var s *corev1.Secret
+		if s, err = m.objects.Secret(ctx, pod.Namespace, name); err == nil {
+			data = s.Data
+		}
+	}
 	if apierrors.IsNotFound(err) && opt {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	data := make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
-	for k, v := range cm.Data {
-		data[k] = []byte(v)
-	}
-	for k, v := range cm.BinaryData {
-		data[k] = v
-	}
-	return project(out, "configmap", data, items, def, opt)
-}
-
-func (m *Manager) secret(ctx context.Context, pod *corev1.Pod, out files, name string, items []corev1.KeyToPath, def fs.FileMode, optional *bool) error {
-	if m.objects == nil {
-		return errNoAPI
-	}
-	opt := optional != nil && *optional
-	s, err := m.objects.Secret(ctx, pod.Namespace, name)
-	if apierrors.IsNotFound(err) && opt {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return project(out, "secret", s.Data, items, def, opt)
+	return project(out, kind, data, items, def, opt)
 }
 
 // downwardAPI writes the pod's own fields; a volume has no pod IP (the

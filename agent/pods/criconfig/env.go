@@ -2,7 +2,9 @@ package criconfig
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -54,60 +56,70 @@ func (b *Builder) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.C
 		return nil, err
 	}
 	var env envList
-	configMaps := map[string]*corev1.ConfigMap{}
-	secrets := map[string]*corev1.Secret{}
-	configMap := func(name string) (*corev1.ConfigMap, error) {
-		if cm, ok := configMaps[name]; ok {
-			return cm, nil
-		}
-		if b.objects == nil {
-			return nil, fmt.Errorf("couldn't get configMap %s/%s: not connected to an API server", pod.Namespace, name)
-		}
-		cm, err := b.objects.ConfigMap(ctx, pod.Namespace, name)
-		if err == nil {
-			configMaps[name] = cm
-		}
-		return cm, err
-	}
-	secret := func(name string) (*corev1.Secret, error) {
-		if s, ok := secrets[name]; ok {
-			return s, nil
-		}
-		if b.objects == nil {
-			return nil, fmt.Errorf("couldn't get secret %s/%s: not connected to an API server", pod.Namespace, name)
-		}
-		s, err := b.objects.Secret(ctx, pod.Namespace, name)
-		if err == nil {
-			secrets[name] = s
-		}
-		return s, err
-	}
 	optional := func(o *bool) bool { return o != nil && *o }
+	// data reads a configMap's or a secret's data once per container.
+	cache := map[string]map[string]string{}
+	data := func(kind, name string) (map[string]string, error) {
+		if d, ok := cache[kind+"/"+name]; ok {
+			return d, nil
+		}
+		if b.objects == nil {
+			return nil, fmt.Errorf("couldn't get %s %s/%s: not connected to an API server", kind, pod.Namespace, name)
+		}
+		d := map[string]string{}
+		if kind == "ConfigMap" {
+			cm, err := b.objects.ConfigMap(ctx, pod.Namespace, name)
+			if err != nil {
+				return nil, err
+			}
+			maps.Copy(d, cm.Data)
+		} else {
+			s, err := b.objects.Secret(ctx, pod.Namespace, name)
+			if err != nil {
+				return nil, err
+			}
+			for k, v := range s.Data {
+				d[k] = string(v)
+			}
+		}
+		cache[kind+"/"+name] = d
+		return d, nil
+	}
+	// key reads one key; ok is false for what an optional reference lacks.
+	key := func(kind, name, k string, opt *bool) (string, bool, error) {
+		d, err := data(kind, name)
+		if apierrors.IsNotFound(err) && optional(opt) {
+			return "", false, nil
+		}
+		if err != nil {
+			return "", false, err
+		}
+		v, ok := d[k]
+		if !ok && !optional(opt) {
+			return "", false, fmt.Errorf("couldn't find key %s in %s %s/%s", k, kind, pod.Namespace, name)
+		}
+		return v, ok, nil
+	}
 
 	for _, from := range c.EnvFrom {
+		kind, name, opt := "ConfigMap", "", (*bool)(nil)
 		switch {
 		case from.ConfigMapRef != nil:
-			cm, err := configMap(from.ConfigMapRef.Name)
-			if apierrors.IsNotFound(err) && optional(from.ConfigMapRef.Optional) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			for _, k := range sortedKeys(cm.Data) {
-				env.set(from.Prefix+k, cm.Data[k])
-			}
+			name, opt = from.ConfigMapRef.Name, from.ConfigMapRef.Optional
 		case from.SecretRef != nil:
-			s, err := secret(from.SecretRef.Name)
-			if apierrors.IsNotFound(err) && optional(from.SecretRef.Optional) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			for _, k := range sortedKeys(s.Data) {
-				env.set(from.Prefix+k, string(s.Data[k]))
-			}
+			kind, name, opt = "Secret", from.SecretRef.Name, from.SecretRef.Optional
+		default:
+			continue
+		}
+		d, err := data(kind, name)
+		if apierrors.IsNotFound(err) && optional(opt) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range slices.Sorted(maps.Keys(d)) {
+			env.set(from.Prefix+k, d[k])
 		}
 	}
 	lookup := func(name string) (string, bool) {
@@ -118,59 +130,33 @@ func (b *Builder) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.C
 	}
 	for _, e := range c.Env {
 		var value string
+		var err error
+		ok := true
+		prefix := "env " + e.Name + ": " // the kubelet's own messages for keys go unprefixed
 		switch src := e.ValueFrom; {
 		case src == nil:
 			value = expand.Vars(e.Value, lookup)
 		case src.FieldRef != nil:
-			v, err := downward.FieldRef(pod, src.FieldRef.FieldPath, b.opts.NodeIP, podIP)
-			if err != nil {
-				return nil, fmt.Errorf("env %s: %w", e.Name, err)
-			}
-			value = v
+			value, err = downward.FieldRef(pod, src.FieldRef.FieldPath, b.opts.NodeIP, podIP)
 		case src.ResourceFieldRef != nil:
-			v, err := downward.ResourceFieldRef(pod, c, src.ResourceFieldRef, b.opts.Allocatable)
-			if err != nil {
-				return nil, fmt.Errorf("env %s: %w", e.Name, err)
-			}
-			value = v
+			value, err = downward.ResourceFieldRef(pod, c, src.ResourceFieldRef, b.opts.Allocatable)
 		case src.ConfigMapKeyRef != nil:
 			ref := src.ConfigMapKeyRef
-			cm, err := configMap(ref.Name)
-			if apierrors.IsNotFound(err) && optional(ref.Optional) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			v, ok := cm.Data[ref.Key]
-			if !ok {
-				if optional(ref.Optional) {
-					continue
-				}
-				return nil, fmt.Errorf("couldn't find key %s in ConfigMap %s/%s", ref.Key, pod.Namespace, ref.Name)
-			}
-			value = v
+			value, ok, err = key("ConfigMap", ref.Name, ref.Key, ref.Optional)
+			prefix = ""
 		case src.SecretKeyRef != nil:
 			ref := src.SecretKeyRef
-			s, err := secret(ref.Name)
-			if apierrors.IsNotFound(err) && optional(ref.Optional) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			v, ok := s.Data[ref.Key]
-			if !ok {
-				if optional(ref.Optional) {
-					continue
-				}
-				return nil, fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, pod.Namespace, ref.Name)
-			}
-			value = string(v)
+			value, ok, err = key("Secret", ref.Name, ref.Key, ref.Optional)
+			prefix = ""
 		default:
-			return nil, fmt.Errorf("env %s: only value, fieldRef, resourceFieldRef, configMapKeyRef and secretKeyRef are supported", e.Name)
+			err = errors.New("only value, fieldRef, resourceFieldRef, configMapKeyRef and secretKeyRef are supported")
 		}
-		env.set(e.Name, value)
+		if err != nil {
+			return nil, fmt.Errorf("%s%w", prefix, err)
+		}
+		if ok {
+			env.set(e.Name, value)
+		}
 	}
 	for _, v := range services.vars {
 		if _, ok := env.get(v.Name); !ok {
@@ -178,15 +164,6 @@ func (b *Builder) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.C
 		}
 	}
 	return env.vars, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // serviceEnv is the service variables of the pod: none without an API
