@@ -437,6 +437,7 @@ func (m *Manager) workerDone(w *worker) {
 	if m.workers[w.uid] == w {
 		delete(m.workers, w.uid)
 		m.probes.RemovePod(w.uid, false)
+		m.volumes.Forget(w.uid)
 	}
 	// Pods that waited for this one (same UID re-added, or same full name)
 	// may start now.

@@ -13,8 +13,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,11 +49,14 @@ type Manager struct {
 	hostIP      string
 	tmpfs       Mounter
 	clock       clock.Clock
+
+	mu      sync.Mutex
+	written map[types.UID]map[string]uint64 // per pod, the hash of each volume's last content
 }
 
 // New returns a manager writing under <root>/pods/<uid>/volumes.
 func New(root string, objects Objects, allocatable corev1.ResourceList, hostIP string, tmpfs Mounter, clk clock.Clock) *Manager {
-	return &Manager{root: root, objects: objects, allocatable: allocatable, hostIP: hostIP, tmpfs: tmpfs, clock: clk}
+	return &Manager{root: root, objects: objects, allocatable: allocatable, hostIP: hostIP, tmpfs: tmpfs, clock: clk, written: map[types.UID]map[string]uint64{}}
 }
 
 // plugin is the kubelet's directory name for a volume type ("" for the
@@ -105,7 +112,7 @@ func (m *Manager) SetUp(ctx context.Context, pod *corev1.Pod) (time.Duration, []
 		dir := Dir(m.root, pod.UID, v)
 		files, due, err := m.content(ctx, pod, v)
 		if err == nil {
-			err = m.write(dir, v, files, owner(pod))
+			err = m.write(pod.UID, dir, v, files, owner(pod))
 		}
 		if err != nil {
 			_, statErr := os.Lstat(filepath.Join(dir, "..data"))
@@ -122,7 +129,18 @@ func (m *Manager) SetUp(ctx context.Context, pod *corev1.Pod) (time.Duration, []
 	return refresh, failures
 }
 
-func (m *Manager) write(dir string, v *corev1.Volume, files map[string]atomicdir.File, own atomicdir.Owner) error {
+// write writes a volume's files unless they are what this manager last
+// wrote there: a pod syncs every few seconds, and its volumes rarely change.
+func (m *Manager) write(uid types.UID, dir string, v *corev1.Volume, files map[string]atomicdir.File, own atomicdir.Owner) error {
+	sum := hash(files, own)
+	m.mu.Lock()
+	last, ok := m.written[uid][v.Name]
+	m.mu.Unlock()
+	if ok && last == sum {
+		if _, err := os.Lstat(filepath.Join(dir, "..data")); err == nil {
+			return nil
+		}
+	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
 	}
@@ -131,8 +149,35 @@ func (m *Manager) write(dir string, v *corev1.Volume, files map[string]atomicdir
 			return err
 		}
 	}
-	_, err := atomicdir.Write(dir, files, own)
-	return err
+	if _, err := atomicdir.Write(dir, files, own); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	if m.written[uid] == nil {
+		m.written[uid] = map[string]uint64{}
+	}
+	m.written[uid][v.Name] = sum
+	m.mu.Unlock()
+	return nil
+}
+
+// Forget drops what the manager remembers of a pod whose worker ended.
+func (m *Manager) Forget(uid types.UID) {
+	m.mu.Lock()
+	delete(m.written, uid)
+	m.mu.Unlock()
+}
+
+// hash identifies a volume's content: paths, modes, data and owner.
+func hash(files map[string]atomicdir.File, own atomicdir.Owner) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d:%d\x00", own.UID, own.GID)
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		f := files[p]
+		fmt.Fprintf(h, "%s\x00%o\x00%d\x00", p, f.Mode, len(f.Data))
+		h.Write(f.Data)
+	}
+	return h.Sum64()
 }
 
 // owner is the pod's fsGroup, which gets read access to its volumes.

@@ -184,3 +184,32 @@ func TestNoAPIServer(t *testing.T) {
 		t.Errorf("failures %v, want one blocking", failures)
 	}
 }
+
+func TestUnchangedContentIsNotReadOrWrittenAgain(t *testing.T) {
+	objs := &fakeObjects{configMaps: map[string]*corev1.ConfigMap{"ns/cfg": {Data: map[string]string{"k": "v1"}}}}
+	m, _, root := newTestManager(t, objs)
+	v := corev1.Volume{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}
+	pod := volumePod(v)
+	m.SetUp(context.Background(), pod)
+	dir := Dir(root, pod.UID, &v)
+	data, _ := os.Readlink(filepath.Join(dir, "..data"))
+	// A sync with the same content leaves the files alone (this one was
+	// changed behind the manager's back to show it is not even compared).
+	os.WriteFile(filepath.Join(dir, data, "k"), []byte("local"), 0o644)
+	m.SetUp(context.Background(), pod)
+	if readFile(t, filepath.Join(dir, "k")) != "local" {
+		t.Error("unchanged content was written again")
+	}
+	// Gone from disk, or forgotten (a new worker): written again.
+	os.Remove(filepath.Join(dir, "..data"))
+	m.SetUp(context.Background(), pod)
+	if readFile(t, filepath.Join(dir, "k")) != "v1" {
+		t.Error("a volume gone from disk was not written again")
+	}
+	os.WriteFile(filepath.Join(dir, "k"), []byte("local"), 0o644)
+	m.Forget(pod.UID)
+	m.SetUp(context.Background(), pod)
+	if readFile(t, filepath.Join(dir, "k")) != "v1" {
+		t.Error("after Forget the content on disk was not compared")
+	}
+}
