@@ -20,7 +20,6 @@ import (
 
 	"nodeagent/agent/source"
 	"nodeagent/internal/notify"
-	"nodeagent/manifest"
 )
 
 // Pods is what the API server last showed of the node's pods (the API
@@ -79,7 +78,7 @@ func NewStatusSync(client func(context.Context) (kubernetes.Interface, error), l
 // Gone is the pod manager's word that a pod has nothing left on the node;
 // a deleted API pod is then removed from the API server.
 func (s *StatusSync) Gone(pod *corev1.Pod) {
-	if pod.Annotations[manifest.AnnotationConfigSource] != source.SourceAPI {
+	if !source.FromAPI(pod) {
 		return
 	}
 	s.gone.Add(podKey{namespace: pod.Namespace, name: pod.Name, uid: pod.UID})
@@ -171,7 +170,7 @@ func (s *StatusSync) target(local *corev1.Pod) (*corev1.Pod, bool) {
 	if !ok {
 		return nil, false
 	}
-	if local.Annotations[manifest.AnnotationConfigSource] == source.SourceAPI {
+	if source.FromAPI(local) {
 		return p, p.UID == local.UID
 	}
 	_, mirror := p.Annotations[source.AnnotationMirror]

@@ -355,7 +355,7 @@ func (m *Manager) apply(u source.Update, complete bool) {
 		m.pods[p.UID] = p
 		changed = true
 		// The scheduler says this of the API's pods; the agent of its own.
-		if p.Annotations[manifest.AnnotationConfigSource] != source.SourceAPI {
+		if !source.FromAPI(p) {
 			m.events.Eventf(events.PodRef(p, ""), corev1.EventTypeNormal, "Scheduled", "Successfully assigned %s to %s", fullName(p), m.opts.NodeName)
 		}
 		m.startIfFreeLocked(p)

@@ -5,7 +5,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"nodeagent/agent/source"
-	"nodeagent/manifest"
 )
 
 // unsupported lists what a valid pod spec asks for that the agent cannot
@@ -15,7 +14,7 @@ import (
 // pod with reason UnsupportedPodSpec instead of running it half right.
 func unsupported(pod *corev1.Pod) field.ErrorList {
 	var errs field.ErrorList
-	static := pod.Annotations[manifest.AnnotationConfigSource] != source.SourceAPI
+	static := !source.FromAPI(pod)
 	spec := field.NewPath("spec")
 	apiRef := func(p *field.Path, what string) {
 		if static {

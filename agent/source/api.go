@@ -19,6 +19,12 @@ import (
 // SourceAPI names the API server's pods in updates and annotations.
 const SourceAPI = "api"
 
+// FromAPI reports whether pod came from the API server; the others are
+// static pods.
+func FromAPI(pod *corev1.Pod) bool {
+	return pod.Annotations[manifest.AnnotationConfigSource] == SourceAPI
+}
+
 // AnnotationMirror marks a mirror pod: the API's copy of a static pod,
 // which the agent writes and never runs.
 const AnnotationMirror = "kubernetes.io/config.mirror"

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"nodeagent/agent/source"
 	"nodeagent/cgroups"
 	"nodeagent/cri"
 	"nodeagent/internal/expand"
@@ -200,12 +201,7 @@ func containerSecurityContext(pod *corev1.Pod, c *corev1.Container) *runtimeapi.
 }
 
 // isCritical: static pods are critical to the kubelet, and so to the agent.
-func isCritical(pod *corev1.Pod) bool { return isStatic(pod) }
-
-// isStatic: the pod did not come from the API server.
-func isStatic(pod *corev1.Pod) bool {
-	return pod.Annotations["kubernetes.io/config.source"] != "api"
-}
+func isCritical(pod *corev1.Pod) bool { return !source.FromAPI(pod) }
 
 // containerHash identifies a container spec (annotation only, for tools).
 func containerHash(c *corev1.Container) uint32 {

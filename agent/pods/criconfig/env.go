@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"nodeagent/agent/pods/downward"
+	"nodeagent/agent/source"
 	"nodeagent/internal/expand"
 )
 
@@ -177,7 +178,7 @@ func (b *Builder) serviceEnv(pod *corev1.Pod) (envList, error) {
 	}
 	links := pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks
 	services, err := b.objects.Services(pod.Namespace, links)
-	if err != nil && !isStatic(pod) {
+	if err != nil && source.FromAPI(pod) {
 		return env, err
 	}
 	for _, s := range services {
