@@ -42,6 +42,9 @@ type Options struct {
 	// EvictionRanking orders eviction candidates: "kubelet" (default) or
 	// "qos" (BestEffort, then Burstable, then Guaranteed).
 	EvictionRanking string
+	// EvictionPollPeriod is the eviction manager's safety-net poll under
+	// the kernel's notifications (default 1 s).
+	EvictionPollPeriod time.Duration
 	// Reload signals a config reload (SIGHUP): the reloadable fields of the
 	// config file are taken, the others logged as needing a restart.
 	Reload <-chan struct{}

@@ -58,6 +58,7 @@ Flags:
 	controlSocket := fs.String("control-socket", control.DefaultSocket, "root-only unix socket nodectl acts through (apply, delete, logs, exec); empty disables it")
 	imageGCPeriod := fs.Duration("image-gc-period", 5*time.Minute, "how often unused images are garbage-collected")
 	evictionRanking := fs.String("eviction-ranking", "kubelet", "eviction order: kubelet (usage over request, priority, overage) or qos (BestEffort, Burstable, Guaranteed, then the kubelet's keys)")
+	evictionPoll := fs.Duration("eviction-poll-period", time.Second, "how often the eviction manager reads the node's signals when no kernel notification woke it (at least 100ms)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -109,6 +110,10 @@ Flags:
 		fmt.Fprintf(os.Stderr, "nodeagent: --eviction-ranking %q: want kubelet or qos\n", *evictionRanking)
 		return 2
 	}
+	if *evictionPoll < 100*time.Millisecond {
+		fmt.Fprintf(os.Stderr, "nodeagent: --eviction-poll-period %s: want at least 100ms\n", *evictionPoll)
+		return 2
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(os.Stderr, "nodeagent: --log-level %q: want debug, info, warn or error\n", *logLevel)
@@ -158,7 +163,7 @@ Flags:
 		}
 	}()
 	a, err := agent.New(cfg, agent.Options{NodeName: name, RootDir: *rootDir, CNIConfDir: *cniConfDir, CNIBinDirs: binDirs, ControlSocket: *controlSocket,
-		ImageGCPeriod: *imageGCPeriod, EvictionRanking: *evictionRanking, Reload: reload, Logger: log, Cluster: clusterOpts, NodeIP: *nodeIP})
+		ImageGCPeriod: *imageGCPeriod, EvictionRanking: *evictionRanking, EvictionPollPeriod: *evictionPoll, Reload: reload, Logger: log, Cluster: clusterOpts, NodeIP: *nodeIP})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodeagent:", err)
 		return 1
