@@ -397,7 +397,8 @@ func (a *Agent) buildCluster(p *parts, wake func(types.UID)) {
 		maxImages = int(*cfg.NodeStatusMaxImages)
 	}
 	c.node = cluster.New(cluster.Options{
-		Connection: cluster.Connection{Kubeconfig: a.opts.Cluster.Kubeconfig, QPS: qps, Burst: int(cfg.KubeAPIBurst), Node: a.opts.NodeName},
+		Connection: cluster.Connection{Kubeconfig: a.opts.Cluster.Kubeconfig, QPS: qps, Burst: int(cfg.KubeAPIBurst), Node: a.opts.NodeName,
+			Observe: p.metrics.apiRequest},
 		Node: cluster.NodeOptions{
 			Register: cfg.RegisterNode == nil || *cfg.RegisterNode, Labels: a.opts.Cluster.NodeLabels, Taints: cfg.RegisterWithTaints,
 			UpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration, ReportFrequency: cfg.NodeStatusReportFrequency.Duration,

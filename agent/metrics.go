@@ -21,6 +21,7 @@ type nodeMetrics struct {
 	runtimeDuration *prometheus.HistogramVec
 	runtimeErrors   *prometheus.CounterVec
 	kernelOOMKills  *prometheus.CounterVec
+	apiRequests     *prometheus.CounterVec
 }
 
 func newNodeMetrics() *nodeMetrics {
@@ -39,7 +40,15 @@ func newNodeMetrics() *nodeMetrics {
 		kernelOOMKills: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nodeagent_kernel_oom_kills_total",
 			Help: "Kills by the kernel's OOM killer anywhere on the node, from the kernel log, by constraint (CONSTRAINT_MEMCG: a cgroup limit; CONSTRAINT_NONE: the node ran out)."},
 			[]string{"constraint"}),
+		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rest_client_requests_total",
+			Help: "Number of HTTP requests to the API server, partitioned by status code, method, and host."},
+			[]string{"code", "method", "host"}),
 	}
+}
+
+// apiRequest counts one request to the API server (cluster.Connection.Observe).
+func (m *nodeMetrics) apiRequest(method, host, code string) {
+	m.apiRequests.WithLabelValues(code, method, host).Inc()
 }
 
 // runtimeCall records one CRI call (cri.Options.Observe).
@@ -60,7 +69,7 @@ func (m *nodeMetrics) podStarted(total, sli time.Duration) {
 // last relist saw them, and the Go runtime's and process's own.
 func (m *nodeMetrics) registry(cache *pleg.Cache, components ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m.relist, m.podStart, m.podStartSLI, m.runtimeDuration, m.runtimeErrors, m.kernelOOMKills)
+	reg.MustRegister(m.relist, m.podStart, m.podStartSLI, m.runtimeDuration, m.runtimeErrors, m.kernelOOMKills, m.apiRequests)
 	reg.MustRegister(components...)
 	reg.MustRegister(runningCollector{cache}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"fmt"
+	"net/http"
 	"os"
+	"strconv"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -21,6 +23,9 @@ type Connection struct {
 	QPS        float32
 	Burst      int
 	Node       string
+	// Observe, if set, is told of every request: its method, the API
+	// server's host and its status code ("<error>" when none came).
+	Observe func(method, host, code string)
 }
 
 // Client loads the kubeconfig and returns a clientset; the error names the
@@ -42,9 +47,28 @@ func (c Connection) Client() (kubernetes.Interface, *rest.Config, error) {
 	// The kubelet talks protobuf: a third of JSON's CPU for pod lists.
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	if c.Observe != nil {
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return observed{rt, c.Observe} })
+	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubeconfig %s: %w", c.Kubeconfig, err)
 	}
 	return client, cfg, nil
+}
+
+// observed counts requests as they are answered.
+type observed struct {
+	next    http.RoundTripper
+	observe func(method, host, code string)
+}
+
+func (o observed) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := o.next.RoundTrip(req)
+	code := "<error>"
+	if err == nil {
+		code = strconv.Itoa(resp.StatusCode)
+	}
+	o.observe(req.Method, req.URL.Host, code)
+	return resp, err
 }
