@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 )
@@ -31,14 +30,14 @@ import (
 func (cp *controlPlane) namespace(t *testing.T) string {
 	t.Helper()
 	ns := "t-" + randomHex(4)
-	if _, err := cp.client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := cp.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cp.client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	t.Cleanup(func() { cp.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 	// Pods are admitted once the controller manager made its service account.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err := cp.client.CoreV1().ServiceAccounts(ns).Get(context.Background(), "default", metav1.GetOptions{})
+		_, err := cp.Client.CoreV1().ServiceAccounts(ns).Get(context.Background(), "default", metav1.GetOptions{})
 		if err == nil {
 			return ns
 		}
@@ -60,7 +59,7 @@ func runningAndReady(p *corev1.Pod) error {
 // kubectl get events shows).
 func (cp *controlPlane) apiEvents(t *testing.T, p *corev1.Pod) []corev1.Event {
 	t.Helper()
-	evs, err := cp.client.CoreV1().Events(p.Namespace).List(context.Background(), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", string(p.UID)).String()})
+	evs, err := cp.Client.CoreV1().Events(p.Namespace).List(context.Background(), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", string(p.UID)).String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +75,7 @@ func TestClusterConfigMapsAndSecretsReachThePod(t *testing.T) {
 	n.start()
 	ctx := context.Background()
 	ns := cp.namespace(t)
-	core := cp.client.CoreV1()
+	core := cp.Client.CoreV1()
 	if _, err := core.ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"}, Data: map[string]string{"greeting": "hello", "LEVEL": "debug"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +188,7 @@ func TestClusterServiceAccountTokenIsAccepted(t *testing.T) {
 		p.Namespace = ns
 		p.Spec.AutomountServiceAccountToken = nil
 	})
-	created, err := cp.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	created, err := cp.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,11 +203,7 @@ func TestClusterServiceAccountTokenIsAccepted(t *testing.T) {
 	if nsFile != ns || !strings.Contains(ca, "BEGIN CERTIFICATE") {
 		t.Errorf("namespace %q, ca.crt %.40q", nsFile, ca)
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", cp.admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	anon := rest.AnonymousClientConfig(cfg)
+	anon := rest.AnonymousClientConfig(cp.Config)
 	anon.BearerToken = token
 	as, err := kubernetes.NewForConfig(anon)
 	if err != nil {
@@ -250,11 +245,11 @@ func TestClusterDeploymentRunsOnTheNode(t *testing.T) {
 			},
 		},
 	}
-	if _, err := cp.client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+	if _, err := cp.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	n.eventually("3 ready replicas", 90*time.Second, func() error {
-		d, err := cp.client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		d, err := cp.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -263,7 +258,7 @@ func TestClusterDeploymentRunsOnTheNode(t *testing.T) {
 		}
 		return nil
 	})
-	pods, err := cp.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	pods, err := cp.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,22 +286,22 @@ func TestClusterRuntimeClass(t *testing.T) {
 	ctx := context.Background()
 	ns := cp.namespace(t)
 	class := "runc-" + randomHex(3)
-	if _, err := cp.client.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Handler: "runc"}, metav1.CreateOptions{}); err != nil {
+	if _, err := cp.Client.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Handler: "runc"}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	bogus := "bogus-" + randomHex(3)
-	if _, err := cp.client.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: bogus}, Handler: "nosuchhandler"}, metav1.CreateOptions{}); err != nil {
+	if _, err := cp.Client.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: bogus}, Handler: "nosuchhandler"}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cp.client.NodeV1().RuntimeClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
-		cp.client.NodeV1().RuntimeClasses().Delete(context.Background(), bogus, metav1.DeleteOptions{})
+		cp.Client.NodeV1().RuntimeClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+		cp.Client.NodeV1().RuntimeClasses().Delete(context.Background(), bogus, metav1.DeleteOptions{})
 	})
-	good, err := cp.client.CoreV1().Pods(ns).Create(ctx, apiPod("classed", n.name, func(p *corev1.Pod) { p.Namespace, p.Spec.RuntimeClassName = ns, &class }), metav1.CreateOptions{})
+	good, err := cp.Client.CoreV1().Pods(ns).Create(ctx, apiPod("classed", n.name, func(p *corev1.Pod) { p.Namespace, p.Spec.RuntimeClassName = ns, &class }), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad, err := cp.client.CoreV1().Pods(ns).Create(ctx, apiPod("unclassed", n.name, func(p *corev1.Pod) { p.Namespace, p.Spec.RuntimeClassName = ns, &bogus }), metav1.CreateOptions{})
+	bad, err := cp.Client.CoreV1().Pods(ns).Create(ctx, apiPod("unclassed", n.name, func(p *corev1.Pod) { p.Namespace, p.Spec.RuntimeClassName = ns, &bogus }), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +338,7 @@ func TestClusterAgentKilledWhilePodsStart(t *testing.T) {
 	var uids []string
 	for i := range count {
 		// An init container keeps each start in progress for a second.
-		p, err := cp.client.CoreV1().Pods(ns).Create(ctx, apiPod(fmt.Sprintf("p%d", i), n.name, func(p *corev1.Pod) {
+		p, err := cp.Client.CoreV1().Pods(ns).Create(ctx, apiPod(fmt.Sprintf("p%d", i), n.name, func(p *corev1.Pod) {
 			p.Namespace = ns
 			p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: testImage, ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"sleep", "1"}}}
 		}), metav1.CreateOptions{})
@@ -392,7 +387,7 @@ func TestClusterAgentKilledWhilePodsStart(t *testing.T) {
 			t.Errorf("pod p%d: %d ready sandboxes and %d running containers, want one each", i, ready, running)
 		}
 	}
-	list, err := cp.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	list, err := cp.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +426,7 @@ func TestClusterImagePullSecrets(t *testing.T) {
 	image := host + "/" + repo
 	t.Cleanup(func() { n.cri.RemoveImage(context.Background(), image) })
 	config := fmt.Sprintf(`{"auths":{%q:{"username":"puller","password":"pw"}}}`, host)
-	if _, err := cp.client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pull"}, Type: corev1.SecretTypeDockerConfigJson,
+	if _, err := cp.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pull"}, Type: corev1.SecretTypeDockerConfigJson,
 		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(config)}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +440,7 @@ func TestClusterImagePullSecrets(t *testing.T) {
 		})
 	}
 	for _, p := range []*corev1.Pod{mk("anonymous", false), mk("authorized", true)} {
-		if _, err := cp.client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if _, err := cp.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,17 +3,14 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,24 +20,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	"nodeagent/e2e/launch"
 )
 
-// controlPlane is a real kube-apiserver, scheduler and controller manager
-// (bin/controlplane, built from k8s.io/kubernetes) shared by the API-mode
-// tests; each test joins its own node to it.
-type controlPlane struct {
-	dir, admin string
-	port       int
-	client     kubernetes.Interface
-	cmd        *exec.Cmd
-	done       chan struct{}
-	log        *os.File
-}
+// controlPlane is the control plane shared by the API-mode tests; each test
+// joins its own node to it.
+type controlPlane struct{ *launch.ControlPlane }
 
 var (
 	sharedCP     *controlPlane
@@ -57,13 +44,13 @@ func cluster(t *testing.T) *controlPlane {
 			sharedCPErr = err
 			return
 		}
-		port, err := launch.FreePort()
+		l, err := launch.NewControlPlane(controlplaneBin, dir)
 		if err != nil {
 			sharedCPErr = err
 			return
 		}
-		sharedCP = &controlPlane{dir: dir, port: port, admin: filepath.Join(dir, "admin.kubeconfig")}
-		sharedCPErr = sharedCP.start()
+		sharedCP = &controlPlane{l}
+		sharedCPErr = l.Start(2 * time.Minute)
 	})
 	if sharedCPErr != nil {
 		t.Fatalf("control plane: %v", sharedCPErr)
@@ -71,72 +58,12 @@ func cluster(t *testing.T) *controlPlane {
 	return sharedCP
 }
 
-// start runs the control plane and waits for its ready line.
-func (cp *controlPlane) start() error {
-	log, err := os.OpenFile(filepath.Join(cp.dir, "controlplane.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(controlplaneBin, "run", "--dir", cp.dir, "--port", fmt.Sprint(cp.port))
-	cmd.Stderr = log
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	cp.cmd, cp.log, cp.done = cmd, log, make(chan struct{})
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "KUBECONFIG=") {
-				ready <- true
-			}
-		}
-		io.Copy(io.Discard, out)
-	}()
-	go func() { cmd.Wait(); close(cp.done) }()
-	select {
-	case <-ready:
-	case <-cp.done:
-		return fmt.Errorf("exited before it was ready; log %s", log.Name())
-	case <-time.After(2 * time.Minute):
-		cp.stop()
-		return fmt.Errorf("not ready within 2 minutes; log %s", log.Name())
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", cp.admin)
-	if err != nil {
-		return err
-	}
-	cp.client, err = kubernetes.NewForConfig(cfg)
-	return err
-}
-
-// stop ends the control plane with SIGTERM, as an operator would.
-func (cp *controlPlane) stop() {
-	if cp.cmd == nil {
-		return
-	}
-	cp.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-cp.done:
-	case <-time.After(time.Minute):
-		cp.cmd.Process.Kill()
-		<-cp.done
-	}
-	cp.log.Close()
-	cp.cmd = nil
-}
-
 // kubeconfig issues a node's client kubeconfig (user system:node:<name>).
 func (cp *controlPlane) kubeconfig(t *testing.T, nodeName string) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "kubeconfig")
-	out, err := exec.Command(controlplaneBin, "kubeconfig", "--dir", cp.dir, "--node", nodeName, "--out", file).CombinedOutput()
-	if err != nil {
-		t.Fatalf("controlplane kubeconfig: %v: %s", err, out)
+	if err := cp.NodeKubeconfig(nodeName, file); err != nil {
+		t.Fatal(err)
 	}
 	return file
 }
@@ -148,7 +75,7 @@ func clusterNode(t *testing.T, extraConfig string) (*node, *controlPlane) {
 	n := newNode(t, "nodeLeaseDurationSeconds: 8\nnodeStatusUpdateFrequency: 2s\n"+extraConfig)
 	n.args = append(n.args, "--kubeconfig", cp.kubeconfig(t, n.name))
 	t.Cleanup(func() {
-		cp.client.CoreV1().Nodes().Delete(context.Background(), n.name, metav1.DeleteOptions{})
+		cp.Client.CoreV1().Nodes().Delete(context.Background(), n.name, metav1.DeleteOptions{})
 	})
 	return n, cp
 }
@@ -158,7 +85,7 @@ func (cp *controlPlane) waitAPIPod(t *testing.T, ns, name string, timeout time.D
 	var last error
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		p, err := cp.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		p, err := cp.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err == nil {
 			if last = check(p); last == nil {
 				return p
@@ -217,7 +144,7 @@ func TestClusterNodeRegistersAndHoldsItsLease(t *testing.T) {
 	var node *corev1.Node
 	n.eventually("the Node is registered and Ready", 30*time.Second, func() error {
 		var err error
-		if node, err = cp.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{}); err != nil {
+		if node, err = cp.Client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{}); err != nil {
 			return err
 		}
 		if c := nodeCondition(node, corev1.NodeReady); c == nil || c.Status != corev1.ConditionTrue || c.Reason != "KubeletReady" {
@@ -266,7 +193,7 @@ func TestClusterNodeRegistersAndHoldsItsLease(t *testing.T) {
 	var first *coordinationv1.Lease
 	n.eventually("the lease exists", 20*time.Second, func() error {
 		var err error
-		first, err = cp.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n.name, metav1.GetOptions{})
+		first, err = cp.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n.name, metav1.GetOptions{})
 		return err
 	})
 	if ptr.Deref(first.Spec.HolderIdentity, "") != n.name || ptr.Deref(first.Spec.LeaseDurationSeconds, 0) != 8 {
@@ -276,7 +203,7 @@ func TestClusterNodeRegistersAndHoldsItsLease(t *testing.T) {
 		t.Errorf("lease owner %+v, want the Node %s", first.OwnerReferences, node.UID)
 	}
 	n.eventually("the lease is renewed", 15*time.Second, func() error {
-		l, err := cp.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n.name, metav1.GetOptions{})
+		l, err := cp.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n.name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -287,11 +214,11 @@ func TestClusterNodeRegistersAndHoldsItsLease(t *testing.T) {
 	})
 
 	// A deleted Node is registered again.
-	if err := cp.client.CoreV1().Nodes().Delete(ctx, n.name, metav1.DeleteOptions{}); err != nil {
+	if err := cp.Client.CoreV1().Nodes().Delete(ctx, n.name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	n.eventually("the Node is registered again", 30*time.Second, func() error {
-		again, err := cp.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+		again, err := cp.Client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -317,7 +244,7 @@ func TestClusterPodRunsReportsAndStopsGracefully(t *testing.T) {
 		c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "echo prestop > /out/prestop"}}}}
 		c.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")}
 	})
-	created, err := cp.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	created, err := cp.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,11 +270,11 @@ func TestClusterPodRunsReportsAndStopsGracefully(t *testing.T) {
 	// kubectl delete: the preStop hook and SIGTERM run, then the agent
 	// deletes the object.
 	start := time.Now()
-	if err := cp.client.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+	if err := cp.Client.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	n.eventually("the pod object is gone", 40*time.Second, func() error {
-		_, err := cp.client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		_, err := cp.Client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -364,7 +291,7 @@ func TestClusterPodRunsReportsAndStopsGracefully(t *testing.T) {
 	}
 
 	// Events reached the API server, from the kubelet on this host.
-	evs, err := cp.client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", string(created.UID)).String()})
+	evs, err := cp.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", string(created.UID)).String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +314,7 @@ func TestClusterRejectsPodThatDoesNotFit(t *testing.T) {
 	pod := apiPod("too-big-"+randomHex(3), n.name, func(p *corev1.Pod) {
 		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("100Ti")}
 	})
-	if _, err := cp.client.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+	if _, err := cp.Client.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	failed := cp.waitAPIPod(t, "default", pod.Name, 30*time.Second, "Failed with OutOfmemory", func(p *corev1.Pod) error {
@@ -409,7 +336,7 @@ func TestClusterStaticPodsGetMirrorPods(t *testing.T) {
 	name := "static-" + n.name
 	var node *corev1.Node
 	n.eventually("node registered", 20*time.Second, func() (err error) {
-		node, err = cp.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+		node, err = cp.Client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
 		return err
 	})
 	mirror := cp.waitAPIPod(t, "default", name, time.Minute, "a Running mirror pod", func(p *corev1.Pod) error {
@@ -430,7 +357,7 @@ func TestClusterStaticPodsGetMirrorPods(t *testing.T) {
 
 	// Deleted: made again, and the static pod kept running.
 	running := n.waitRunning("static")
-	if err := cp.client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+	if err := cp.Client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
 	}
 	cp.waitAPIPod(t, "default", name, 30*time.Second, "a new mirror pod", func(p *corev1.Pod) error {
@@ -446,7 +373,7 @@ func TestClusterStaticPodsGetMirrorPods(t *testing.T) {
 	// The static pod goes: so does its mirror.
 	n.removeManifest("static.yaml")
 	n.eventually("the mirror pod is deleted", 40*time.Second, func() error {
-		_, err := cp.client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		_, err := cp.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -459,7 +386,7 @@ func TestClusterAPIServerRestartRestartsNothing(t *testing.T) {
 	n.start()
 	ctx := context.Background()
 	pod := apiPod("survivor-"+randomHex(3), n.name, nil)
-	if _, err := cp.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if _, err := cp.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	before := cp.waitAPIPod(t, "default", pod.Name, time.Minute, "Running", func(p *corev1.Pod) error {
@@ -469,14 +396,14 @@ func TestClusterAPIServerRestartRestartsNothing(t *testing.T) {
 		return nil
 	})
 
-	cp.stop()
+	cp.Stop()
 	time.Sleep(3 * time.Second) // the agent's watches break and retry
-	if err := cp.start(); err != nil {
+	if err := cp.Start(2 * time.Minute); err != nil {
 		t.Fatalf("restart the control plane: %v", err)
 	}
 	// A pod created after the restart runs: the source re-listed.
 	late := apiPod("late-"+randomHex(3), n.name, nil)
-	if _, err := cp.client.CoreV1().Pods("default").Create(ctx, late, metav1.CreateOptions{}); err != nil {
+	if _, err := cp.Client.CoreV1().Pods("default").Create(ctx, late, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cp.waitAPIPod(t, "default", late.Name, time.Minute, "Running after the restart", func(p *corev1.Pod) error {
@@ -485,7 +412,7 @@ func TestClusterAPIServerRestartRestartsNothing(t *testing.T) {
 		}
 		return nil
 	})
-	after, err := cp.client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+	after, err := cp.Client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +421,7 @@ func TestClusterAPIServerRestartRestartsNothing(t *testing.T) {
 		t.Errorf("the running pod was disturbed: before %s restarts %d, after %s restarts %d phase %s", b.ContainerID, b.RestartCount, a.ContainerID, a.RestartCount, after.Status.Phase)
 	}
 	for _, p := range []string{pod.Name, late.Name} {
-		cp.client.CoreV1().Pods("default").Delete(ctx, p, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](1)})
+		cp.Client.CoreV1().Pods("default").Delete(ctx, p, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](1)})
 	}
 }
 

@@ -53,11 +53,11 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	if sharedCP != nil {
-		sharedCP.stop()
+		sharedCP.Stop()
 		if code == 0 {
-			os.RemoveAll(sharedCP.dir)
+			os.RemoveAll(sharedCP.Dir)
 		} else {
-			fmt.Fprintf(os.Stderr, "control plane state and log kept in %s\n", sharedCP.dir)
+			fmt.Fprintf(os.Stderr, "control plane state and log kept in %s\n", sharedCP.Dir)
 		}
 	}
 	os.Exit(code)

@@ -1,0 +1,118 @@
+package launch
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// ControlPlane is a real kube-apiserver, scheduler and controller manager
+// (hack/controlplane's `run`, built from k8s.io/kubernetes) in a directory
+// of its own, for the API-mode tests and benchmarks.
+type ControlPlane struct {
+	Bin, Dir string
+	Port     int
+	// Admin is the cluster-admin kubeconfig; Config and Client use it.
+	Admin  string
+	Config *rest.Config
+	Client kubernetes.Interface
+
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *os.File
+}
+
+// NewControlPlane prepares a control plane of bin in dir on a free port;
+// Start runs it.
+func NewControlPlane(bin, dir string) (*ControlPlane, error) {
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	return &ControlPlane{Bin: bin, Dir: dir, Port: port, Admin: filepath.Join(dir, "admin.kubeconfig")}, nil
+}
+
+// LogPath is where the control plane's components log.
+func (cp *ControlPlane) LogPath() string { return filepath.Join(cp.Dir, "controlplane.log") }
+
+// Start runs the control plane and waits (up to timeout) for its ready
+// line. It can be called again after Stop: the state in Dir is kept.
+func (cp *ControlPlane) Start(timeout time.Duration) error {
+	log, err := os.OpenFile(cp.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(cp.Bin, "run", "--dir", cp.Dir, "--port", fmt.Sprint(cp.Port))
+	cmd.Stderr = log
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		log.Close()
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("control plane: %w", err)
+	}
+	cp.cmd, cp.log, cp.done = cmd, log, make(chan struct{})
+	ready := make(chan struct{}, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "KUBECONFIG=") {
+				ready <- struct{}{}
+			}
+		}
+		io.Copy(io.Discard, out)
+	}()
+	go func() { cmd.Wait(); close(cp.done) }()
+	select {
+	case <-ready:
+	case <-cp.done:
+		return fmt.Errorf("control plane exited before it was ready; log %s", cp.LogPath())
+	case <-time.After(timeout):
+		cp.Stop()
+		return fmt.Errorf("control plane not ready within %s; log %s", timeout, cp.LogPath())
+	}
+	if cp.Config, err = clientcmd.BuildConfigFromFlags("", cp.Admin); err != nil {
+		return err
+	}
+	cp.Client, err = kubernetes.NewForConfig(cp.Config)
+	return err
+}
+
+// Stop ends the control plane with SIGTERM, as an operator would, and
+// kills it after a minute.
+func (cp *ControlPlane) Stop() {
+	if cp.cmd == nil {
+		return
+	}
+	cp.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-cp.done:
+	case <-time.After(time.Minute):
+		cp.cmd.Process.Kill()
+		<-cp.done
+	}
+	cp.log.Close()
+	cp.cmd = nil
+}
+
+// NodeKubeconfig issues the client kubeconfig of a node (user
+// system:node:<node>, which the Node authorizer confines) into file.
+func (cp *ControlPlane) NodeKubeconfig(node, file string) error {
+	out, err := exec.Command(cp.Bin, "kubeconfig", "--dir", cp.Dir, "--node", node, "--out", file).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("controlplane kubeconfig: %v: %s", err, out)
+	}
+	return nil
+}
