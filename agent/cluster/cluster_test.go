@@ -12,8 +12,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"nodeagent/agent/source"
+	"nodeagent/manifest"
+	"nodeagent/internal/notify"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -182,5 +187,70 @@ func TestPodStatusPatchCarriesTheUID(t *testing.T) {
 	}
 	if !strings.Contains(string(patch), `"uid":"u-1"`) || !strings.Contains(string(patch), `"phase":"Running"`) {
 		t.Errorf("patch %s", patch)
+	}
+}
+
+// statusStore is a LocalStatus of fixed pods.
+type statusStore map[types.UID]*corev1.Pod
+
+func (s statusStore) Get(uid types.UID) (*corev1.Pod, bool) { p, ok := s[uid]; return p, ok }
+func (s statusStore) List() []corev1.Pod {
+	var out []corev1.Pod
+	for _, p := range s {
+		out = append(out, *p)
+	}
+	return out
+}
+
+// apiCache reads the pods as the fake API server stores them.
+type apiCache struct{ client *fake.Clientset }
+
+func (c apiCache) Pod(namespace, name string) (*corev1.Pod, bool) {
+	p, err := c.client.CoreV1().Pods(namespace).Get(context.Background(), name, metav1.GetOptions{})
+	return p, err == nil
+}
+
+func TestStatusSyncPatchesAnUnchangedStatusOnce(t *testing.T) {
+	apiPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "u-1",
+		Annotations: map[string]string{manifest.AnnotationConfigSource: source.SourceAPI}}}
+	client := fake.NewSimpleClientset(apiPod)
+	// The agent's times have nanoseconds; the API server keeps seconds.
+	started := metav1.NewTime(time.Date(2026, 11, 24, 4, 0, 0, 123456789, time.UTC))
+	local := apiPod.DeepCopy()
+	local.Status = corev1.PodStatus{
+		Phase: corev1.PodRunning, StartTime: &started,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: started}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}},
+	}
+	s := NewStatusSync(nil, statusStore{"u-1": local}, apiCache{client}, notify.NewSet[types.UID](), clocktesting.NewFakeClock(started.Time), quiet)
+	patches := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "patch" {
+				n++
+			}
+		}
+		return n
+	}
+	ctx := context.Background()
+	s.sync(ctx, client, "u-1")
+	if patches() != 1 {
+		t.Fatalf("%d patches for a new status, want 1", patches())
+	}
+	stored, _ := apiCache{client}.Pod("default", "p")
+	if stored.Status.Phase != corev1.PodRunning || stored.Status.ContainerStatuses[0].State.Running == nil {
+		t.Fatalf("stored status %+v", stored.Status)
+	}
+	for range 3 { // resyncs
+		s.sync(ctx, client, "u-1")
+	}
+	if patches() != 1 {
+		t.Errorf("%d patches after resyncs of an unchanged status, want 1: the API's seconds were taken for a change", patches())
+	}
+	local.Status.Phase = corev1.PodSucceeded
+	s.sync(ctx, client, "u-1")
+	if patches() != 2 {
+		t.Errorf("%d patches after a change, want 2", patches())
 	}
 }

@@ -138,6 +138,7 @@ func (s *StatusSync) sync(ctx context.Context, client kubernetes.Interface, uid 
 		target = last
 	}
 	want := mergeStatus(target, local.Status)
+	normalize(&want)
 	if equality.Semantic.DeepEqual(want, target.Status) {
 		delete(s.retries, uid)
 		return
@@ -243,6 +244,36 @@ func mergeStatus(api *corev1.Pod, local corev1.PodStatus) corev1.PodStatus {
 		}
 	}
 	return out
+}
+
+// normalize truncates a status's times to the API's precision (RFC 3339
+// seconds), as the kubelet's status manager does: compared with what the
+// API server returns, the nanoseconds would differ at every resync and
+// every running pod would be patched every ResyncPeriod.
+func normalize(st *corev1.PodStatus) {
+	seconds := func(t *metav1.Time) {
+		if t != nil && !t.IsZero() {
+			*t = t.Rfc3339Copy()
+		}
+	}
+	seconds(st.StartTime)
+	for i := range st.Conditions {
+		seconds(&st.Conditions[i].LastProbeTime)
+		seconds(&st.Conditions[i].LastTransitionTime)
+	}
+	for _, list := range [][]corev1.ContainerStatus{st.InitContainerStatuses, st.ContainerStatuses, st.EphemeralContainerStatuses} {
+		for i := range list {
+			for _, state := range []*corev1.ContainerState{&list[i].State, &list[i].LastTerminationState} {
+				if state.Running != nil {
+					seconds(&state.Running.StartedAt)
+				}
+				if state.Terminated != nil {
+					seconds(&state.Terminated.StartedAt)
+					seconds(&state.Terminated.FinishedAt)
+				}
+			}
+		}
+	}
 }
 
 func hasCondition(conds []corev1.PodCondition, t corev1.PodConditionType) bool {
