@@ -71,22 +71,27 @@ func Pct(d []time.Duration, p float64) string {
 // Agent is a nodeagent under measurement.
 type Agent struct {
 	*launch.Agent
-	RT      *cri.Client
-	Node    string
-	written []string
+	RT   *cri.Client
+	Node string
+	// DeletePods takes away the pods the agent was given other than by
+	// manifests (API-server mode deletes them in the API); RemoveAll and
+	// Fail call it.
+	DeletePods func()
+	written    []string
 }
 
 // StartAgent runs bin against endpoint with a fresh directory and waits for
-// its API. extraConfig is appended to its KubeletConfiguration. It logs at
-// info and rescans manifests at the kubelet's 20 s, as a production agent.
-func StartAgent(rt *cri.Client, bin, endpoint, node, extraConfig string) *Agent {
+// its API. extraConfig is appended to its KubeletConfiguration, args to its
+// flags. It logs at info and rescans manifests at the kubelet's 20 s, as a
+// production agent.
+func StartAgent(rt *cri.Client, bin, endpoint, node, extraConfig string, args ...string) *Agent {
 	dir, err := os.MkdirTemp("", "nodeagent-bench-")
 	Check(err)
 	// Each agent gets its own cgroup root: two agents under one root would
 	// take each other's pod cgroups for leftovers.
 	l, err := launch.New(launch.Options{Bin: bin, RuntimeEndpoint: endpoint, Dir: dir, NodeName: node,
 		CgroupRoot: "/nodeagent-bench-" + filepath.Base(dir), Config: "maxPods: 250\n" + extraConfig,
-		LogLevel: "info", FileCheckFrequency: 20 * time.Second})
+		Args: args, LogLevel: "info", FileCheckFrequency: 20 * time.Second})
 	Check(err)
 	a := &Agent{Agent: l, RT: rt, Node: node}
 	started = append(started, a)
@@ -138,10 +143,20 @@ func (a *Agent) Watch(d time.Duration) (rss []int64, cpu time.Duration) {
 }
 
 // RSS is a process's resident set size in bytes.
-func RSS(pid int) int64 {
+func RSS(pid int) int64 { return statusBytes(pid, "VmRSS:") }
+
+// RSSParts splits the resident set: anonymous memory (heap, stacks) and
+// file-backed pages (the binary's code and data as touched, which the
+// kernel can drop and read again).
+func RSSParts(pid int) (anon, file int64) {
+	return statusBytes(pid, "RssAnon:"), statusBytes(pid, "RssFile:")
+}
+
+// statusBytes reads a "kB" field of /proc/<pid>/status.
+func statusBytes(pid int, field string) int64 {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
 			return kb << 10
 		}
@@ -175,6 +190,9 @@ func (a *Agent) removePods() {
 		os.Remove(filepath.Join(a.Dir, "manifests", n+".yaml"))
 	}
 	a.written = nil
+	if a.DeletePods != nil {
+		a.DeletePods()
+	}
 	for i := 0; i < 1200; i++ {
 		sbs, err := a.RT.ListPodSandbox(context.Background(), &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{cri.LabelManagedBy: a.Node}})
 		if err == nil && len(sbs) == 0 {
@@ -217,6 +235,6 @@ func (e *Env) Connect() *cri.Client {
 }
 
 // StartAgent is StartAgent with this environment's binary and endpoint.
-func (e *Env) StartAgent(rt *cri.Client, node, extraConfig string) *Agent {
-	return StartAgent(rt, e.AgentBin, e.Endpoint, node, extraConfig)
+func (e *Env) StartAgent(rt *cri.Client, node, extraConfig string, args ...string) *Agent {
+	return StartAgent(rt, e.AgentBin, e.Endpoint, node, extraConfig, args...)
 }

@@ -2,9 +2,12 @@
 // against a floor of the same work done by direct CRI calls in the same run
 // (RunPodSandbox + CreateContainer + StartContainer), for one pod at a time
 // and for a batch; then the agent's RSS and CPU time with the pods idle.
-// Latency runs from the moment the manifest is written (or the first CRI
-// call is made) to the container's start time as the runtime records it,
-// with the image already present. It reports; it asserts nothing.
+// Latency runs from the moment the manifest is written (or the pod created
+// in the API, or the first CRI call made) to the container's start time as
+// the runtime records it, with the image already present. The API-server
+// mode side also measures when the API shows the pod running, the agent's
+// requests to the API per pod start, and its footprint with 100 pods idle.
+// It reports; it asserts nothing.
 package main
 
 import (
@@ -39,6 +42,8 @@ var (
 	singles   = flag.Int("singles", 20, "pods started one at a time, per side")
 	batch     = flag.Int("batch", 30, "pods started at once, per side")
 	idle      = flag.Duration("idle", 60*time.Second, "how long to watch the agent with the pods idle")
+	apiIdle   = flag.Int("api-idle-pods", 100, "pods the API-server mode agent idles with")
+	cpBin     = flag.String("controlplane", os.Getenv("CONTROLPLANE_BIN"), "bin/controlplane, for the API-server mode side; empty skips it")
 	node      = "bench-" + strconv.Itoa(os.Getpid())
 	floorRoot = "/nodeagent-bench-floor"
 )
@@ -71,7 +76,6 @@ func main() {
 	f.cleanup(ctx)
 
 	a := &agent{env.StartAgent(rt, node, "")}
-	defer a.Stop()
 	progress(fmt.Sprintf("nodeagent: %d pods one at a time", *singles))
 	agentSingle := make([]time.Duration, 0, *singles)
 	for i := 0; i < *singles; i++ {
@@ -93,6 +97,14 @@ func main() {
 
 	progress(fmt.Sprintf("nodeagent: %d pods idle for %s", *batch, *idle))
 	rss, cpu := a.Watch(*idle)
+	anon, file := benchkit.RSSParts(a.Pid())
+	progress("nodeagent: removing the pods")
+	a.RemoveAll(true)
+
+	var api *apiResults
+	if *cpBin != "" {
+		api = measureAPI(ctx, rt)
+	}
 
 	fmt.Println()
 	fmt.Println("Pod start latency: manifest written (or first CRI call) -> container started; image present")
@@ -102,8 +114,14 @@ func main() {
 	}
 	row("direct CRI, one at a time", floorSingle)
 	row("nodeagent, one at a time", agentSingle)
+	if api != nil {
+		row("API mode, one at a time", api.single)
+	}
 	row(fmt.Sprintf("direct CRI, batch of %d", *batch), floorBatch)
 	row(fmt.Sprintf("nodeagent, batch of %d", *batch), agentBatch)
+	if api != nil {
+		row(fmt.Sprintf("API mode, batch of %d", *batch), api.batch)
+	}
 	ratio := func(a, b []time.Duration, p float64) string {
 		return fmt.Sprintf("%.2f", float64(pctD(a, p))/float64(pctD(b, p)))
 	}
@@ -111,14 +129,21 @@ func main() {
 	fmt.Println("Overhead ratio nodeagent / direct CRI (target <= 1.2)")
 	fmt.Printf("  one at a time: p50 %s  p99 %s\n", ratio(agentSingle, floorSingle, 50), ratio(agentSingle, floorSingle, 99))
 	fmt.Printf("  batch of %d:   p50 %s  p99 %s\n", *batch, ratio(agentBatch, floorBatch, 50), ratio(agentBatch, floorBatch, 99))
+	if api != nil {
+		fmt.Println("Overhead ratio API mode / direct CRI")
+		fmt.Printf("  one at a time: p50 %s  p99 %s\n", ratio(api.single, floorSingle, 50), ratio(api.single, floorSingle, 99))
+		fmt.Printf("  batch of %d:   p50 %s  p99 %s\n", *batch, ratio(api.batch, floorBatch, 50), ratio(api.batch, floorBatch, 99))
+	}
 	fmt.Println()
 	sort.Slice(rss, func(i, j int) bool { return rss[i] < rss[j] })
 	fmt.Printf("nodeagent footprint with %d pods idle for %s (target RSS <= 40 MiB)\n", *batch, *idle)
-	fmt.Printf("  RSS MiB: p50 %.1f  max %.1f   CPU time: %.2f s (%.4f cores)\n",
-		mib(rss[len(rss)/2]), mib(rss[len(rss)-1]), cpu.Seconds(), cpu.Seconds()/idle.Seconds())
-
-	progress("cleaning up")
-	a.RemoveAll(true)
+	fmt.Printf("  RSS MiB: p50 %.1f  max %.1f (at the end: %.1f anonymous, %.1f the binary's pages)   CPU time: %.2f s (%.4f cores)\n",
+		mib(rss[len(rss)/2]), mib(rss[len(rss)-1]), mib(anon), mib(file), cpu.Seconds(), cpu.Seconds()/idle.Seconds())
+	if api != nil {
+		api.print(floorBatch, agentBatch)
+	} else {
+		fmt.Println("\nAPI-server mode: skipped (no -controlplane / CONTROLPLANE_BIN)")
+	}
 }
 
 // floor starts pods with bare CRI calls, as the agent would.
