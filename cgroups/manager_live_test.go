@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -55,5 +56,67 @@ func TestUpdateLive(t *testing.T) {
 	}
 	if m.Exists(name) {
 		t.Error("Update brought the removed cgroup back")
+	}
+}
+
+// TestSystemdMemoryHighLive runs in the VM lane, where systemd is PID 1:
+// memory.high set through MemoryHighSetter holds when systemd realizes
+// the slice again, as it does when a slice starts below it or the
+// driver updates its properties.
+func TestSystemdMemoryHighLive(t *testing.T) {
+	if Mode() != "v2" {
+		t.Skip("the systemd driver needs cgroup v2; the host is v1 (the VM lane runs this)")
+	}
+	m, err := NewSystemd(DefaultMountpoint)
+	if err != nil {
+		t.Skipf("no systemd on the bus (the VM lane runs this): %v", err)
+	}
+	parent := Name{"nodeagent-high-test-" + strconv.Itoa(os.Getpid())}
+	limit := int64(1 << 30)
+	if err := m.Set(parent, &ResourceConfig{Memory: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Remove(parent) })
+	dir := m.Path(parent)
+	high := func() string {
+		b, err := os.ReadFile(dir + "/memory.high")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	set := MemoryHighSetter(m)
+	if err := set(dir, 512<<20); err != nil {
+		t.Fatal(err)
+	}
+	if got := high(); got != "536870912" {
+		t.Fatalf("memory.high after the setter = %s, want 536870912", got)
+	}
+
+	child := append(parent, "child")
+	childLimit := int64(64 << 20)
+	if err := m.Set(child, &ResourceConfig{Memory: &childLimit}); err != nil {
+		t.Fatal(err)
+	}
+	limit = 2 << 30
+	if err := m.Update(parent, &ResourceConfig{Memory: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	if got := high(); got != "536870912" {
+		t.Errorf("memory.high after a child slice and a property update = %s, want 536870912 (systemd lost it)", got)
+	}
+	// For the record: what a bare write becomes on the next realization.
+	WriteMemoryHigh(dir, 256<<20)
+	m.Update(parent, &ResourceConfig{Memory: &limit})
+	t.Logf("a bare write of 268435456, after a property update, reads %s", high())
+
+	if err := m.Remove(child); err != nil {
+		t.Fatal(err)
+	}
+	if err := set(dir, -1); err != nil {
+		t.Fatal(err)
+	}
+	if got := high(); got != "max" {
+		t.Errorf("memory.high after setting -1 = %s, want max", got)
 	}
 }

@@ -145,6 +145,25 @@ func SystemdProperties(rc *ResourceConfig) []systemd.Property {
 	return props
 }
 
+// setMemoryHigh sets the MemoryHigh property of the slice at dir (a path
+// Path gave), -1 being infinity.
+func (m *Systemd) setMemoryHigh(dir string, bytes int64) error {
+	unit := filepath.Base(dir)
+	if !strings.HasSuffix(unit, ".slice") || !strings.HasPrefix(dir, m.mountpoint+"/") {
+		return fmt.Errorf("set MemoryHigh: %s is not a slice under %s", dir, m.mountpoint)
+	}
+	v := uint64(math.MaxUint64) // systemd's infinity
+	if bytes >= 0 {
+		v = uint64(bytes)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.conn.SetUnitPropertiesContext(ctx, unit, true, systemd.Property{Name: "MemoryHigh", Value: godbus.MakeVariant(v)}); err != nil {
+		return fmt.Errorf("set MemoryHigh of %s: %w", unit, err)
+	}
+	return nil
+}
+
 // Exists implements Manager.
 func (m *Systemd) Exists(name Name) bool {
 	_, err := os.Stat(m.Path(name))

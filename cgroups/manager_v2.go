@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/containerd/cgroups/v3/cgroup2"
 )
@@ -96,3 +97,29 @@ func (m *V2) Remove(name Name) error { return removeTree(m.Path(name)) }
 
 // CgroupParent implements Manager: the cgroupfs path.
 func (m *V2) CgroupParent(name Name) string { return name.Cgroupfs() }
+
+// WriteMemoryHigh writes memory.high of a cgroup v2 directory: bytes, or
+// "max" for -1.
+func WriteMemoryHigh(dir string, bytes int64) error {
+	v := "max"
+	if bytes >= 0 {
+		v = strconv.FormatInt(bytes, 10)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "memory.high"), []byte(v), 0o644); err != nil {
+		return fmt.Errorf("set memory.high of %s: %w", dir, err)
+	}
+	return nil
+}
+
+// MemoryHighSetter says how memory.high is set on m's cgroups (a directory
+// as m.Path gives it; -1 is "max"). Under the systemd driver it is the
+// slice's MemoryHigh property: systemd rewrites every attribute of a slice
+// it manages from the unit's properties whenever it realizes the slice
+// again (a pod slice started or stopped below it), and a value written to
+// the file behind its back would be lost then.
+func MemoryHighSetter(m Manager) func(dir string, bytes int64) error {
+	if s, ok := m.(*Systemd); ok {
+		return s.setMemoryHigh
+	}
+	return WriteMemoryHigh
+}

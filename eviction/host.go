@@ -91,7 +91,7 @@ func OOMMessage(k OOMKill, podOf func(types.UID) (*corev1.Pod, bool)) string {
 func WatchMemoryPressure(mgr cgroups.Manager, kubepods cgroups.Name, alarm *Alarm, log *slog.Logger) (wires *Tripwires, stop func()) {
 	var stops []func()
 	if mgr.Version() == 2 {
-		w, err := NewTripwires(func(at time.Time) { alarm.Ring(at, WokenByTripwire) })
+		w, err := NewTripwires(func(at time.Time) { alarm.Ring(at, WokenByTripwire) }, cgroups.MemoryHighSetter(mgr))
 		if err != nil {
 			log.Warn("no memory.high tripwires; allocatableMemory.available is polled", "err", err)
 		} else {

@@ -70,7 +70,7 @@ func TestKernelNotificationsLive(t *testing.T) {
 		}
 	} else {
 		want = []string{WokenByTripwire, WokenByPSI}
-		wires, err := NewTripwires(func(at time.Time) { w.note(at, WokenByTripwire) })
+		wires, err := NewTripwires(func(at time.Time) { w.note(at, WokenByTripwire) }, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

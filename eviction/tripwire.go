@@ -25,6 +25,7 @@ import (
 // agent stops, so pods are never left throttled by a wire nobody watches.
 type Tripwires struct {
 	onCross func(at time.Time)
+	setHigh func(dir string, bytes int64) error
 
 	mu      sync.Mutex
 	watcher *fsnotify.Watcher
@@ -49,13 +50,17 @@ type wire struct {
 func wireMargin() int64 { return max(4<<20, int64(runtime.NumCPU())*2*(256<<10)) }
 
 // NewTripwires starts the inotify watcher; onCross is called from its
-// goroutine.
-func NewTripwires(onCross func(at time.Time)) (*Tripwires, error) {
+// goroutine. setHigh sets memory.high of a cgroup directory (-1: "max");
+// nil writes the file (cgroups.MemoryHighSetter says how for a manager).
+func NewTripwires(onCross func(at time.Time), setHigh func(dir string, bytes int64) error) (*Tripwires, error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("inotify for memory.events: %w", err)
 	}
-	t := &Tripwires{onCross: onCross, watcher: w, wires: map[string]*wire{}, done: make(chan struct{})}
+	if setHigh == nil {
+		setHigh = cgroups.WriteMemoryHigh
+	}
+	t := &Tripwires{onCross: onCross, setHigh: setHigh, watcher: w, wires: map[string]*wire{}, done: make(chan struct{})}
 	go t.watch()
 	return t, nil
 }
@@ -78,7 +83,7 @@ func (t *Tripwires) Arm(dir string, line int64) error {
 		return nil
 	}
 	set := line + wireMargin()
-	if err := os.WriteFile(filepath.Join(dir, "memory.high"), []byte(strconv.FormatInt(set, 10)), 0o644); err != nil {
+	if err := t.setHigh(dir, set); err != nil {
 		return fmt.Errorf("set tripwire on %s: %w", dir, err)
 	}
 	if !ok {
@@ -98,7 +103,7 @@ func (t *Tripwires) Close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for dir := range t.wires {
-		os.WriteFile(filepath.Join(dir, "memory.high"), []byte("max"), 0o644)
+		t.setHigh(dir, -1)
 		delete(t.wires, dir)
 	}
 	t.watcher.Close()

@@ -23,7 +23,7 @@ func TestTripwireFiresOnHighAndComesDown(t *testing.T) {
 	write("memory.high", "max\n")
 	write("memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n")
 	crossed := make(chan time.Time, 4)
-	w, err := NewTripwires(func(at time.Time) { crossed <- at })
+	w, err := NewTripwires(func(at time.Time) { crossed <- at }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
