@@ -166,7 +166,7 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 	p.recorder = events.NewForwardingRecorder(a.opts.Clock, a.opts.NodeName, events.DefaultCapacity, forward)
 	pressure := eviction.NewPressure(cfg.EvictionPressureTransitionPeriod.Duration, a.opts.Clock)
 	p.nodeStatus = node.NewStatus(node.Facts{
-		Name: a.opts.NodeName, IP: nodeIP, Version: "nodeagent/" + version.Version, RuntimeVersion: ver.RuntimeName + "://" + ver.RuntimeVersion,
+		Name: a.opts.NodeName, IP: nodeIP, Version: version.KubeletVersion(), RuntimeVersion: ver.RuntimeName + "://" + ver.RuntimeVersion,
 		Machine: machine, Capacity: capacity, Allocatable: allocatable, Pressure: pressure.Conditions,
 		Annotations: map[string]string{
 			node.AnnotationCgroupVersion: "v" + strconv.Itoa(p.mgr.Version()),

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/utils/ptr"
 
 	"nodeagent/e2e/launch"
@@ -180,6 +181,10 @@ func TestClusterNodeRegistersAndHoldsItsLease(t *testing.T) {
 	info := node.Status.NodeInfo
 	if info.BootID == "" || info.KernelVersion == "" || !strings.HasPrefix(info.ContainerRuntimeVersion, "containerd://") || info.KubeletVersion == "" {
 		t.Errorf("nodeInfo %+v", info)
+	}
+	// Version skew checks and the e2e suite's [MinimumKubeletVersion] parse it.
+	if v, err := utilversion.ParseSemantic(info.KubeletVersion); err != nil || v.Major() != 1 || v.Minor() != 34 || !strings.Contains(info.KubeletVersion, "+nodeagent.") {
+		t.Errorf("kubeletVersion %q: want semver v1.34.x+nodeagent.<version> (%v)", info.KubeletVersion, err)
 	}
 	if node.Status.DaemonEndpoints.KubeletEndpoint.Port != 10250 {
 		t.Errorf("kubelet endpoint port %d", node.Status.DaemonEndpoints.KubeletEndpoint.Port)
