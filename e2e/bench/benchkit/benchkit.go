@@ -7,6 +7,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -200,6 +202,19 @@ func (a *Agent) removePods() {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// SaveProfile saves a CPU profile of the agent over d to file; the agent
+// needs enableProfilingHandler.
+func (a *Agent) SaveProfile(d time.Duration, file string) {
+	resp, err := http.Get(a.URL(fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds()))))
+	Check(err)
+	defer resp.Body.Close()
+	f, err := os.Create(file)
+	Check(err)
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	Check(err)
 }
 
 // Stop sends SIGTERM and waits for the agent to exit.

@@ -61,7 +61,11 @@ func startAPINode(ctx context.Context, rt *cri.Client, bin string) *apiNode {
 	name := "bench-api-" + strconv.Itoa(os.Getpid())
 	kubeconfig := filepath.Join(dir, "node.kubeconfig")
 	check(cp.NodeKubeconfig(name, kubeconfig))
-	n.a = env.StartAgent(rt, name, "", "--kubeconfig", kubeconfig)
+	extra := ""
+	if *profile != "" {
+		extra = "enableProfilingHandler: true\n"
+	}
+	n.a = env.StartAgent(rt, name, extra, "--kubeconfig", kubeconfig)
 	n.a.DeletePods = n.deleteAll
 	progress("waiting for the node to be Ready in the API")
 	n.until(2*time.Minute, "node Ready", func() bool {
@@ -314,6 +318,9 @@ func measureAPI(ctx context.Context, rt *cri.Client) *apiResults {
 	n.started(ctx, names)
 	progress(fmt.Sprintf("API mode: %d pods idle for %s", r.idlePods, *idle))
 	before = n.requests()
+	if *profile != "" {
+		go n.a.SaveProfile(*idle-2*time.Second, *profile)
+	}
 	r.rss, r.cpu = n.a.Watch(*idle)
 	r.anon, r.file = benchkit.RSSParts(n.a.Pid())
 	for _, v := range perSecond(n.requests(), before, *idle) {

@@ -43,6 +43,7 @@ var (
 	batch     = flag.Int("batch", 30, "pods started at once, per side")
 	idle      = flag.Duration("idle", 60*time.Second, "how long to watch the agent with the pods idle")
 	apiIdle   = flag.Int("api-idle-pods", 100, "pods the API-server mode agent idles with")
+	profile   = flag.String("cpuprofile", "", "save a CPU profile of the API-server mode agent, taken while its pods idle, to this file")
 	cpBin     = flag.String("controlplane", os.Getenv("CONTROLPLANE_BIN"), "bin/controlplane, for the API-server mode side; empty skips it")
 	node      = "bench-" + strconv.Itoa(os.Getpid())
 	floorRoot = "/nodeagent-bench-floor"

@@ -61,7 +61,7 @@ func main() {
 	benchkit.Progress(fmt.Sprintf("watching the agent probe %d pods for %s", len(ips), *watch))
 	before := scrape(a)
 	if *profile != "" {
-		go saveProfile(a, *profile)
+		go a.SaveProfile(20*time.Second, *profile)
 	}
 	rss, cpu := a.Watch(*watch)
 	after := scrape(a)
@@ -96,16 +96,6 @@ func main() {
 	fmt.Printf("%-34s %12.0f\n", "missed periods", missed)
 	fmt.Printf("%-34s %12.1f (max %.1f)\n", "agent RSS MiB p50", benchkit.MiB(rss[len(rss)/2]), benchkit.MiB(rss[len(rss)-1]))
 	fmt.Println("targets: <= 0.05 core, no missed periods (kubelet steady state: 0.1-0.35 core at 10-100 pods)")
-}
-
-func saveProfile(a *benchkit.Agent, file string) {
-	resp, err := http.Get(a.URL("/debug/pprof/profile?seconds=20"))
-	benchkit.Check(err)
-	defer resp.Body.Close()
-	f, err := os.Create(file)
-	benchkit.Check(err)
-	defer f.Close()
-	io.Copy(f, resp.Body)
 }
 
 func ms(s float64) string { return strconv.FormatFloat(s*1000, 'f', 2, 64) + "ms" }
