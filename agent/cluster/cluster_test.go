@@ -17,8 +17,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"nodeagent/agent/source"
-	"nodeagent/manifest"
 	"nodeagent/internal/notify"
+	"nodeagent/manifest"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
