@@ -58,15 +58,7 @@ func TestNodeSyncRegistersPatchesOnlyChangesAndReregisters(t *testing.T) {
 		t.Errorf("images %+v, want only the largest", n.Status.Images)
 	}
 
-	patches := func() int {
-		c := 0
-		for _, a := range client.Actions() {
-			if a.GetVerb() == "patch" {
-				c++
-			}
-		}
-		return c
-	}
+	patches := func() int { return countVerb(client, "patch") }
 	before := patches()
 	clk.Step(10 * time.Second)
 	if err := s.Sync(ctx); err != nil {
@@ -190,6 +182,17 @@ func TestPodStatusPatchCarriesTheUID(t *testing.T) {
 	}
 }
 
+// countVerb counts the fake client's requests of one verb.
+func countVerb(client *fake.Clientset, verb string) int {
+	n := 0
+	for _, a := range client.Actions() {
+		if a.GetVerb() == verb {
+			n++
+		}
+	}
+	return n
+}
+
 // statusStore is a LocalStatus of fixed pods.
 type statusStore map[types.UID]*corev1.Pod
 
@@ -224,15 +227,7 @@ func TestStatusSyncPatchesAnUnchangedStatusOnce(t *testing.T) {
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}},
 	}
 	s := NewStatusSync(nil, statusStore{"u-1": local}, apiCache{client}, notify.NewSet[types.UID](), clocktesting.NewFakeClock(started.Time), quiet)
-	patches := func() int {
-		n := 0
-		for _, a := range client.Actions() {
-			if a.GetVerb() == "patch" {
-				n++
-			}
-		}
-		return n
-	}
+	patches := func() int { return countVerb(client, "patch") }
 	ctx := context.Background()
 	s.sync(ctx, client, "u-1")
 	if patches() != 1 {
