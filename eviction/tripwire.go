@@ -82,7 +82,10 @@ func (t *Tripwires) Arm(dir string, line int64) error {
 	if ok && abs(w.line-line) <= rearmSlack && current == w.set {
 		return nil
 	}
-	set := line + wireMargin()
+	// In whole pages, as the kernel keeps it: what reads back is then what
+	// was set, and an unchanged wire is left alone.
+	page := int64(os.Getpagesize())
+	set := (line + wireMargin()) / page * page
 	if err := t.setHigh(dir, set); err != nil {
 		return fmt.Errorf("set tripwire on %s: %w", dir, err)
 	}

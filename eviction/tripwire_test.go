@@ -68,6 +68,14 @@ func TestTripwireFiresOnHighAndComesDown(t *testing.T) {
 	if got := read("memory.high"); got != wire(600<<20) {
 		t.Errorf("not restored: %s", got)
 	}
+	// The kernel keeps memory.high in pages: a wire that is not a whole
+	// number of pages would read back different and be re-set every time.
+	line := int64(500<<20 + 1000)
+	w.Arm(dir, line)
+	high, err := strconv.ParseInt(read("memory.high"), 10, 64)
+	if page := int64(os.Getpagesize()); err != nil || high%page != 0 || high > line+wireMargin() || high <= line+wireMargin()-page {
+		t.Errorf("wire for line %d = %s, want line+%d rounded down to a page", line, read("memory.high"), wireMargin())
+	}
 	w.Close()
 	if got := read("memory.high"); got != "max" {
 		t.Errorf("memory.high after Close = %s, want max", got)
