@@ -69,7 +69,10 @@ func (cp *ControlPlane) Start(timeout time.Duration) error {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			if strings.HasPrefix(sc.Text(), "KUBECONFIG=") {
-				ready <- struct{}{}
+				select { // a second ready line must not stop the draining
+				case ready <- struct{}{}:
+				default:
+				}
 			}
 		}
 		io.Copy(io.Discard, out)

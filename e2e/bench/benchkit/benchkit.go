@@ -25,8 +25,15 @@ import (
 // Progress prints a step of a long run.
 func Progress(s string) { fmt.Printf("bench: %s ...\n", s) }
 
-// started are the agents to stop if the run fails.
-var started []*Agent
+// started are the agents to stop if the run fails; atFail is what else
+// is to be undone then (a control plane), latest first.
+var (
+	started []*Agent
+	atFail  []func()
+)
+
+// AtFail has Fail run f after the agents are stopped.
+func AtFail(f func()) { atFail = append(atFail, f) }
 
 // Fail ends the run with a message. The agents it started remove their
 // pods and stop first: nothing is left running (an agent left behind would
@@ -41,6 +48,9 @@ func Fail(msg string) {
 			a.removePods()
 			a.Stop()
 		}
+	}
+	for i := len(atFail) - 1; i >= 0; i-- {
+		atFail[i]()
 	}
 	os.Exit(1)
 }

@@ -49,6 +49,10 @@ func startAPINode(ctx context.Context, rt *cri.Client, bin string) *apiNode {
 	cp, err := launch.NewControlPlane(bin, dir)
 	check(err)
 	progress("starting the control plane (" + cp.LogPath() + ")")
+	benchkit.AtFail(func() {
+		cp.Stop()
+		fmt.Fprintln(os.Stderr, "bench: control plane stopped; its state and log are kept in", dir)
+	})
 	check(cp.Start(2 * time.Minute))
 	n := &apiNode{cp: cp, ns: "bench", stop: make(chan struct{}), running: map[string]time.Time{}}
 	// kubectl's client is limited to 5 requests a second; the bench's
