@@ -44,8 +44,8 @@ type Objects struct {
 	cs       kubernetes.Interface // nil before Run has a client
 	watches  map[objectKey]*objectWatch
 	tokens   map[tokenKey]cachedToken
-	services cache.Store
-	synced   func() bool // the services informer's first list arrived
+	services cache.Indexer // by namespace
+	synced   func() bool   // the services informer's first list arrived
 }
 
 type objectKey struct{ kind, namespace, name string }
@@ -341,18 +341,29 @@ func (o *Objects) Services(namespace string, links bool) ([]*corev1.Service, err
 		return nil, fmt.Errorf("services have not yet been read at least once, cannot construct envvars")
 	}
 	byName := map[string]*corev1.Service{}
-	for _, obj := range store.List() {
-		s := obj.(*corev1.Service)
-		if !hasClusterIP(s) {
-			continue
+	if links {
+		// The pod's namespace only, from the index: a container start
+		// does not walk every service of the cluster.
+		objs, err := store.ByIndex(cache.NamespaceIndex, namespace)
+		if err != nil {
+			return nil, err
 		}
-		switch {
-		case s.Namespace == metav1.NamespaceDefault && slices.Contains(masterServices, s.Name):
-			if _, ok := byName[s.Name]; !ok {
+		for _, obj := range objs {
+			if s := obj.(*corev1.Service); hasClusterIP(s) {
 				byName[s.Name] = s
 			}
-		case s.Namespace == namespace && links:
-			byName[s.Name] = s
+		}
+	}
+	for _, name := range masterServices {
+		if _, taken := byName[name]; taken {
+			continue // the pod's namespace has its own, as the kubelet keeps
+		}
+		obj, ok, err := store.GetByKey(metav1.NamespaceDefault + "/" + name)
+		if err != nil {
+			return nil, err
+		}
+		if s, _ := obj.(*corev1.Service); ok && hasClusterIP(s) {
+			byName[name] = s
 		}
 	}
 	out := make([]*corev1.Service, 0, len(byName))

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
@@ -73,5 +74,51 @@ func TestTokensAreCachedUntilEightyPercentOfTheirLife(t *testing.T) {
 	o.Track(nil)
 	if len(o.tokens) != 0 {
 		t.Error("the tokens of a pod that left are kept")
+	}
+}
+
+func TestServicesForAPod(t *testing.T) {
+	svc := func(ns, name, ip string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{ClusterIP: ip}}
+	}
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, s := range []*corev1.Service{
+		svc("default", "kubernetes", "10.0.0.1"), svc("default", "other", "10.0.0.2"),
+		svc("app", "web", "10.0.0.3"), svc("app", "headless", corev1.ClusterIPNone),
+		svc("else", "db", "10.0.0.4"), svc("mine", "kubernetes", "10.0.0.5"),
+	} {
+		store.Add(s)
+	}
+	synced := false
+	o := NewObjects(nil, func(types.UID) {}, clocktesting.NewFakeClock(time.Now()), quiet)
+	o.services, o.synced = store, func() bool { return synced }
+	if _, err := o.Services("app", true); err == nil {
+		t.Error("services before the first list: no error")
+	}
+	synced = true
+	names := func(ns string, links bool) []string {
+		list, err := o.Services(ns, links)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, s := range list {
+			out = append(out, s.Namespace+"/"+s.Name)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		ns    string
+		links bool
+		want  []string
+	}{
+		{"app", true, []string{"default/kubernetes", "app/web"}},
+		{"app", false, []string{"default/kubernetes"}},
+		{"default", true, []string{"default/kubernetes", "default/other"}},
+		{"mine", true, []string{"mine/kubernetes"}},
+	} {
+		if got := names(c.ns, c.links); !slices.Equal(got, c.want) {
+			t.Errorf("namespace %s, links %v: %v, want %v", c.ns, c.links, got, c.want)
+		}
 	}
 }
