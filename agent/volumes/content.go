@@ -61,18 +61,14 @@ func (m *Manager) content(ctx context.Context, pod *corev1.Pod, v *corev1.Volume
 
 // mode is a volume's defaultMode, 0644 when unset (the API server's
 // default).
-func mode(m *int32) fs.FileMode {
+func mode(m *int32) fs.FileMode { return modeOr(m, 0o644) }
+
+// modeOr is an item's mode, def when unset.
+func modeOr(m *int32, def fs.FileMode) fs.FileMode {
 	if m == nil {
-		return 0o644
+		return def
 	}
 	return fs.FileMode(*m).Perm()
-}
-
-func itemMode(item corev1.KeyToPath, def fs.FileMode) fs.FileMode {
-	if item.Mode != nil {
-		return fs.FileMode(*item.Mode).Perm()
-	}
-	return def
 }
 
 // project adds data's keys to out: all of them as files named after the
@@ -93,7 +89,7 @@ func project(out files, kind string, data map[string][]byte, items []corev1.KeyT
 			}
 			return fmt.Errorf("%s references non-existent %s key: %s", kind, map[string]string{"configmap": "config", "secret": "secret"}[kind], item.Key)
 		}
-		out[item.Path] = atomicdir.File{Data: b, Mode: itemMode(item, def)}
+		out[item.Path] = atomicdir.File{Data: b, Mode: modeOr(item.Mode, def)}
 	}
 	return nil
 }
@@ -148,11 +144,7 @@ func (m *Manager) downwardAPI(pod *corev1.Pod, out files, items []corev1.Downwar
 		if err != nil {
 			return fmt.Errorf("downwardAPI item %q: %w", item.Path, err)
 		}
-		md := def
-		if item.Mode != nil {
-			md = fs.FileMode(*item.Mode).Perm()
-		}
-		out[item.Path] = atomicdir.File{Data: []byte(value), Mode: md}
+		out[item.Path] = atomicdir.File{Data: []byte(value), Mode: modeOr(item.Mode, def)}
 	}
 	return nil
 }
