@@ -38,14 +38,19 @@ func TestNodeSyncRegistersPatchesOnlyChangesAndReregisters(t *testing.T) {
 	client := fake.NewClientset()
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	ready := corev1.ConditionTrue
+	listings := 0
 	s := NewNodeSync(client, "n1", NodeOptions{Register: true, Labels: map[string]string{"example.com/a": "b"}, ReportFrequency: time.Minute, MaxImages: 1, KubeletPort: 10250},
 		func(now time.Time) *corev1.Node { return agentNode(now, ready) },
 		func(context.Context) ([]corev1.ContainerImage, error) {
+			listings++
 			return []corev1.ContainerImage{{Names: []string{"small"}, SizeBytes: 1}, {Names: []string{"big"}, SizeBytes: 9}}, nil
 		}, clk, quiet)
 	ctx := context.Background()
 	if err := s.Sync(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if listings != 1 {
+		t.Errorf("the runtime's images listed %d times by one sync that registered, want 1", listings)
 	}
 	n, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	if err != nil {

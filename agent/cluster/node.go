@@ -66,19 +66,20 @@ func (s *NodeSync) Registered() *corev1.Node { return s.current }
 // Sync registers the node if it is not (or no longer) registered, then
 // sends its status if it changed or the report period ran out.
 func (s *NodeSync) Sync(ctx context.Context) error {
+	want := s.desired(ctx) // once: it lists the runtime's images
 	if s.current == nil {
-		if err := s.register(ctx); err != nil {
+		if err := s.register(ctx, want); err != nil {
 			return err
 		}
 	}
-	err := s.sendStatus(ctx)
+	err := s.sendStatus(ctx, want.Status)
 	if apierrors.IsNotFound(err) {
 		s.log.Warn("the Node object was deleted; registering again", "node", s.name)
 		s.current = nil
-		if err := s.register(ctx); err != nil {
+		if err := s.register(ctx, want); err != nil {
 			return err
 		}
-		err = s.sendStatus(ctx)
+		err = s.sendStatus(ctx, want.Status)
 	}
 	return err
 }
@@ -102,12 +103,12 @@ func (s *NodeSync) desired(ctx context.Context) *corev1.Node {
 
 // register creates the Node, or adopts the one of the same name: the
 // labels the agent owns are set on it, the rest kept.
-func (s *NodeSync) register(ctx context.Context) error {
-	want := s.desired(ctx)
+func (s *NodeSync) register(ctx context.Context, desired *corev1.Node) error {
+	want := *desired // unchanged but for the type, which a create does not carry
 	want.TypeMeta = metav1.TypeMeta{}
 	nodes := s.client.CoreV1().Nodes()
 	if s.opts.Register {
-		created, err := nodes.Create(ctx, want, metav1.CreateOptions{})
+		created, err := nodes.Create(ctx, &want, metav1.CreateOptions{})
 		if err == nil {
 			s.log.Info("registered the node", "node", s.name)
 			s.current = created
@@ -147,7 +148,7 @@ func (s *NodeSync) register(ctx context.Context) error {
 // sendStatus patches the status when it changed or is due. The Node is
 // read first, from the API server's cache as the kubelet does: that is how
 // a deleted Node is noticed, and the patch is made against what is there.
-func (s *NodeSync) sendStatus(ctx context.Context) error {
+func (s *NodeSync) sendStatus(ctx context.Context, want corev1.NodeStatus) error {
 	cur, err := s.client.CoreV1().Nodes().Get(ctx, s.name, metav1.GetOptions{ResourceVersion: "0"})
 	if err != nil {
 		return err
@@ -157,7 +158,6 @@ func (s *NodeSync) sendStatus(ctx context.Context) error {
 	}
 	s.current = cur
 	now := s.clock.Now()
-	want := s.desired(ctx).Status
 	cmp := withoutHeartbeats(want)
 	if !s.sentAt.IsZero() && equality.Semantic.DeepEqual(cmp, s.sent) && now.Sub(s.sentAt) < s.opts.ReportFrequency {
 		return nil
