@@ -112,16 +112,21 @@ func (w *worker) setUpVolumes(ctx context.Context, pod *corev1.Pod) (time.Durati
 		w.mountDelay = 0
 		return refresh, false
 	}
-	w.mountDelay = min(max(2*w.mountDelay, time.Second), maxMountDelay)
+	w.mountDelay = min(max(2*w.mountDelay, firstMountDelay), maxMountDelay)
 	if refresh == 0 || w.mountDelay < refresh {
 		refresh = w.mountDelay
 	}
 	return refresh, blocked
 }
 
-// maxMountDelay caps the retry of a volume that fails (the kubelet's
-// volume operations back off to about 2 min).
-const maxMountDelay = 2 * time.Minute
+// A volume that fails is tried again after firstMountDelay, doubled up to
+// maxMountDelay, as the kubelet's volume operations back off (500 ms to
+// about 2 min). The first retry is short: a pod's first TokenRequest can
+// be refused while the node authorizer has not yet seen the pod.
+const (
+	firstMountDelay = 500 * time.Millisecond
+	maxMountDelay   = 2 * time.Minute
+)
 
 // terminal reports whether the pod is over: ended by the agent, Succeeded
 // or Failed by its own containers, or its app containers are done, which
