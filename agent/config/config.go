@@ -30,13 +30,13 @@ const (
 
 // Honoured are the KubeletConfiguration fields nodeagent implements.
 var Honoured = []string{
-	"address", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS", "clusterDNS", "clusterDomain",
+	"address", "authentication", "authorization", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS", "clusterDNS", "clusterDomain",
 	"containerLogMaxFiles", "containerLogMaxSize", "containerLogMonitorInterval", "containerRuntimeEndpoint", "cpuCFSQuota",
 	"crashLoopBackOff", "singleProcessOOMKill", "enableProfilingHandler", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "cpuCFSQuotaPeriod", "enforceNodeAllocatable",
 	"evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMaxPodGracePeriod", "evictionMinimumReclaim",
 	"evictionPressureTransitionPeriod", "fileCheckFrequency", "kubeReserved", "maxPods", "podCIDR", "podLogsDir",
-	"podPidsLimit", "readOnlyPort", "resolvConf", "runtimeRequestTimeout", "staticPodPath",
-	"syncFrequency", "systemReserved",
+	"podPidsLimit", "port", "readOnlyPort", "resolvConf", "runtimeRequestTimeout", "staticPodPath",
+	"syncFrequency", "systemReserved", "tlsCertFile", "tlsCipherSuites", "tlsMinVersion", "tlsPrivateKeyFile",
 	// API-server mode (--kubeconfig).
 	"kubeAPIBurst", "kubeAPIQPS", "nodeLeaseDurationSeconds", "nodeStatusMaxImages",
 	"nodeStatusReportFrequency", "nodeStatusUpdateFrequency", "registerNode", "registerWithTaints",
@@ -65,7 +65,7 @@ func Defaults() Config {
 	qps, maxImages := int32(50), int32(50)
 	logFiles := int32(5)
 	gcHigh, gcLow := int32(85), int32(80)
-	return Config{KubeletConfiguration: kubeletv1beta1.KubeletConfiguration{
+	c := Config{KubeletConfiguration: kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:                         metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
 		StaticPodPath:                    "/etc/nodeagent/manifests",
 		ContainerRuntimeEndpoint:         "unix:///run/containerd/containerd.sock",
@@ -107,6 +107,8 @@ func Defaults() Config {
 			"imagefs.available": "15%",
 		},
 	}}
+	serverDefaults(&c.KubeletConfiguration)
+	return c
 }
 
 // DefaultYAML is the defaults as a config file: the fields nodeagent
@@ -350,6 +352,7 @@ func (c *Config) Validate() error {
 		bad("evictionPressureTransitionPeriod", c.EvictionPressureTransitionPeriod.Duration, "must be >= 0")
 	}
 	errs = append(errs, c.validateCluster()...)
+	errs = append(errs, c.validateServer()...)
 	return errors.Join(errs...)
 }
 

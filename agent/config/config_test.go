@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -210,6 +211,39 @@ func TestHonouredFieldsLeaveOutWhatIsIgnored(t *testing.T) {
 	for k := range fields {
 		if k != "apiVersion" && k != "kind" && !slices.Contains(Honoured, k) {
 			t.Errorf("field %s is served but not honoured", k)
+		}
+	}
+}
+
+func TestServerFields(t *testing.T) {
+	cfg := Defaults()
+	if cfg.Port != 10250 || cfg.AnonymousAuthentication() || !cfg.WebhookAuthentication() || cfg.Authorization.Mode != "Webhook" ||
+		cfg.Authorization.Webhook.CacheAuthorizedTTL.Duration != 5*time.Minute || cfg.TLSMinVersion() != tls.VersionTLS12 {
+		t.Errorf("server defaults are not the kubelet's: %+v %+v", cfg.Authentication, cfg.Authorization)
+	}
+	// A file that sets one nested field keeps the defaults of the others.
+	got, err := Load(write(t, header+"authentication:\n  anonymous:\n    enabled: true\ntlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.AnonymousAuthentication() || !got.WebhookAuthentication() || got.Authentication.Webhook.CacheTTL.Duration != 2*time.Minute {
+		t.Errorf("nested defaults lost: %+v", got.Authentication)
+	}
+	if ids, _ := got.TLSCipherSuites(); len(ids) != 1 || ids[0] != tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 {
+		t.Errorf("cipher suites: %v", ids)
+	}
+	for body, want := range map[string]string{
+		"port: 0\n":                                        "port: invalid value \"0\"",
+		"port: 10255\n":                                    "must differ from readOnlyPort",
+		"tlsMinVersion: TLS1.2\n":                          "tlsMinVersion: invalid value \"TLS1.2\": want one of VersionTLS10",
+		"tlsCipherSuites: [RC5]\n":                         "tlsCipherSuites: invalid value \"RC5\"",
+		"tlsCertFile: /x.crt\n":                            "tlsCertFile and tlsPrivateKeyFile are set together",
+		"authorization:\n  mode: RBAC\n":                   "authorization.mode: invalid value \"RBAC\": want AlwaysAllow or Webhook",
+		"authentication:\n  webhook:\n    cacheTTL: -1s\n": "authentication.webhook.cacheTTL: invalid value \"-1s\"",
+	} {
+		_, err := Load(write(t, header+body))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want an error with %q", body, err, want)
 		}
 	}
 }
