@@ -147,7 +147,9 @@ func TestStreamFollowEndsWithContext(t *testing.T) {
 	os.WriteFile(path, []byte(criLine(0, "F", "x")), 0o644)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Stream(ctx, path, StreamOptions{Tail: -1, Follow: true, Poll: 5 * time.Millisecond}, &syncBuffer{}) }()
+	go func() {
+		done <- Stream(ctx, path, StreamOptions{Tail: -1, Follow: true, Poll: 5 * time.Millisecond}, &syncBuffer{})
+	}()
 	time.Sleep(20 * time.Millisecond)
 	cancel()
 	select {
