@@ -138,14 +138,44 @@ func (s streamClassifier) Recv() (*runtimeapi.ContainerEventResponse, error) {
 	return ev, s.c.classify("GetContainerEvents", err)
 }
 
+// Streams are the standard streams a streaming session carries. With a
+// TTY, stderr is merged into stdout (the runtime refuses both).
+type Streams struct {
+	Stdin, Stdout, Stderr, TTY bool
+}
+
 // Exec prepares a streaming exec session in a container and returns the
 // runtime's URL to attach to (the runtime's streaming server).
-func (c *Client) Exec(ctx context.Context, id string, cmd []string, stdin, tty bool) (string, error) {
+func (c *Client) Exec(ctx context.Context, id string, cmd []string, s Streams) (string, error) {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
-	resp, err := c.runtime.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: id, Cmd: cmd, Tty: tty, Stdin: stdin, Stdout: true, Stderr: !tty})
+	resp, err := c.runtime.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: id, Cmd: cmd, Tty: s.TTY, Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr && !s.TTY})
 	if err != nil {
 		return "", c.classify("Exec", err)
+	}
+	return resp.Url, nil
+}
+
+// Attach prepares a streaming session on a running container's own
+// streams and returns the runtime's URL for it.
+func (c *Client) Attach(ctx context.Context, id string, s Streams) (string, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	resp, err := c.runtime.Attach(ctx, &runtimeapi.AttachRequest{ContainerId: id, Tty: s.TTY, Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr && !s.TTY})
+	if err != nil {
+		return "", c.classify("Attach", err)
+	}
+	return resp.Url, nil
+}
+
+// PortForward prepares a port-forwarding session into a pod's network
+// namespace and returns the runtime's URL for it.
+func (c *Client) PortForward(ctx context.Context, sandboxID string, ports []int32) (string, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	resp, err := c.runtime.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: sandboxID, Port: ports})
+	if err != nil {
+		return "", c.classify("PortForward", err)
 	}
 	return resp.Url, nil
 }

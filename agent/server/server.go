@@ -48,9 +48,16 @@ type Sources struct {
 	Profiling bool
 }
 
-// Handler returns the API's HTTP handler.
+// Handler returns the read-only API's HTTP handler.
 func Handler(src Sources) http.Handler {
 	mux := http.NewServeMux()
+	routes(mux, src, Redact)
+	return mux
+}
+
+// routes adds the read-only API's endpoints to mux; /pods serves each pod
+// through show.
+func routes(mux *http.ServeMux, src Sources, show func(corev1.Pod) corev1.Pod) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { serveHealth(w, r, src.Checks) })
 	mux.HandleFunc("GET /healthz/{check}", func(w http.ResponseWriter, r *http.Request) {
 		for _, c := range src.Checks {
@@ -64,7 +71,7 @@ func Handler(src Sources) http.Handler {
 	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
 		pods := src.Pods()
 		for i := range pods {
-			pods[i] = Redact(pods[i])
+			pods[i] = show(pods[i])
 		}
 		writeJSON(w, &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: pods})
 	})
@@ -134,7 +141,6 @@ func Handler(src Sources) http.Handler {
 	mux.HandleFunc("GET /configz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"kubeletconfig": src.Config(), "nodeagent": src.Agent})
 	})
-	return mux
 }
 
 // Redacted replaces a value /pods does not serve.

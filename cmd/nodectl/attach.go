@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
+
+	"nodeagent/cri"
 )
 
 // execInteractive runs cmd attached to this terminal through the runtime's
@@ -29,7 +31,7 @@ func (c *client) execInteractive(name, container string, cmd []string, stdin, tt
 	}
 	defer rt.Close()
 	ctx := context.Background()
-	raw, err := rt.Exec(ctx, id, cmd, stdin, tty)
+	raw, err := rt.Exec(ctx, id, cmd, cri.Streams{Stdin: stdin, Stdout: true, Stderr: !tty, TTY: tty})
 	if err != nil {
 		return 0, err
 	}
