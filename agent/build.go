@@ -61,6 +61,7 @@ type parts struct {
 	metrics    *nodeMetrics
 	cluster    *clusterParts // nil when standalone
 	api        *served       // nil when readOnlyPort is 0
+	kubelet    *served       // the authenticated server; nil when standalone
 	control    *served       // nil without a control socket
 
 	closers []func() // undo what build did, last first
@@ -112,6 +113,15 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 			return p, fmt.Errorf("read-only API on %s: %w: another process (a kubelet, another agent) holds the port; stop it, or set readOnlyPort to a free port (0 disables the API)", apiAddr, err)
 		}
 		p.api = &served{l: netutil.LimitListener(l, server.MaxAPIConns)}
+		p.closers = append(p.closers, func() { l.Close() })
+	}
+	if a.opts.Cluster != nil {
+		addr := net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.Port)))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return p, fmt.Errorf("kubelet server on %s: %w: another process (a kubelet, another agent) holds the port; stop it, or set port to a free one", addr, err)
+		}
+		p.kubelet = &served{l: netutil.LimitListener(l, server.MaxKubeletConns)}
 		p.closers = append(p.closers, func() { l.Close() })
 	}
 
@@ -248,7 +258,9 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 			ImageFs: rt.ImageFsInfo,
 		}
 	}
-	a.buildServers(p, apiAddr)
+	if err := a.buildServers(p, apiAddr); err != nil {
+		return p, err
+	}
 	return p, nil
 }
 
@@ -402,7 +414,7 @@ func (a *Agent) buildCluster(p *parts, wake func(types.UID)) {
 		Node: cluster.NodeOptions{
 			Register: cfg.RegisterNode == nil || *cfg.RegisterNode, Labels: a.opts.Cluster.NodeLabels, Taints: cfg.RegisterWithTaints,
 			UpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration, ReportFrequency: cfg.NodeStatusReportFrequency.Duration,
-			MaxImages: maxImages, KubeletPort: cluster.KubeletPort,
+			MaxImages: maxImages, KubeletPort: cfg.Port,
 		},
 		LeaseDuration: time.Duration(cfg.NodeLeaseDurationSeconds) * time.Second,
 		Build:         p.nodeStatus.Node,

@@ -2,16 +2,26 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"nodeagent/agent/cluster"
 	"nodeagent/agent/pods"
 	"nodeagent/agent/server"
 	"nodeagent/agent/source"
@@ -22,43 +32,49 @@ import (
 	"nodeagent/manifest"
 )
 
-// buildServers builds the read-only API and the control socket's server
-// for the listeners build opened.
-func (a *Agent) buildServers(p *parts, apiAddr string) {
+// buildServers builds the read-only API, the kubelet server and the
+// control socket's server for the listeners build opened.
+func (a *Agent) buildServers(p *parts, apiAddr string) error {
 	cfg := a.cfg
+	var summary func(context.Context) (any, error)
+	var resourceMetrics, cadvisorMetrics prometheus.Gatherer
+	if p.stats != nil {
+		summary = func(ctx context.Context) (any, error) { return p.stats.Summary(ctx) }
+		resourceMetrics, cadvisorMetrics = gatherer(p.stats.ResourceMetrics()), gatherer(p.stats.CadvisorMetrics())
+	}
+	src := server.Sources{
+		Pods:            p.store.List,
+		Events:          p.recorder.List,
+		Node:            func() *corev1.Node { return p.nodeStatus.Node(a.opts.Clock.Now()) },
+		Config:          a.configz,
+		Agent:           map[string]string{"controlSocket": a.opts.ControlSocket},
+		Probes:          func(uid types.UID) any { return p.prober.Reports(uid) },
+		Metrics:         p.metrics.registry(p.cache, p.prober.Metrics, p.evictor.Metrics),
+		Summary:         summary,
+		ResourceMetrics: resourceMetrics,
+		CadvisorMetrics: cadvisorMetrics,
+		Profiling:       cfg.EnableProfilingHandler != nil && *cfg.EnableProfilingHandler,
+		Evictions:       func() any { return p.evictor.Traces() },
+		Checks: append([]server.HealthCheck{
+			{Name: "runtime", Check: func() error {
+				if err := p.nodeStatus.RuntimeError(); err != "" {
+					return fmt.Errorf("container runtime at %s is down: %s", cfg.ContainerRuntimeEndpoint, err)
+				}
+				return nil
+			}},
+			{Name: "pleg", Check: p.cache.Healthy},
+			{Name: "cgroups", Check: p.tree.Healthy},
+			{Name: "eviction", Check: p.evictor.Healthy},
+		}, p.clusterChecks()...),
+		Cgroups: func() (any, error) { return cgroupTree(p.tree, p.store) },
+	}
 	if p.api != nil {
-		var summary func(context.Context) (any, error)
-		var resourceMetrics, cadvisorMetrics prometheus.Gatherer
-		if p.stats != nil {
-			summary = func(ctx context.Context) (any, error) { return p.stats.Summary(ctx) }
-			resourceMetrics, cadvisorMetrics = gatherer(p.stats.ResourceMetrics()), gatherer(p.stats.CadvisorMetrics())
+		p.api.srv = server.NewServer(apiAddr, server.Handler(src))
+	}
+	if p.kubelet != nil {
+		if err := a.buildKubeletServer(p, src); err != nil {
+			return err
 		}
-		p.api.srv = server.NewServer(apiAddr, server.Handler(server.Sources{
-			Pods:            p.store.List,
-			Events:          p.recorder.List,
-			Node:            func() *corev1.Node { return p.nodeStatus.Node(a.opts.Clock.Now()) },
-			Config:          a.configz,
-			Agent:           map[string]string{"controlSocket": a.opts.ControlSocket},
-			Probes:          func(uid types.UID) any { return p.prober.Reports(uid) },
-			Metrics:         p.metrics.registry(p.cache, p.prober.Metrics, p.evictor.Metrics),
-			Summary:         summary,
-			ResourceMetrics: resourceMetrics,
-			CadvisorMetrics: cadvisorMetrics,
-			Profiling:       cfg.EnableProfilingHandler != nil && *cfg.EnableProfilingHandler,
-			Evictions:       func() any { return p.evictor.Traces() },
-			Checks: append([]server.HealthCheck{
-				{Name: "runtime", Check: func() error {
-					if err := p.nodeStatus.RuntimeError(); err != "" {
-						return fmt.Errorf("container runtime at %s is down: %s", cfg.ContainerRuntimeEndpoint, err)
-					}
-					return nil
-				}},
-				{Name: "pleg", Check: p.cache.Healthy},
-				{Name: "cgroups", Check: p.tree.Healthy},
-				{Name: "eviction", Check: p.evictor.Healthy},
-			}, p.clusterChecks()...),
-			Cgroups: func() (any, error) { return cgroupTree(p.tree, p.store) },
-		}))
 	}
 	if p.control != nil {
 		p.control.srv = server.NewServer(a.opts.ControlSocket, server.ControlHandler(server.ControlSources{
@@ -73,6 +89,7 @@ func (a *Agent) buildServers(p *parts, apiAddr string) {
 		}))
 		p.control.srv.ConnContext = control.ConnContext
 	}
+	return nil
 }
 
 // serve runs s until it is shut down.
@@ -85,10 +102,12 @@ func (a *Agent) serve(s *served, what string) {
 // stopServers ends the API (in-flight requests get 5 s) and the control
 // socket, and removes the socket file.
 func (a *Agent) stopServers(p *parts) {
-	if p.api != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		p.api.srv.Shutdown(ctx)
-		cancel()
+	for _, s := range []*served{p.api, p.kubelet} {
+		if s != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			s.srv.Shutdown(ctx)
+			cancel()
+		}
 	}
 	if p.control != nil {
 		p.control.srv.Close()
@@ -137,4 +156,82 @@ func (p *parts) clusterChecks() []server.HealthCheck {
 		return nil
 	}
 	return []server.HealthCheck{{Name: "apiserver", Check: p.cluster.node.Healthy}}
+}
+
+// buildKubeletServer builds the authenticated server on port: TLS with
+// the configured key pair or a self-signed one under the root dir,
+// authentication and authorization as the config says, the webhooks
+// asking the API server the node joined.
+func (a *Agent) buildKubeletServer(p *parts, src server.Sources) error {
+	cfg, log := a.cfg, a.log.With("component", "kubelet-server")
+	certFile, keyFile := cfg.TLSCertFile, cfg.TLSPrivateKeyFile
+	if certFile == "" {
+		var err error
+		certFile, keyFile, err = server.SelfSigned(filepath.Join(a.opts.RootDir, "pki"), a.opts.NodeName, []net.IP{net.ParseIP(p.nodeIP)}, a.opts.Clock.Now())
+		if err != nil {
+			return fmt.Errorf("kubelet server: self-signed certificate: %w", err)
+		}
+	}
+	ciphers, err := cfg.TLSCipherSuites()
+	if err != nil {
+		return err
+	}
+	tlsCfg, err := server.TLSConfig(certFile, keyFile, cfg.TLSMinVersion(), ciphers)
+	if err != nil {
+		return fmt.Errorf("kubelet server: %w", err)
+	}
+	reviews := clusterReviews{p.cluster.node}
+	authn := &server.Authenticator{Anonymous: cfg.AnonymousAuthentication(), CacheTTL: cfg.Authentication.Webhook.CacheTTL.Duration, Clock: a.opts.Clock}
+	if f := cfg.Authentication.X509.ClientCAFile; f != "" {
+		if authn.ClientCAs, err = server.ClientCAs(f); err != nil {
+			return err
+		}
+	}
+	if cfg.WebhookAuthentication() {
+		authn.Reviews = reviews
+	}
+	var authz server.Authorizer = server.AlwaysAllow{}
+	if cfg.Authorization.Mode == kubeletv1beta1.KubeletAuthorizationModeWebhook {
+		authz = &server.WebhookAuthorizer{Reviews: reviews, AllowedTTL: cfg.Authorization.Webhook.CacheAuthorizedTTL.Duration,
+			DeniedTTL: cfg.Authorization.Webhook.CacheUnauthorizedTTL.Duration, Clock: a.opts.Clock}
+	}
+	h := server.KubeletHandler(server.KubeletSources{
+		Sources: src,
+		Pod:     p.store.Named,
+		Sandbox: func(uid types.UID) string {
+			if sb := p.cache.Get(uid).LatestSandbox(); sb != nil && sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+				return sb.Id
+			}
+			return ""
+		},
+		Runtime: p.rt,
+		Log:     log,
+	})
+	addr := net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.Port)))
+	p.kubelet.srv = server.NewServer(addr, server.Guard(h, a.opts.NodeName, authn, authz, log))
+	p.kubelet.l = tls.NewListener(p.kubelet.l, tlsCfg)
+	if ip := net.ParseIP(cfg.Address); ip.IsLoopback() && !net.ParseIP(p.nodeIP).IsLoopback() {
+		log.Warn("the kubelet server listens on loopback, but the API server reaches it at the node's IP: kubectl logs, exec and port-forward will fail; set address to 0.0.0.0 or the node IP", "addr", addr, "node_ip", p.nodeIP)
+	}
+	return nil
+}
+
+// clusterReviews asks the API server the node joined (waiting for the
+// join within the caller's deadline).
+type clusterReviews struct{ c *cluster.Cluster }
+
+func (r clusterReviews) TokenReview(ctx context.Context, tr *authenticationv1.TokenReview) (*authenticationv1.TokenReview, error) {
+	client, err := r.c.Client(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("not joined to the API server yet: %w", err)
+	}
+	return client.AuthenticationV1().TokenReviews().Create(ctx, tr, metav1.CreateOptions{})
+}
+
+func (r clusterReviews) SubjectAccessReview(ctx context.Context, sar *authorizationv1.SubjectAccessReview) (*authorizationv1.SubjectAccessReview, error) {
+	client, err := r.c.Client(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("not joined to the API server yet: %w", err)
+	}
+	return client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 }

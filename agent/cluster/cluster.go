@@ -71,9 +71,6 @@ func (c *Cluster) Client(ctx context.Context) (kubernetes.Interface, error) {
 // the node joined.
 func (c *Cluster) Node() *corev1.Node { return c.node.Load() }
 
-// KubeletPort is the port the node reports as its kubelet endpoint.
-const KubeletPort = 10250
-
 // Healthy is nil while the API server answers the node's heartbeats.
 func (c *Cluster) Healthy() error {
 	c.mu.Lock()

@@ -231,6 +231,9 @@ func serveHealth(w http.ResponseWriter, r *http.Request, checks []HealthCheck) {
 const (
 	MaxAPIConns     = 256
 	MaxControlConns = 16
+	// MaxKubeletConns is higher: each exec, attach, port-forward and
+	// log follow holds a connection for its whole session.
+	MaxKubeletConns = 1024
 )
 
 // NewServer returns an http.Server for addr with timeouts on every phase

@@ -103,6 +103,24 @@ func (s *Store) Get(uid types.UID) (*corev1.Pod, bool) {
 	return p.DeepCopy(), true
 }
 
+// Named returns a copy of the pod with that namespace and name; of two
+// (a pod replaced under the same name, the old one still stopping), the
+// newer.
+func (s *Store) Named(namespace, name string) (*corev1.Pod, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var found *corev1.Pod
+	for _, p := range s.pods {
+		if p.Namespace == namespace && p.Name == name && (found == nil || found.CreationTimestamp.Before(&p.CreationTimestamp)) {
+			found = p
+		}
+	}
+	if found == nil {
+		return nil, false
+	}
+	return found.DeepCopy(), true
+}
+
 // Delete forgets a pod.
 func (s *Store) Delete(uid types.UID) {
 	s.mu.Lock()

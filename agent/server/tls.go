@@ -1,0 +1,162 @@
+package server
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"nodeagent/internal/safefile"
+)
+
+// SelfSignedValidity is how long a self-signed serving certificate lasts;
+// one that expires within a tenth of it is made anew at start.
+const SelfSignedValidity = 365 * 24 * time.Hour
+
+// SelfSigned returns the paths of a self-signed serving certificate for
+// host and ips under dir (kubelet.crt and kubelet.key, as the kubelet's
+// cert dir holds them), made when missing, unreadable, near expiry or
+// not for these names.
+func SelfSigned(dir, host string, ips []net.IP, now time.Time) (certFile, keyFile string, err error) {
+	certFile, keyFile = filepath.Join(dir, "kubelet.crt"), filepath.Join(dir, "kubelet.key")
+	if pair, err := tls.LoadX509KeyPair(certFile, keyFile); err == nil && pair.Leaf != nil {
+		leaf := pair.Leaf
+		if now.Add(SelfSignedValidity/10).Before(leaf.NotAfter) && leaf.VerifyHostname(host) == nil && coversIPs(leaf, ips) {
+			return certFile, keyFile, nil
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return "", "", err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: fmt.Sprintf("%s@%d", host, now.Unix())},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(SelfSignedValidity),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              []string{host, "localhost"},
+		IPAddresses:           append([]net.IP{net.IPv4(127, 0, 0, 1)}, ips...),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return "", "", err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	if err := safefile.Write(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return "", "", err
+	}
+	if err := safefile.Write(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, nil
+}
+
+func coversIPs(c *x509.Certificate, ips []net.IP) bool {
+	for _, ip := range ips {
+		found := false
+		for _, have := range c.IPAddresses {
+			found = found || have.Equal(ip)
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// certReloader serves the key pair in two files and loads it again when
+// either changes: a certificate renewed on disk (by an operator, or by
+// serving-certificate rotation) is served without a restart.
+type certReloader struct {
+	certFile, keyFile string
+
+	mu     sync.Mutex
+	cert   *tls.Certificate
+	stamps [2]time.Time
+}
+
+func (c *certReloader) stamp() ([2]time.Time, error) {
+	var s [2]time.Time
+	for i, f := range []string{c.certFile, c.keyFile} {
+		info, err := os.Stat(f)
+		if err != nil {
+			return s, err
+		}
+		s[i] = info.ModTime()
+	}
+	return s, nil
+}
+
+func (c *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, err := c.stamp()
+	if err == nil && (c.cert == nil || s != c.stamps) {
+		pair, lerr := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+		if lerr == nil {
+			c.cert, c.stamps = &pair, s
+		} else if c.cert == nil {
+			return nil, fmt.Errorf("serving certificate %s: %w", c.certFile, lerr)
+		}
+	}
+	if c.cert == nil {
+		return nil, fmt.Errorf("serving certificate %s: %w", c.certFile, err)
+	}
+	return c.cert, nil
+}
+
+// TLSConfig is the kubelet server's TLS: the key pair in certFile and
+// keyFile (checked now, reloaded when they change), the configured
+// minimum version and cipher suites, and client certificates asked for
+// but verified by the Authenticator (a request without one may still
+// bring a token).
+func TLSConfig(certFile, keyFile string, minVersion uint16, ciphers []uint16) (*tls.Config, error) {
+	r := &certReloader{certFile: certFile, keyFile: keyFile}
+	if _, err := r.get(nil); err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		GetCertificate: r.get,
+		MinVersion:     minVersion,
+		CipherSuites:   ciphers,
+		ClientAuth:     tls.RequestClientCert,
+		NextProtos:     []string{"h2", "http/1.1"},
+	}, nil
+}
+
+// ClientCAs reads a PEM bundle of client CAs (authentication.x509.clientCAFile).
+func ClientCAs(file string) (*x509.CertPool, error) {
+	data, err := safefile.Read(file, 4<<20)
+	if err != nil {
+		return nil, fmt.Errorf("authentication.x509.clientCAFile %s: %w", file, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("authentication.x509.clientCAFile %s: no PEM certificate in it", file)
+	}
+	return pool, nil
+}
