@@ -8,6 +8,9 @@ TEST_IMAGE     ?= $(REGISTRY)/nodeagent/test:latest
 RUNTIME_DIR    ?= /var/lib/nodeagent-runtime
 RUNTIME_RUN_DIR?= /run/nodeagent-runtime
 CRI_ENDPOINT   ?= unix://$(RUNTIME_RUN_DIR)/containerd.sock
+# The cluster tests' node address, on a local link runtime-up makes (the
+# API server does not proxy to loopback).
+NODE_ADDRESS   ?= 198.18.0.1
 # make run: where the examples are copied to and the agent keeps its state.
 RUN_DIR        ?= /var/lib/nodeagent-dev
 
@@ -18,7 +21,7 @@ SHELL    := /bin/bash
 GO       ?= go
 BIN_DIR  := bin
 LDFLAGS  := -X nodeagent/internal/version.Version=$(VERSION)
-export RUNTIME_DIR RUNTIME_RUN_DIR REGISTRY PAUSE_IMAGE TEST_IMAGE BIN_DIR
+export RUNTIME_DIR RUNTIME_RUN_DIR REGISTRY PAUSE_IMAGE TEST_IMAGE BIN_DIR NODE_ADDRESS
 
 .DEFAULT_GOAL := help
 .PHONY: controlplane cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 vm-image bench lint clean

@@ -23,6 +23,7 @@ DIR=${CLUSTER_DIR:-/var/lib/nodeagent-cluster}
 PORT=${CLUSTER_PORT:-6443}
 NODE=${NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
 CRI_ENDPOINT=${CRI_ENDPOINT:-unix:///run/nodeagent-runtime/containerd.sock}
+NODE_ADDRESS=${NODE_ADDRESS:-198.18.0.1}
 ADMIN=$DIR/admin.kubeconfig
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
@@ -75,11 +76,15 @@ up() {
 
 	"$BIN/controlplane" kubeconfig --dir "$DIR" --node "$NODE" --out "$DIR/node.kubeconfig"
 	cp "$HERE"/examples/pods/*.yaml "$DIR/manifests/"
-	sed -e "s|@CRI_ENDPOINT@|$CRI_ENDPOINT|" -e "s|@MANIFESTS@|$DIR/manifests|" "$HERE/examples/nodeagent.yaml" >"$DIR/nodeagent.yaml"
+	# The node listens on, and is reached at, the local address runtime-up
+	# made; the API server's client certificate is signed by the cluster CA.
+	sed -e "s|@CRI_ENDPOINT@|$CRI_ENDPOINT|" -e "s|@MANIFESTS@|$DIR/manifests|" \
+		-e "s|^address: .*|address: $NODE_ADDRESS|" -e "s|clientCAFile: .*|clientCAFile: $DIR/pki/ca.crt|" \
+		"$HERE/examples/nodeagent.yaml" >"$DIR/nodeagent.yaml"
 	if ! alive "$DIR/nodeagent.pid"; then
 		log "starting nodeagent as node $NODE (log: $DIR/logs/nodeagent.log)"
 		setsid nohup "$BIN/nodeagent" --config "$DIR/nodeagent.yaml" --kubeconfig "$DIR/node.kubeconfig" \
-			--hostname-override "$NODE" --root-dir "$DIR/agent" >>"$DIR/logs/nodeagent.log" 2>&1 </dev/null &
+			--hostname-override "$NODE" --node-ip "$NODE_ADDRESS" --root-dir "$DIR/agent" >>"$DIR/logs/nodeagent.log" 2>&1 </dev/null &
 		echo $! >"$DIR/nodeagent.pid"
 	fi
 	if ! kubectl wait --for=condition=Ready "node/$NODE" --timeout=120s >/dev/null; then

@@ -16,6 +16,8 @@ REGISTRY=${REGISTRY:-127.0.0.1:5000}
 PAUSE_IMAGE=${PAUSE_IMAGE:-$REGISTRY/nodeagent/pause:1.0}
 TEST_IMAGE=${TEST_IMAGE:-$REGISTRY/nodeagent/test:latest}
 BIN_DIR=${BIN_DIR:-bin}
+NODE_ADDRESS=${NODE_ADDRESS:-198.18.0.1}
+HOST_LINK=nodeagent-host
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 
 # systemd: systemd-analyze checks the service unit in the tests (not run as PID 1).
@@ -104,12 +106,25 @@ push_images() {
 		--pause-image "$PAUSE_IMAGE" --test-image "$TEST_IMAGE" >&2
 }
 
+# host_address gives the node an address of its own for the cluster
+# tests: the API server refuses to proxy to loopback (node proxy, exec,
+# logs), and traffic must stay on this machine. A dummy interface holds
+# one address of the benchmarking range (RFC 2544), local only: a bridge
+# without ports (the kernel here has no dummy links).
+host_address() {
+	ip link show "$HOST_LINK" >/dev/null 2>&1 || ip link add "$HOST_LINK" type bridge
+	ip -4 addr show dev "$HOST_LINK" | grep -q " ${NODE_ADDRESS}/" || ip addr add "$NODE_ADDRESS/32" dev "$HOST_LINK"
+	ip link set "$HOST_LINK" up
+}
+
 up() {
 	need_root
+	host_address
 	registry_up
 	push_images
 	containerd_up
 	echo "CRI_ENDPOINT=unix://$RUN_DIR/containerd.sock"
+	echo "NODE_ADDRESS=$NODE_ADDRESS"
 }
 
 down() {
@@ -120,6 +135,7 @@ down() {
 status() {
 	alive "$RUN_DIR/registry.pid" && echo "registry: running (pid $(cat "$RUN_DIR/registry.pid"), $REGISTRY)" || echo "registry: stopped"
 	alive "$RUN_DIR/containerd.pid" && echo "containerd: running (pid $(cat "$RUN_DIR/containerd.pid"), unix://$RUN_DIR/containerd.sock)" || echo "containerd: stopped"
+	ip -4 addr show dev "$HOST_LINK" 2>/dev/null | grep -q " ${NODE_ADDRESS}/" && echo "node address: $NODE_ADDRESS ($HOST_LINK)" || echo "node address: missing"
 }
 
 case "${1:-}" in

@@ -70,7 +70,12 @@ func KubeletHandler(src KubeletSources) http.Handler {
 		mux.HandleFunc("POST "+path, k.run)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBody)
+		// Only a body that is there gets the limit: a wrapped empty body
+		// would be forwarded with an upgrade as a chunked one, and its
+		// terminator would corrupt the stream that follows.
+		if r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBody)
+		}
 		mux.ServeHTTP(w, r)
 	})
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -10,9 +11,11 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -178,13 +181,16 @@ func TestAnonymousAndCertificates(t *testing.T) {
 type fakeStreaming struct {
 	logPath string
 	exec    []string
+	url     string // the streaming server; "" for none
 }
 
 func (f *fakeStreaming) Exec(_ context.Context, id string, cmd []string, s cri.Streams) (string, error) {
 	f.exec = append([]string{id}, cmd...)
 	return "", errors.New("no streaming server here")
 }
-func (f *fakeStreaming) Attach(context.Context, string, cri.Streams) (string, error) { return "", nil }
+func (f *fakeStreaming) Attach(context.Context, string, cri.Streams) (string, error) {
+	return f.url, nil
+}
 func (f *fakeStreaming) PortForward(context.Context, string, []int32) (string, error) {
 	return "", nil
 }
@@ -257,5 +263,59 @@ func TestKubeletHandler(t *testing.T) {
 	}
 	if strings.Join(rt.exec, " ") != "c1 ls" {
 		t.Errorf("exec ran %v, want c1 ls", rt.exec)
+	}
+}
+
+// An upgrade reaches the runtime as it came: no body added (a chunked
+// empty one would put its terminator at the head of the stream), and the
+// bytes after the switch flow both ways.
+func TestStreamProxy(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TransferEncoding) > 0 || r.ContentLength > 0 {
+			http.Error(w, fmt.Sprintf("an upgrade with a body: %v %d", r.TransferEncoding, r.ContentLength), 400)
+			return
+		}
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: test/1\r\n\r\n")
+		rw.Flush()
+		line, _ := rw.ReadString('\n')
+		rw.WriteString("echo " + line)
+		rw.Flush()
+	}))
+	defer backend.Close()
+	rt := &fakeStreaming{url: backend.URL + "/attach/token"}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u1"},
+		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}},
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", ContainerID: "containerd://c1", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}}
+	srv := httptest.NewServer(KubeletHandler(KubeletSources{
+		Sources: Sources{Pods: func() []corev1.Pod { return nil }, Events: func() []corev1.Event { return nil }, Node: func() *corev1.Node { return nil }, Config: func() any { return nil }},
+		Pod:     func(ns, name string) (*corev1.Pod, bool) { return pod, name == "web" },
+		Sandbox: func(types.UID) string { return "" }, Runtime: rt, Log: slog.New(slog.DiscardHandler),
+	}))
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "POST /attach/default/web/app?output=1 HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: test/1\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		body := ""
+		if resp != nil {
+			b, _ := io.ReadAll(resp.Body)
+			body = string(b)
+		}
+		t.Fatalf("upgrade: %v %v %s", err, resp, body)
+	}
+	fmt.Fprintf(conn, "ping\n")
+	if line, err := br.ReadString('\n'); err != nil || line != "echo ping\n" {
+		t.Errorf("after the switch: %q %v", line, err)
 	}
 }

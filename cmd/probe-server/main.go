@@ -24,6 +24,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -111,6 +112,9 @@ func (s *server) httpHandler() http.Handler {
 	mux.HandleFunc("/control/unhealthy", func(w http.ResponseWriter, r *http.Request) {
 		s.healthy.Store(false)
 		fmt.Fprintln(w, "unhealthy")
+	})
+	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(w, http.MaxBytesReader(w, r.Body, 16<<20))
 	})
 	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)

@@ -110,6 +110,10 @@ func (cp *ControlPlane) Stop() {
 	cp.cmd = nil
 }
 
+// CAFile is the cluster's CA: it signs the API server's client
+// certificate for kubelets (authentication.x509.clientCAFile).
+func (cp *ControlPlane) CAFile() string { return filepath.Join(cp.Dir, "pki", "ca.crt") }
+
 // NodeKubeconfig issues the client kubeconfig of a node (user
 // system:node:<node>, which the Node authorizer confines) into file.
 func (cp *ControlPlane) NodeKubeconfig(node, file string) error {

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,6 +37,12 @@ type Options struct {
 	NodeName   string // default "nodeagent-<random>"
 	CgroupRoot string // default "/<NodeName>"
 	Port       int    // the read-only API; default a free port
+	// Address is where the agent listens (the config's address);
+	// default 127.0.0.1.
+	Address string
+	// KubeletPort is the kubelet server's (API-server mode); default a
+	// free port.
+	KubeletPort int
 	// Config is more KubeletConfiguration fields (YAML), after the ones
 	// the launcher sets.
 	Config   string
@@ -80,18 +87,23 @@ func New(opts Options) (*Agent, error) {
 	if opts.CgroupRoot == "" {
 		opts.CgroupRoot = "/" + opts.NodeName
 	}
+	if opts.Address == "" {
+		opts.Address = "127.0.0.1"
+	}
 	if opts.LogLevel == "" {
 		opts.LogLevel = "debug"
 	}
 	if opts.FileCheckFrequency <= 0 {
 		opts.FileCheckFrequency = 2 * time.Second
 	}
-	if opts.Port == 0 {
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
+	for _, p := range []*int{&opts.Port, &opts.KubeletPort} {
+		if *p == 0 {
+			port, err := FreePort()
+			if err != nil {
+				return nil, err
+			}
+			*p = port
 		}
-		opts.Port = port
 	}
 	a := &Agent{Options: opts, ConfigFile: filepath.Join(opts.Dir, "config.yaml"), Manifests: filepath.Join(opts.Dir, "manifests"),
 		LogsDir: filepath.Join(opts.Dir, "logs"), RootDir: filepath.Join(opts.Dir, "root"), ControlSocket: filepath.Join(opts.Dir, "control.sock")}
@@ -107,9 +119,11 @@ containerRuntimeEndpoint: %s
 staticPodPath: %s
 podLogsDir: %s
 cgroupRoot: %s
+address: %s
 readOnlyPort: %d
+port: %d
 fileCheckFrequency: %s
-%s`, opts.RuntimeEndpoint, a.Manifests, a.LogsDir, opts.CgroupRoot, opts.Port, opts.FileCheckFrequency, opts.Config)
+%s`, opts.RuntimeEndpoint, a.Manifests, a.LogsDir, opts.CgroupRoot, opts.Address, opts.Port, opts.KubeletPort, opts.FileCheckFrequency, opts.Config)
 	if err := os.WriteFile(a.ConfigFile, []byte(config), 0o644); err != nil {
 		return nil, err
 	}
@@ -127,7 +141,9 @@ func FreePort() (int, error) {
 }
 
 // URL is a path on the agent's read-only API.
-func (a *Agent) URL(path string) string { return fmt.Sprintf("http://127.0.0.1:%d%s", a.Port, path) }
+func (a *Agent) URL(path string) string {
+	return "http://" + net.JoinHostPort(a.Address, strconv.Itoa(a.Port)) + path
+}
 
 // Command is the agent's command line with its environment, not started:
 // for a start that is meant to fail.

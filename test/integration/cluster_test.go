@@ -51,7 +51,23 @@ func cluster(t *testing.T) *controlPlane {
 			return
 		}
 		sharedCP = &controlPlane{l}
-		sharedCPErr = l.Start(2 * time.Minute)
+		if sharedCPErr = l.Start(2 * time.Minute); sharedCPErr != nil {
+			return
+		}
+		// Pods need the default service account, which the controller
+		// manager creates shortly after start.
+		deadline := time.Now().Add(time.Minute)
+		for {
+			_, err := l.Client.CoreV1().ServiceAccounts("default").Get(context.Background(), "default", metav1.GetOptions{})
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				sharedCPErr = fmt.Errorf("no default service account after a minute: %v", err)
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 	})
 	if sharedCPErr != nil {
 		t.Fatalf("control plane: %v", sharedCPErr)
@@ -73,8 +89,11 @@ func (cp *controlPlane) kubeconfig(t *testing.T, nodeName string) string {
 func clusterNode(t *testing.T, extraConfig string) (*node, *controlPlane) {
 	t.Helper()
 	cp := cluster(t)
-	n := newNode(t, "nodeLeaseDurationSeconds: 8\nnodeStatusUpdateFrequency: 2s\n"+extraConfig)
-	n.args = append(n.args, "--kubeconfig", cp.kubeconfig(t, n.name))
+	// The API server reaches the kubelet server at the node's IP, where
+	// it listens, with the cluster CA's client certificate.
+	n := newNodeAt(t, nodeAddress, "nodeLeaseDurationSeconds: 8\nnodeStatusUpdateFrequency: 2s\n"+extraConfig+
+		"authentication:\n  x509:\n    clientCAFile: "+cp.CAFile()+"\n")
+	n.args = append(n.args, "--kubeconfig", cp.kubeconfig(t, n.name), "--node-ip", nodeAddress)
 	t.Cleanup(func() {
 		cp.Client.CoreV1().Nodes().Delete(context.Background(), n.name, metav1.DeleteOptions{})
 	})

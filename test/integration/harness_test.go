@@ -37,6 +37,10 @@ var (
 	// controlplaneBin runs the API-mode tests' control plane.
 	controlplaneBin = os.Getenv("CONTROLPLANE_BIN")
 	testImage       = envOr("TEST_IMAGE", "127.0.0.1:5000/nodeagent/test:latest")
+	// nodeAddress is the address cluster nodes listen and are reached on
+	// (hack/runtime.sh puts it on a local link): the API server does not
+	// proxy to loopback.
+	nodeAddress = envOr("NODE_ADDRESS", "198.18.0.1")
 )
 
 func envOr(k, def string) string {
@@ -85,8 +89,14 @@ type node struct {
 // to its KubeletConfiguration.
 func newNode(t *testing.T, extraConfig string) *node {
 	t.Helper()
+	return newNodeAt(t, "127.0.0.1", extraConfig)
+}
+
+// newNodeAt is newNode listening on address.
+func newNodeAt(t *testing.T, address, extraConfig string) *node {
+	t.Helper()
 	suffix := randomHex(4)
-	a, err := launch.New(launch.Options{Bin: agentBin, RuntimeEndpoint: criEndpoint, Dir: t.TempDir(),
+	a, err := launch.New(launch.Options{Bin: agentBin, RuntimeEndpoint: criEndpoint, Dir: t.TempDir(), Address: address,
 		NodeName: "itest-" + suffix, CgroupRoot: "/nodeagent-itest-" + suffix, Config: extraConfig})
 	if err != nil {
 		t.Fatal(err)
