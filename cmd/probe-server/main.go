@@ -114,7 +114,14 @@ func (s *server) httpHandler() http.Handler {
 		fmt.Fprintln(w, "unhealthy")
 	})
 	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(w, http.MaxBytesReader(w, r.Body, 16<<20))
+		// Read first: an HTTP/1 server stops reading the request once
+		// the response starts.
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 16<<20))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+			return
+		}
+		w.Write(body)
 	})
 	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)

@@ -154,9 +154,10 @@ func TestClusterKubeletServer(t *testing.T) {
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 || !strings.Contains(out, "out\n") || !strings.Contains(out, "err\n") {
 			t.Errorf("kubectl exec exit 3: %v %q", err, out)
 		}
-		// A TTY with a size, over SPDY end to end.
+		// A TTY with a size, over SPDY end to end. The size arrives on its
+		// own stream, maybe after the command started: it waits for it.
 		req := cp.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(pod.Name).SubResource("exec").
-			VersionedParams(&corev1.PodExecOptions{Container: "main", Command: []string{"stty", "size"}, Stdin: true, Stdout: true, TTY: true}, scheme.ParameterCodec)
+			VersionedParams(&corev1.PodExecOptions{Container: "main", Command: []string{"sh", "-c", "while ! stty size >/dev/null 2>&1; do sleep 0.1; done; stty size"}, Stdin: true, Stdout: true, TTY: true}, scheme.ParameterCodec)
 		executor, err := remotecommand.NewSPDYExecutor(cp.Config, "POST", req.URL())
 		if err != nil {
 			t.Fatal(err)
