@@ -205,8 +205,8 @@ func TestClusterNodeRegistersAndHoldsItsLease(t *testing.T) {
 	if v, err := utilversion.ParseSemantic(info.KubeletVersion); err != nil || v.Major() != 1 || v.Minor() != 34 || !strings.Contains(info.KubeletVersion, "+nodeagent.") {
 		t.Errorf("kubeletVersion %q: want semver v1.34.x+nodeagent.<version> (%v)", info.KubeletVersion, err)
 	}
-	if node.Status.DaemonEndpoints.KubeletEndpoint.Port != 10250 {
-		t.Errorf("kubelet endpoint port %d", node.Status.DaemonEndpoints.KubeletEndpoint.Port)
+	if got := node.Status.DaemonEndpoints.KubeletEndpoint.Port; got != int32(n.agent.KubeletPort) {
+		t.Errorf("kubelet endpoint port %d, want the configured %d", got, n.agent.KubeletPort)
 	}
 	if len(node.Status.Images) == 0 {
 		t.Error("no images in the node status")
