@@ -57,6 +57,10 @@ type Options struct {
 type ClusterOptions struct {
 	Kubeconfig string
 	NodeLabels map[string]string // --node-labels
+	// BootstrapKubeconfig turns TLS bootstrap on: Kubeconfig is written
+	// with a client certificate requested through it, kept in CertDir
+	// (default <root-dir>/pki).
+	BootstrapKubeconfig, CertDir string
 }
 
 // Agent is one node agent.

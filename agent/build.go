@@ -408,7 +408,21 @@ func (a *Agent) buildCluster(p *parts, wake func(types.UID)) {
 	if cfg.NodeStatusMaxImages != nil {
 		maxImages = int(*cfg.NodeStatusMaxImages)
 	}
+	var bootstrap *cluster.Bootstrap
+	if f := a.opts.Cluster.BootstrapKubeconfig; f != "" {
+		certDir := a.opts.Cluster.CertDir
+		if certDir == "" {
+			certDir = filepath.Join(a.opts.RootDir, "pki")
+		}
+		bootstrap = &cluster.Bootstrap{Kubeconfig: a.opts.Cluster.Kubeconfig, BootstrapKubeconfig: f, CertDir: certDir, Node: a.opts.NodeName,
+			Rotate: cfg.RotateCertificates, Log: a.log.With("component", "tls-bootstrap")}
+		p.closers = append(p.closers, bootstrap.Stop)
+		if bootstrap.Rotate {
+			cluster.ShortenReload()
+		}
+	}
 	c.node = cluster.New(cluster.Options{
+		Bootstrap: bootstrap,
 		Connection: cluster.Connection{Kubeconfig: a.opts.Cluster.Kubeconfig, QPS: qps, Burst: int(cfg.KubeAPIBurst), Node: a.opts.NodeName,
 			Observe: p.metrics.apiRequest},
 		Node: cluster.NodeOptions{

@@ -22,6 +22,8 @@ import (
 // Options configure the agent's part in a cluster.
 type Options struct {
 	Connection Connection
+	// Bootstrap, if set, gets the connection's client certificate first.
+	Bootstrap *Bootstrap
 	Node       NodeOptions
 	// LeaseDuration is nodeLeaseDurationSeconds; the lease is renewed
 	// every quarter of it, as the kubelet does.
@@ -147,6 +149,11 @@ func (c *Cluster) connect(ctx context.Context) (*NodeSync, bool) {
 }
 
 func (c *Cluster) tryConnect(ctx context.Context) (*NodeSync, error) {
+	if c.opts.Bootstrap != nil {
+		if err := c.opts.Bootstrap.Ensure(ctx); err != nil {
+			return nil, err
+		}
+	}
 	client, cfg, err := c.opts.Connection.Client()
 	if err != nil {
 		return nil, err

@@ -50,6 +50,8 @@ Flags:
 	configFile := fs.String("config", "", "KubeletConfiguration file (YAML or JSON); empty: defaults")
 	nodeName := fs.String("hostname-override", "", "node name (default: the host name, lower-cased)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig `FILE` of the API server to join as a node (API-server mode); empty: standalone")
+	bootstrapKubeconfig := fs.String("bootstrap-kubeconfig", "", "kubeconfig `FILE` with a bootstrap token: the node requests its client certificate (TLS bootstrap) and writes --kubeconfig pointing at it")
+	certDir := fs.String("cert-dir", "", "directory of the TLS bootstrap's client certificates (default <root-dir>/pki)")
 	nodeIP := fs.String("node-ip", "", "the node's IP address (default: the address of the default route's interface)")
 	nodeLabels := fs.String("node-labels", "", "labels to add when registering the node, key=value,... (API-server mode)")
 	rootDir := fs.String("root-dir", "/var/lib/nodeagent", "directory for the agent's state (pod volumes)")
@@ -101,7 +103,10 @@ Flags:
 	}
 	var clusterOpts *agent.ClusterOptions
 	if *kubeconfig != "" {
-		clusterOpts = &agent.ClusterOptions{Kubeconfig: *kubeconfig, NodeLabels: labels}
+		clusterOpts = &agent.ClusterOptions{Kubeconfig: *kubeconfig, NodeLabels: labels, BootstrapKubeconfig: *bootstrapKubeconfig, CertDir: *certDir}
+	} else if *bootstrapKubeconfig != "" {
+		fmt.Fprintln(os.Stderr, "nodeagent: --bootstrap-kubeconfig needs --kubeconfig (the file TLS bootstrap writes)")
+		return 2
 	} else if len(labels) > 0 {
 		fmt.Fprintln(os.Stderr, "nodeagent: --node-labels needs --kubeconfig (labels are set on the Node in the API server)")
 		return 2

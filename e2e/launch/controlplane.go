@@ -26,6 +26,9 @@ type ControlPlane struct {
 	Admin  string
 	Config *rest.Config
 	Client kubernetes.Interface
+	// SigningDuration, if set, is the lifetime of the certificates the
+	// controller manager signs (short ones exercise rotation).
+	SigningDuration time.Duration
 
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -52,7 +55,11 @@ func (cp *ControlPlane) Start(timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(cp.Bin, "run", "--dir", cp.Dir, "--port", fmt.Sprint(cp.Port))
+	args := []string{"run", "--dir", cp.Dir, "--port", fmt.Sprint(cp.Port)}
+	if cp.SigningDuration > 0 {
+		args = append(args, "--signing-duration", cp.SigningDuration.String())
+	}
+	cmd := exec.Command(cp.Bin, args...)
 	cmd.Stderr = log
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -113,6 +120,16 @@ func (cp *ControlPlane) Stop() {
 // CAFile is the cluster's CA: it signs the API server's client
 // certificate for kubelets (authentication.x509.clientCAFile).
 func (cp *ControlPlane) CAFile() string { return filepath.Join(cp.Dir, "pki", "ca.crt") }
+
+// BootstrapKubeconfig makes a bootstrap token and writes its kubeconfig
+// into file: a node joins with it through TLS bootstrap.
+func (cp *ControlPlane) BootstrapKubeconfig(file string) error {
+	out, err := exec.Command(cp.Bin, "bootstrap-kubeconfig", "--dir", cp.Dir, "--out", file).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("controlplane bootstrap-kubeconfig: %v: %s", err, out)
+	}
+	return nil
+}
 
 // NodeKubeconfig issues the client kubeconfig of a node (user
 // system:node:<node>, which the Node authorizer confines) into file.

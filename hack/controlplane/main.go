@@ -8,6 +8,8 @@
 //	controlplane run --dir DIR [--port 6443]   serve until SIGTERM
 //	controlplane kubeconfig --dir DIR --node NAME --out FILE
 //	                                           a node's client kubeconfig
+//	controlplane bootstrap-kubeconfig --dir DIR --out FILE [--ttl 24h]
+//	                                           a bootstrap token's kubeconfig
 //	controlplane kubectl ARGS...               kubectl (also when run as "kubectl")
 package main
 
@@ -17,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/component-base/cli"
@@ -35,6 +38,10 @@ Usage:
   controlplane kubeconfig --dir DIR --node NAME --out FILE
       Write a kubeconfig for node NAME (user system:node:NAME, group
       system:nodes), as a kubelet's, for a cluster run in DIR.
+  controlplane bootstrap-kubeconfig --dir DIR --out FILE [--ttl 24h]
+      Make a bootstrap token and write a kubeconfig carrying it, for a node
+      that joins with TLS bootstrap (--bootstrap-kubeconfig): its client
+      certificate requests are approved and signed by the controller manager.
   controlplane kubectl ARGS...
       kubectl, built from the same Kubernetes release.
 `
@@ -53,6 +60,8 @@ func main() {
 		err = runCommand(os.Args[2:])
 	case "kubeconfig":
 		err = kubeconfigCommand(os.Args[2:])
+	case "bootstrap-kubeconfig":
+		err = bootstrapKubeconfigCommand(os.Args[2:])
 	case "kubectl":
 		os.Exit(runKubectl(os.Args[2:]))
 	case "help", "-h", "--help":
@@ -72,6 +81,7 @@ func runCommand(args []string) error {
 	fs := flag.NewFlagSet("controlplane run", flag.ContinueOnError)
 	dir := fs.String("dir", "", "state directory (etcd data, certificates, kubeconfigs)")
 	port := fs.Int("port", 6443, "API server port on 127.0.0.1")
+	signing := fs.Duration("signing-duration", 365*24*time.Hour, "lifetime of the certificates the controller manager signs (short ones exercise rotation)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -82,7 +92,7 @@ func runCommand(args []string) error {
 	if err != nil {
 		return err
 	}
-	return run(abs, *port)
+	return run(abs, *port, *signing)
 }
 
 func kubeconfigCommand(args []string) error {

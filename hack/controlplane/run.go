@@ -37,7 +37,7 @@ const (
 )
 
 // run serves the control plane from dir until SIGTERM or SIGINT.
-func run(dir string, port int) error {
+func run(dir string, port int, signing time.Duration) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	p, err := loadOrCreatePKI(filepath.Join(dir, "pki"))
@@ -57,7 +57,7 @@ func run(dir string, port int) error {
 
 	// The components share the process's feature gates: the controller
 	// manager's flags must be made before the others add the gates'.
-	runCM, err := controllerManager(p, filepath.Join(dir, "controller-manager.kubeconfig"))
+	runCM, err := controllerManager(p, filepath.Join(dir, "controller-manager.kubeconfig"), signing)
 	if err != nil {
 		return fmt.Errorf("kube-controller-manager: %w", err)
 	}
@@ -75,6 +75,9 @@ func run(dir string, port int) error {
 	admin := filepath.Join(dir, "admin.kubeconfig")
 	if err := waitReady(ctx, admin, apiDone); err != nil {
 		return fmt.Errorf("kube-apiserver: %w", err)
+	}
+	if err := bootstrapRBAC(ctx, admin); err != nil {
+		return err
 	}
 	cmDone := make(chan error, 1)
 	go func() { cmDone <- runCM(ctx) }()
@@ -201,6 +204,8 @@ func apiServer(p *pki, etcdURL string, port int) (func(context.Context) error, e
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
 		"--allow-privileged=true",
+		// TLS bootstrap: kube-system bootstrap-token secrets authenticate.
+		"--enable-bootstrap-token-auth=true",
 		"--kubelet-client-certificate=" + p.path("apiserver-kubelet-client.crt"),
 		"--kubelet-client-key=" + p.path("apiserver-kubelet-client.key"),
 		"--kubelet-preferred-address-types=InternalIP,Hostname",
@@ -231,7 +236,7 @@ func apiServer(p *pki, etcdURL string, port int) (func(context.Context) error, e
 
 // controllerManager parses the controller manager's flags; the function
 // it returns runs it.
-func controllerManager(p *pki, kubeconfig string) (func(context.Context) error, error) {
+func controllerManager(p *pki, kubeconfig string, signing time.Duration) (func(context.Context) error, error) {
 	s, err := cmoptions.NewKubeControllerManagerOptions()
 	if err != nil {
 		return nil, err
@@ -243,6 +248,7 @@ func controllerManager(p *pki, kubeconfig string) (func(context.Context) error, 
 		"--root-ca-file="+p.path("ca.crt"),
 		"--cluster-signing-cert-file="+p.path("ca.crt"),
 		"--cluster-signing-key-file="+p.path("ca.key"),
+		"--cluster-signing-duration="+signing.String(),
 		"--service-cluster-ip-range="+serviceCIDR,
 	)
 	if err := parseInto(s.Flags(all, off, aliases), args); err != nil {
@@ -299,6 +305,18 @@ func parseInto(named cliflag.NamedFlagSets, args []string) error {
 		fs.AddFlagSet(named.FlagSets[name])
 	}
 	return fs.Parse(args)
+}
+
+func bootstrapRBAC(ctx context.Context, kubeconfig string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	return ensureBootstrapRBAC(ctx, client)
 }
 
 // waitReady polls /readyz until the API server answers ok.

@@ -50,6 +50,9 @@ func cluster(t *testing.T) *controlPlane {
 			sharedCPErr = err
 			return
 		}
+		// Certificates signed for CSRs last a minute: TLS bootstrap's
+		// rotation happens within the test.
+		l.SigningDuration = time.Minute
 		sharedCP = &controlPlane{l}
 		if sharedCPErr = l.Start(2 * time.Minute); sharedCPErr != nil {
 			return
