@@ -24,7 +24,7 @@ type Options struct {
 	Connection Connection
 	// Bootstrap, if set, gets the connection's client certificate first.
 	Bootstrap *Bootstrap
-	Node       NodeOptions
+	Node      NodeOptions
 	// LeaseDuration is nodeLeaseDurationSeconds; the lease is renewed
 	// every quarter of it, as the kubelet does.
 	LeaseDuration time.Duration

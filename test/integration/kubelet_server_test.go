@@ -317,4 +317,3 @@ func (b blockingReader) Read([]byte) (int, error) {
 	<-b.ctx.Done()
 	return 0, io.EOF
 }
-
