@@ -164,22 +164,15 @@ func (p *parts) clusterChecks() []server.HealthCheck {
 // asking the API server the node joined.
 func (a *Agent) buildKubeletServer(p *parts, src server.Sources) error {
 	cfg, log := a.cfg, a.log.With("component", "kubelet-server")
-	certFile, keyFile := cfg.TLSCertFile, cfg.TLSPrivateKeyFile
-	if certFile == "" {
-		var err error
-		certFile, keyFile, err = server.SelfSigned(filepath.Join(a.opts.RootDir, "pki"), a.opts.NodeName, []net.IP{net.ParseIP(p.nodeIP)}, a.opts.Clock.Now())
-		if err != nil {
-			return fmt.Errorf("kubelet server: self-signed certificate: %w", err)
-		}
-	}
 	ciphers, err := cfg.TLSCipherSuites()
 	if err != nil {
 		return err
 	}
-	tlsCfg, err := server.TLSConfig(certFile, keyFile, cfg.TLSMinVersion(), ciphers)
+	getCert, err := a.servingCertificate(p)
 	if err != nil {
 		return fmt.Errorf("kubelet server: %w", err)
 	}
+	tlsCfg := server.TLSConfig(getCert, cfg.TLSMinVersion(), ciphers)
 	reviews := clusterReviews{p.cluster.node}
 	authn := &server.Authenticator{Anonymous: cfg.AnonymousAuthentication(), CacheTTL: cfg.Authentication.Webhook.CacheTTL.Duration, Clock: a.opts.Clock}
 	if f := cfg.Authentication.X509.ClientCAFile; f != "" {
@@ -214,6 +207,40 @@ func (a *Agent) buildKubeletServer(p *parts, src server.Sources) error {
 		log.Warn("the kubelet server listens on loopback, but the API server reaches it at the node's IP: kubectl logs, exec and port-forward will fail; set address to 0.0.0.0 or the node IP", "addr", addr, "node_ip", p.nodeIP)
 	}
 	return nil
+}
+
+// servingCertificate is the kubelet server's certificate: the configured
+// files, one the cluster signs (serverTLSBootstrap, none served until it
+// is issued, as the kubelet), or a self-signed one under the root dir.
+func (a *Agent) servingCertificate(p *parts) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
+	cfg := a.cfg
+	ips := []net.IP{net.ParseIP(p.nodeIP)}
+	certDir := a.opts.Cluster.CertDir
+	if certDir == "" {
+		certDir = filepath.Join(a.opts.RootDir, "pki")
+	}
+	switch {
+	case cfg.TLSCertFile != "":
+		return server.FileCertificate(cfg.TLSCertFile, cfg.TLSPrivateKeyFile)
+	case cfg.ServerTLSBootstrap:
+		m, err := cluster.ServingManager(certDir, a.opts.NodeName, ips, p.cluster.node.Client)
+		if err != nil {
+			return nil, err
+		}
+		m.Start()
+		p.closers = append(p.closers, m.Stop)
+		return func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if c := m.Current(); c != nil {
+				return c, nil
+			}
+			return nil, errors.New("no serving certificate available for the kubelet: the CSR is not approved and signed yet")
+		}, nil
+	}
+	certFile, keyFile, err := server.SelfSigned(certDir, a.opts.NodeName, ips, a.opts.Clock.Now())
+	if err != nil {
+		return nil, fmt.Errorf("self-signed certificate: %w", err)
+	}
+	return server.FileCertificate(certFile, keyFile)
 }
 
 // clusterReviews asks the API server the node joined (waiting for the

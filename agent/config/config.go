@@ -35,7 +35,7 @@ var Honoured = []string{
 	"crashLoopBackOff", "singleProcessOOMKill", "enableProfilingHandler", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "cpuCFSQuotaPeriod", "enforceNodeAllocatable",
 	"evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMaxPodGracePeriod", "evictionMinimumReclaim",
 	"evictionPressureTransitionPeriod", "fileCheckFrequency", "kubeReserved", "maxPods", "podCIDR", "podLogsDir",
-	"podPidsLimit", "port", "readOnlyPort", "resolvConf", "rotateCertificates", "runtimeRequestTimeout", "staticPodPath",
+	"podPidsLimit", "port", "readOnlyPort", "resolvConf", "rotateCertificates", "serverTLSBootstrap", "runtimeRequestTimeout", "staticPodPath",
 	"syncFrequency", "systemReserved", "tlsCertFile", "tlsCipherSuites", "tlsMinVersion", "tlsPrivateKeyFile",
 	// API-server mode (--kubeconfig).
 	"kubeAPIBurst", "kubeAPIQPS", "nodeLeaseDurationSeconds", "nodeStatusMaxImages",

@@ -129,23 +129,28 @@ func (c *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return c.cert, nil
 }
 
-// TLSConfig is the kubelet server's TLS: the key pair in certFile and
-// keyFile (checked now, reloaded when they change), the configured
-// minimum version and cipher suites, and client certificates asked for
-// but verified by the Authenticator (a request without one may still
-// bring a token).
-func TLSConfig(certFile, keyFile string, minVersion uint16, ciphers []uint16) (*tls.Config, error) {
+// FileCertificate serves the key pair in certFile and keyFile (checked
+// now, reloaded when they change) to TLSConfig.
+func FileCertificate(certFile, keyFile string) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
 	r := &certReloader{certFile: certFile, keyFile: keyFile}
 	if _, err := r.get(nil); err != nil {
 		return nil, err
 	}
+	return r.get, nil
+}
+
+// TLSConfig is the kubelet server's TLS: the certificate get gives, the
+// configured minimum version and cipher suites, and client certificates
+// asked for but verified by the Authenticator (a request without one may
+// still bring a token).
+func TLSConfig(get func(*tls.ClientHelloInfo) (*tls.Certificate, error), minVersion uint16, ciphers []uint16) *tls.Config {
 	return &tls.Config{
-		GetCertificate: r.get,
+		GetCertificate: get,
 		MinVersion:     minVersion,
 		CipherSuites:   ciphers,
 		ClientAuth:     tls.RequestClientCert,
 		NextProtos:     []string{"h2", "http/1.1"},
-	}, nil
+	}
 }
 
 // ClientCAs reads a PEM bundle of client CAs (authentication.x509.clientCAFile).

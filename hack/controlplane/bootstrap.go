@@ -3,13 +3,17 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -101,4 +105,71 @@ func randomToken(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// approveServingCSRs approves kubelet serving certificate requests, as a
+// cluster's kubelet-serving approver does (the controller manager leaves
+// them alone): a node may have a serving certificate for its own name
+// (CN system:node:<node>, O system:nodes, DNS and IP names only, server
+// usages), requested as itself.
+func approveServingCSRs(ctx context.Context, client kubernetes.Interface) {
+	for ctx.Err() == nil {
+		w, err := client.CertificatesV1().CertificateSigningRequests().Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			csr, ok := ev.Object.(*certificatesv1.CertificateSigningRequest)
+			if !ok || csr.Spec.SignerName != certificatesv1.KubeletServingSignerName || decided(csr) {
+				continue
+			}
+			approved, why := servingRequestAllowed(csr)
+			cond := certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateDenied, Status: corev1.ConditionTrue, Reason: "NotAKubeletServingRequest", Message: why}
+			if approved {
+				cond = certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "AutoApproved", Message: "kubelet serving certificate of " + csr.Spec.Username}
+			}
+			csr.Status.Conditions = append(csr.Status.Conditions, cond)
+			if _, err := client.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{}); err != nil {
+				fmt.Fprintf(os.Stderr, "controlplane: approve %s: %v\n", csr.Name, err)
+			}
+		}
+	}
+}
+
+func decided(csr *certificatesv1.CertificateSigningRequest) bool {
+	for _, c := range csr.Status.Conditions {
+		if c.Type == certificatesv1.CertificateApproved || c.Type == certificatesv1.CertificateDenied {
+			return true
+		}
+	}
+	return false
+}
+
+func servingRequestAllowed(csr *certificatesv1.CertificateSigningRequest) (bool, string) {
+	block, _ := pem.Decode(csr.Spec.Request)
+	if block == nil {
+		return false, "request is not PEM"
+	}
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return false, err.Error()
+	}
+	node, ok := strings.CutPrefix(req.Subject.CommonName, "system:node:")
+	switch {
+	case !ok || node == "" || csr.Spec.Username != req.Subject.CommonName:
+		return false, "the common name must be system:node:<node> and the requester that node"
+	case len(req.Subject.Organization) != 1 || req.Subject.Organization[0] != "system:nodes":
+		return false, "the organization must be system:nodes"
+	case len(req.EmailAddresses) > 0 || len(req.URIs) > 0:
+		return false, "only DNS names and IP addresses"
+	}
+	for _, u := range csr.Spec.Usages {
+		switch u {
+		case certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth:
+		default:
+			return false, "usage " + string(u) + " is not a serving usage"
+		}
+	}
+	return true, ""
 }

@@ -76,9 +76,14 @@ func run(dir string, port int, signing time.Duration) error {
 	if err := waitReady(ctx, admin, apiDone); err != nil {
 		return fmt.Errorf("kube-apiserver: %w", err)
 	}
-	if err := bootstrapRBAC(ctx, admin); err != nil {
+	client, err := adminClient(admin)
+	if err != nil {
 		return err
 	}
+	if err := ensureBootstrapRBAC(ctx, client); err != nil {
+		return err
+	}
+	go approveServingCSRs(ctx, client)
 	cmDone := make(chan error, 1)
 	go func() { cmDone <- runCM(ctx) }()
 	schedDone := make(chan error, 1)
@@ -307,16 +312,12 @@ func parseInto(named cliflag.NamedFlagSets, args []string) error {
 	return fs.Parse(args)
 }
 
-func bootstrapRBAC(ctx context.Context, kubeconfig string) error {
+func adminClient(kubeconfig string) (kubernetes.Interface, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	return ensureBootstrapRBAC(ctx, client)
+	return kubernetes.NewForConfig(cfg)
 }
 
 // waitReady polls /readyz until the API server answers ok.

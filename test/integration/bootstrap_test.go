@@ -4,11 +4,14 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,12 +40,13 @@ func currentClientCert(certDir string) (*x509.Certificate, error) {
 
 // A worker joins with only a bootstrap token: it asks for its client
 // certificate, the controller manager approves and signs it, the agent
-// writes its kubeconfig and registers; before the certificate (a minute
-// long here) expires, the node renews it as itself and keeps its lease.
+// writes its kubeconfig and registers, and gets its serving certificate
+// signed too; before the client certificate (a minute long here)
+// expires, the node renews it as itself and keeps its lease.
 func TestClusterTLSBootstrap(t *testing.T) {
 	cp := cluster(t)
 	ctx := context.Background()
-	n := newNodeAt(t, nodeAddress, "nodeLeaseDurationSeconds: 8\nnodeStatusUpdateFrequency: 2s\nrotateCertificates: true\n")
+	n := newNodeAt(t, nodeAddress, "nodeLeaseDurationSeconds: 8\nnodeStatusUpdateFrequency: 2s\nrotateCertificates: true\nserverTLSBootstrap: true\n")
 	boot := filepath.Join(t.TempDir(), "bootstrap.kubeconfig")
 	if err := cp.BootstrapKubeconfig(boot); err != nil {
 		t.Fatal(err)
@@ -97,6 +101,27 @@ func TestClusterTLSBootstrap(t *testing.T) {
 	if !bootstrapped {
 		t.Errorf("no approved CSR from a bootstrap token: %v", requesters())
 	}
+
+	// serverTLSBootstrap: the kubelet server presents a certificate the
+	// cluster CA signed for the node's address (approved by the local
+	// cluster's serving approver).
+	caPEM, err := os.ReadFile(cp.CAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	n.eventually("the kubelet server presents a cluster-signed certificate", time.Minute, func() error {
+		conn, err := tls.Dial("tcp", net.JoinHostPort(nodeAddress, strconv.Itoa(n.agent.KubeletPort)), &tls.Config{RootCAs: roots, ServerName: nodeAddress})
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if cn := conn.ConnectionState().PeerCertificates[0].Subject.CommonName; cn != "system:node:"+n.name {
+			return fmt.Errorf("serving certificate CN %q", cn)
+		}
+		return nil
+	})
 
 	// Rotation: a new certificate, asked for by the node itself.
 	var rotated time.Time

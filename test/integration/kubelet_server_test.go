@@ -157,7 +157,7 @@ func TestClusterKubeletServer(t *testing.T) {
 		// A TTY with a size, over SPDY end to end. The size arrives on its
 		// own stream, maybe after the command started: it waits for it.
 		req := cp.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(pod.Name).SubResource("exec").
-			VersionedParams(&corev1.PodExecOptions{Container: "main", Command: []string{"sh", "-c", "while ! stty size >/dev/null 2>&1; do sleep 0.1; done; stty size"}, Stdin: true, Stdout: true, TTY: true}, scheme.ParameterCodec)
+			VersionedParams(&corev1.PodExecOptions{Container: "main", Command: []string{"sh", "-c", "until stty size 2>&1 | grep -q '^[1-9]'; do sleep 0.1; done; stty size"}, Stdin: true, Stdout: true, TTY: true}, scheme.ParameterCodec)
 		executor, err := remotecommand.NewSPDYExecutor(cp.Config, "POST", req.URL())
 		if err != nil {
 			t.Fatal(err)
