@@ -183,24 +183,24 @@ func streams(r *http.Request) (cri.Streams, error) {
 }
 
 func (k *kubeletServer) exec(w http.ResponseWriter, r *http.Request) {
-	k.stream(w, r, func(p *corev1.Pod) (string, error) {
-		cmd := r.URL.Query()["command"]
+	cmd := r.URL.Query()["command"]
+	k.containerStream(w, r, func(id string, s cri.Streams) (string, error) {
 		if len(cmd) == 0 {
 			return "", fail(http.StatusBadRequest, "command: at least one is required")
-		}
-		s, err := streams(r)
-		if err != nil {
-			return "", err
-		}
-		id, err := runningContainer(p, r.PathValue("container"))
-		if err != nil {
-			return "", err
 		}
 		return k.src.Runtime.Exec(r.Context(), id, cmd, s)
 	})
 }
 
 func (k *kubeletServer) attach(w http.ResponseWriter, r *http.Request) {
+	k.containerStream(w, r, func(id string, s cri.Streams) (string, error) {
+		return k.src.Runtime.Attach(r.Context(), id, s)
+	})
+}
+
+// containerStream is a stream into a running container: open asks the
+// runtime for it with the container's ID and the streams asked for.
+func (k *kubeletServer) containerStream(w http.ResponseWriter, r *http.Request, open func(id string, s cri.Streams) (string, error)) {
 	k.stream(w, r, func(p *corev1.Pod) (string, error) {
 		s, err := streams(r)
 		if err != nil {
@@ -210,7 +210,7 @@ func (k *kubeletServer) attach(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return "", err
 		}
-		return k.src.Runtime.Attach(r.Context(), id, s)
+		return open(id, s)
 	})
 }
 

@@ -204,6 +204,9 @@ func (r *Reader) add(rec *Record, content []byte) {
 // each line that ends, and stops after limit bytes (the kubelet's
 // LimitBytes; < 0: no limit). It reads no more of f than those lines.
 func ReadTail(f io.ReadSeeker, lines int, limit int64, w io.Writer) error {
+	if limit == 0 {
+		return nil
+	}
 	from, err := TailOffset(f, lines)
 	if err != nil {
 		return err
@@ -211,45 +214,8 @@ func ReadTail(f io.ReadSeeker, lines int, limit int64, w io.Writer) error {
 	if _, err := f.Seek(from, io.SeekStart); err != nil {
 		return err
 	}
-	out := w
-	if limit >= 0 {
-		out = &limitWriter{w: w, left: limit}
-	}
-	rd := NewReader(f)
-	for {
-		rec, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		out.Write(rec.Content)
-		if rec.Ends() {
-			out.Write([]byte{'\n'})
-		}
-		if lw, ok := out.(*limitWriter); ok && lw.left == 0 {
-			return nil
-		}
-	}
-}
-
-// limitWriter writes at most left bytes and drops the rest.
-type limitWriter struct {
-	w    io.Writer
-	left int64
-}
-
-func (l *limitWriter) Write(p []byte) (int, error) {
-	n := len(p)
-	if int64(len(p)) > l.left {
-		p = p[:l.left]
-	}
-	l.left -= int64(len(p))
-	if _, err := l.w.Write(p); err != nil {
-		return 0, err
-	}
-	return n, nil
+	out := &recordWriter{w: w, o: StreamOptions{LimitBytes: max(limit, 0)}, left: limit}
+	return out.copy(f)
 }
 
 // TailOffset is where the last n lines of the file start (0 when it has
