@@ -99,8 +99,8 @@ func (a *Agent) serve(s *served, what string) {
 	}
 }
 
-// stopServers ends the API (in-flight requests get 5 s) and the control
-// socket, and removes the socket file.
+// stopServers ends the read-only API and the kubelet server (in-flight
+// requests get 5 s) and the control socket, and removes the socket file.
 func (a *Agent) stopServers(p *parts) {
 	for _, s := range []*served{p.api, p.kubelet} {
 		if s != nil {

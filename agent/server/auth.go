@@ -270,7 +270,8 @@ func Guard(next http.Handler, node string, authn *Authenticator, authz Authorize
 				return
 			}
 		}
-		log.Info("forbidden", "user", user.Name, "verb", verb, "resource", "nodes", "subresources", subs, "path", r.URL.Path)
+		// Debug, as the kubelet's V(2): a client retrying must not flood the log.
+		log.Debug("forbidden", "user", user.Name, "verb", verb, "resource", "nodes", "subresources", subs, "path", r.URL.Path)
 		http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource(s)=%v)", user.Name, verb, subs), http.StatusForbidden)
 	})
 }
