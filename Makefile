@@ -24,7 +24,7 @@ LDFLAGS  := -X nodeagent/internal/version.Version=$(VERSION)
 export RUNTIME_DIR RUNTIME_RUN_DIR REGISTRY PAUSE_IMAGE TEST_IMAGE BIN_DIR NODE_ADDRESS
 
 .DEFAULT_GOAL := help
-.PHONY: controlplane cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 vm-image bench lint clean
+.PHONY: controlplane upstream-build cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 vm-image bench lint clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -72,6 +72,9 @@ run: build runtime-up ## bring the node up and run the agent in the foreground w
 
 controlplane: ## build bin/controlplane and bin/kubectl from k8s.io/kubernetes (hack/controlplane; cached by version, cold about 6 min)
 	@GO=$(GO) hack/cluster.sh build
+
+upstream-build: ## build the upstream node e2e suite (e2e_node.test, ginkgo, agnhost) from k8s.io/kubernetes into bin/upstream (hack/e2enode; cached by release)
+	@GO=$(GO) hack/upstream.sh build
 
 cluster: build runtime-up controlplane ## a local control plane and nodeagent joined to it, in the background; prints KUBECONFIG=...
 	@CRI_ENDPOINT=$(CRI_ENDPOINT) hack/cluster.sh up
