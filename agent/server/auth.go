@@ -48,9 +48,9 @@ var errBadCredentials = errors.New("invalid credentials")
 // else system:anonymous when allowed. Credentials that are presented and
 // fail are refused, never downgraded to anonymous.
 type Authenticator struct {
-	// ClientCAs verify client certificates; nil: certificates are not
-	// accepted.
-	ClientCAs *x509.CertPool
+	// ClientCAs gives the CAs that verify client certificates; nil (or
+	// a nil pool): certificates are not accepted.
+	ClientCAs func() *x509.CertPool
 	// Reviews checks bearer tokens; nil: tokens are not accepted.
 	Reviews   Reviews
 	Anonymous bool
@@ -89,7 +89,11 @@ func (a *Authenticator) Authenticate(r *http.Request) (User, error) {
 // certificateUser is the certificate's subject: the common name is the
 // user, each organization a group (the API server's x509 mapping).
 func (a *Authenticator) certificateUser(chain []*x509.Certificate) (User, error) {
-	if a.ClientCAs == nil {
+	var roots *x509.CertPool
+	if a.ClientCAs != nil {
+		roots = a.ClientCAs()
+	}
+	if roots == nil {
 		return User{}, errBadCredentials
 	}
 	inter := x509.NewCertPool()
@@ -97,7 +101,7 @@ func (a *Authenticator) certificateUser(chain []*x509.Certificate) (User, error)
 		inter.AddCert(c)
 	}
 	leaf := chain[0]
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: a.ClientCAs, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, CurrentTime: a.Clock.Now()}); err != nil {
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, CurrentTime: a.Clock.Now()}); err != nil {
 		return User{}, fmt.Errorf("%w: client certificate: %v", errBadCredentials, err)
 	}
 	if leaf.Subject.CommonName == "" {

@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -155,7 +156,7 @@ func TestAnonymousAndCertificates(t *testing.T) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
-	a := &Authenticator{ClientCAs: pool, Anonymous: true, Clock: clocktesting.NewFakePassiveClock(time.Now())}
+	a := &Authenticator{ClientCAs: func() *x509.CertPool { return pool }, Anonymous: true, Clock: clocktesting.NewFakePassiveClock(time.Now())}
 	req := httptest.NewRequest("GET", "/pods", nil)
 	if u, err := a.Authenticate(req); err != nil || u.Name != "system:anonymous" || u.Groups[0] != "system:unauthenticated" {
 		t.Errorf("anonymous: %+v %v", u, err)
@@ -317,5 +318,37 @@ func TestStreamProxy(t *testing.T) {
 	fmt.Fprintf(conn, "ping\n")
 	if line, err := br.ReadString('\n'); err != nil || line != "echo ping\n" {
 		t.Errorf("after the switch: %q %v", line, err)
+	}
+}
+
+// The client CA file is read again when it changes; a broken rewrite
+// keeps the last good bundle.
+func TestClientCAsReload(t *testing.T) {
+	mk := func(cn string) []byte {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+		der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	}
+	file := filepath.Join(t.TempDir(), "ca.crt")
+	os.WriteFile(file, mk("first"), 0o644)
+	get, err := ClientCAs(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := get()
+	os.WriteFile(file, append(mk("first"), mk("second")...), 0o644)
+	os.Chtimes(file, time.Now().Add(time.Minute), time.Now().Add(time.Minute))
+	second := get()
+	if second.Equal(first) {
+		t.Fatalf("the rewritten bundle was not loaded")
+	}
+	os.WriteFile(file, []byte("garbage"), 0o644)
+	os.Chtimes(file, time.Now().Add(2*time.Minute), time.Now().Add(2*time.Minute))
+	if get() != second {
+		t.Error("a broken bundle replaced the good one")
+	}
+	if _, err := ClientCAs(filepath.Join(t.TempDir(), "none")); err == nil {
+		t.Error("a missing file was accepted at start")
 	}
 }

@@ -153,15 +153,49 @@ func TLSConfig(get func(*tls.ClientHelloInfo) (*tls.Certificate, error), minVers
 	}
 }
 
-// ClientCAs reads a PEM bundle of client CAs (authentication.x509.clientCAFile).
-func ClientCAs(file string) (*x509.CertPool, error) {
-	data, err := safefile.Read(file, 4<<20)
+// ClientCAs serves the PEM bundle of client CAs in file
+// (authentication.x509.clientCAFile), read now and again whenever the
+// file changes, as the kubelet reloads it. A bundle that no longer reads
+// leaves the last good one in use.
+func ClientCAs(file string) (func() *x509.CertPool, error) {
+	r := &caReloader{file: file}
+	if err := r.load(); err != nil {
+		return nil, err
+	}
+	return r.get, nil
+}
+
+type caReloader struct {
+	file string
+
+	mu    sync.Mutex
+	pool  *x509.CertPool
+	stamp time.Time
+}
+
+func (r *caReloader) load() error {
+	info, err := os.Stat(r.file)
 	if err != nil {
-		return nil, fmt.Errorf("authentication.x509.clientCAFile %s: %w", file, err)
+		return fmt.Errorf("authentication.x509.clientCAFile %s: %w", r.file, err)
+	}
+	if r.pool != nil && info.ModTime().Equal(r.stamp) {
+		return nil
+	}
+	data, err := safefile.Read(r.file, 4<<20)
+	if err != nil {
+		return fmt.Errorf("authentication.x509.clientCAFile %s: %w", r.file, err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(data) {
-		return nil, fmt.Errorf("authentication.x509.clientCAFile %s: no PEM certificate in it", file)
+		return fmt.Errorf("authentication.x509.clientCAFile %s: no PEM certificate in it", r.file)
 	}
-	return pool, nil
+	r.pool, r.stamp = pool, info.ModTime()
+	return nil
+}
+
+func (r *caReloader) get() *x509.CertPool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.load() // on error the last good bundle stays
+	return r.pool
 }
