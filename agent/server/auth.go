@@ -48,8 +48,8 @@ var errBadCredentials = errors.New("invalid credentials")
 // else system:anonymous when allowed. Credentials that are presented and
 // fail are refused, never downgraded to anonymous.
 type Authenticator struct {
-	// ClientCAs gives the CAs that verify client certificates; nil (or
-	// a nil pool): certificates are not accepted.
+	// ClientCAs gives the CAs that verify client certificates; nil:
+	// certificates are not looked at.
 	ClientCAs func() *x509.CertPool
 	// Reviews checks bearer tokens; nil: tokens are not accepted.
 	Reviews   Reviews
@@ -68,17 +68,33 @@ type tokenAnswer struct {
 
 // Authenticate returns the request's user, errBadCredentials for refused
 // credentials, or another error when the API server could not be asked.
+// As the API server's union of authenticators: a client certificate is
+// tried when a client CA is configured, then a bearer token; the first
+// that works wins. Anonymous only serves a request that presented
+// nothing those authenticators could check.
 func (a *Authenticator) Authenticate(r *http.Request) (User, error) {
-	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
-		return a.certificateUser(r.TLS.PeerCertificates)
+	var failed error
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && a.ClientCAs != nil {
+		u, err := a.certificateUser(r.TLS.PeerCertificates)
+		if err == nil {
+			return u, nil
+		}
+		failed = err
 	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, token, _ := strings.Cut(h, " ")
 		token = strings.TrimSpace(token)
 		if !strings.EqualFold(scheme, "bearer") || token == "" {
-			return User{}, errBadCredentials
+			return User{}, errors.Join(failed, errBadCredentials)
 		}
-		return a.tokenUser(r.Context(), token)
+		u, err := a.tokenUser(r.Context(), token)
+		if err == nil {
+			return u, nil
+		}
+		return User{}, errors.Join(failed, err)
+	}
+	if failed != nil {
+		return User{}, failed
 	}
 	if a.Anonymous {
 		return User{Name: anonymousUser, Groups: []string{unauthenticated}}, nil
@@ -89,10 +105,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (User, error) {
 // certificateUser is the certificate's subject: the common name is the
 // user, each organization a group (the API server's x509 mapping).
 func (a *Authenticator) certificateUser(chain []*x509.Certificate) (User, error) {
-	var roots *x509.CertPool
-	if a.ClientCAs != nil {
-		roots = a.ClientCAs()
-	}
+	roots := a.ClientCAs()
 	if roots == nil {
 		return User{}, errBadCredentials
 	}

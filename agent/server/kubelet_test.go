@@ -170,6 +170,26 @@ func TestAnonymousAndCertificates(t *testing.T) {
 	if _, err := a.Authenticate(req); !errors.Is(err, errBadCredentials) {
 		t.Errorf("self-signed client certificate: %v", err)
 	}
+	// A certificate that fails does not hide a token that works (the API
+	// server's union of authenticators).
+	a.Reviews = &fakeReviews{tokens: map[string]string{"good": "alice"}}
+	req.Header.Set("Authorization", "Bearer good")
+	if u, err := a.Authenticate(req); err != nil || u.Name != "alice" {
+		t.Errorf("bad certificate with a good token: %+v %v", u, err)
+	}
+	req.Header.Set("Authorization", "Bearer bad")
+	if _, err := a.Authenticate(req); !errors.Is(err, errBadCredentials) {
+		t.Errorf("bad certificate and bad token: %v", err)
+	}
+	// Without a client CA, certificates are not looked at: the request is
+	// anonymous (when allowed), as it would be without one.
+	noCA := &Authenticator{Anonymous: true, Clock: a.Clock}
+	req = httptest.NewRequest("GET", "/pods", nil)
+	req.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{client(caKey, ca)}}
+	if u, err := noCA.Authenticate(req); err != nil || u.Name != "system:anonymous" {
+		t.Errorf("a certificate without a client CA: %+v %v", u, err)
+	}
+	a.Reviews = nil
 	// A token without a webhook to check it is refused too.
 	req = httptest.NewRequest("GET", "/pods", nil)
 	req.Header.Set("Authorization", "Bearer x")
