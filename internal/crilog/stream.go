@@ -52,9 +52,19 @@ func Stream(ctx context.Context, path string, o StreamOptions, w io.Writer) erro
 		}
 		return out.copy(io.NewSectionReader(f, pos, size-pos))
 	}
+	// drain writes what is left of f past pos: a line the container
+	// never ended.
+	drain := func() error {
+		size, err := f.Seek(0, io.SeekEnd)
+		if err == nil && size > pos {
+			err = out.copy(io.NewSectionReader(f, pos, size-pos))
+		}
+		return err
+	}
+	buf := make([]byte, 32<<10)
 	lastCheck, running := time.Time{}, true
 	for {
-		end, err := lastNewline(f, pos)
+		end, err := lastNewline(f, pos, buf)
 		if err != nil {
 			return err
 		}
@@ -65,18 +75,12 @@ func Stream(ctx context.Context, path string, o StreamOptions, w io.Writer) erro
 			pos = end
 			continue
 		}
-		// No complete line past pos. A rotated log is finished: what is
-		// left of it (a line the container never ended) goes out, and
-		// the runtime's new file follows.
-		if next, err := openLog(path); err == nil {
-			if sameFile(f, next) {
-				next.Close()
-			} else {
-				size, err := f.Seek(0, io.SeekEnd)
-				if err == nil && size > pos {
-					err = out.copy(io.NewSectionReader(f, pos, size-pos))
-				}
-				if err != nil || out.done() {
+		// No complete line past pos. A rotated log is finished: the rest
+		// of it goes out, and the runtime's new file follows.
+		if rotated(path, f) {
+			next, err := openLog(path)
+			if err == nil {
+				if err := drain(); err != nil || out.done() {
 					next.Close()
 					return err
 				}
@@ -89,11 +93,7 @@ func Stream(ctx context.Context, path string, o StreamOptions, w io.Writer) erro
 			running, lastCheck = o.Running(), time.Now()
 		}
 		if !running {
-			size, err := f.Seek(0, io.SeekEnd)
-			if err == nil && size > pos {
-				err = out.copy(io.NewSectionReader(f, pos, size-pos))
-			}
-			return err
+			return drain()
 		}
 		select {
 		case <-ctx.Done():
@@ -107,21 +107,25 @@ func openLog(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 }
 
-func sameFile(a, b *os.File) bool {
-	sa, err1 := a.Stat()
-	sb, err2 := b.Stat()
-	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
+// rotated reports whether path now names a file other than f (a stat,
+// not an open, on every poll).
+func rotated(path string, f *os.File) bool {
+	now, err := os.Lstat(path)
+	if err != nil || !now.Mode().IsRegular() {
+		return false // not reopened yet
+	}
+	cur, err := f.Stat()
+	return err == nil && !os.SameFile(now, cur)
 }
 
 // lastNewline is the offset just past the file's last newline at or after
 // pos (pos when there is none): where its complete lines end. It reads
-// backwards in blocks, no further than pos.
-func lastNewline(f *os.File, pos int64) (int64, error) {
+// backwards in blocks of buf, no further than pos.
+func lastNewline(f *os.File, pos int64, buf []byte) (int64, error) {
 	size, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
 		return pos, err
 	}
-	buf := make([]byte, 32<<10)
 	for end := size; end > pos; {
 		start := max(end-int64(len(buf)), pos)
 		chunk := buf[:end-start]
