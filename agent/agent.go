@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,15 @@ type ClusterOptions struct {
 	// with a client certificate requested through it, kept in CertDir
 	// (default <root-dir>/pki).
 	BootstrapKubeconfig, CertDir string
+}
+
+// certDir is where TLS bootstrap keeps the node's certificates, and the
+// self-signed serving pair: --cert-dir, default <root-dir>/pki.
+func (a *Agent) certDir() string {
+	if a.opts.Cluster != nil && a.opts.Cluster.CertDir != "" {
+		return a.opts.Cluster.CertDir
+	}
+	return filepath.Join(a.opts.RootDir, "pki")
 }
 
 // Agent is one node agent.

@@ -410,11 +410,7 @@ func (a *Agent) buildCluster(p *parts, wake func(types.UID)) {
 	}
 	var bootstrap *cluster.Bootstrap
 	if f := a.opts.Cluster.BootstrapKubeconfig; f != "" {
-		certDir := a.opts.Cluster.CertDir
-		if certDir == "" {
-			certDir = filepath.Join(a.opts.RootDir, "pki")
-		}
-		bootstrap = &cluster.Bootstrap{Kubeconfig: a.opts.Cluster.Kubeconfig, BootstrapKubeconfig: f, CertDir: certDir, Node: a.opts.NodeName,
+		bootstrap = &cluster.Bootstrap{Kubeconfig: a.opts.Cluster.Kubeconfig, BootstrapKubeconfig: f, CertDir: a.certDir(), Node: a.opts.NodeName,
 			Rotate: cfg.RotateCertificates, Log: a.log.With("component", "tls-bootstrap")}
 		p.closers = append(p.closers, bootstrap.Stop)
 		if bootstrap.Rotate {

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -215,10 +214,7 @@ func (a *Agent) buildKubeletServer(p *parts, src server.Sources) error {
 func (a *Agent) servingCertificate(p *parts) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
 	cfg := a.cfg
 	ips := []net.IP{net.ParseIP(p.nodeIP)}
-	certDir := a.opts.Cluster.CertDir
-	if certDir == "" {
-		certDir = filepath.Join(a.opts.RootDir, "pki")
-	}
+	certDir := a.certDir()
 	switch {
 	case cfg.TLSCertFile != "":
 		return server.FileCertificate(cfg.TLSCertFile, cfg.TLSPrivateKeyFile)

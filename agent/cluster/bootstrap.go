@@ -43,6 +43,7 @@ type Bootstrap struct {
 
 	mu      sync.Mutex
 	manager certificate.Manager
+	issued  bool // the first certificate was logged
 }
 
 // ReloadPeriod is how often the API client looks for a renewed
@@ -60,25 +61,16 @@ func ShortenReload() { transport.CertCallbackRefreshDuration = ReloadPeriod }
 // starts the certificate manager on the bootstrap credentials and waits
 // up to Wait for the first certificate. A later call continues the wait.
 func (b *Bootstrap) Ensure(ctx context.Context) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.manager == nil {
-		if err := validClientConfig(b.Kubeconfig, time.Now()); err == nil && !b.Rotate {
-			return nil
-		}
-		m, err := b.newManager()
-		if err != nil {
-			return err
-		}
-		b.manager = m
-		m.Start()
+	m, err := b.start()
+	if m == nil || err != nil {
+		return err
 	}
 	wait := b.Wait
 	if wait <= 0 {
 		wait = 2 * time.Minute
 	}
 	deadline := time.Now().Add(wait)
-	for b.manager.Current() == nil {
+	for m.Current() == nil {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("TLS bootstrap: no client certificate after %s: is the CSR for system:node:%s approved? (kubectl get csr)", wait, b.Node)
 		}
@@ -88,13 +80,45 @@ func (b *Bootstrap) Ensure(ctx context.Context) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if err := b.writeKubeconfig(); err != nil {
 		return err
 	}
+	if !b.issued {
+		b.issued = true
+		var expires time.Time
+		if leaf := m.Current().Leaf; leaf != nil {
+			expires = leaf.NotAfter
+		}
+		b.Log.Info("client certificate issued", "expires", expires, "kubeconfig", b.Kubeconfig, "rotate", b.Rotate)
+	}
 	if !b.Rotate {
-		b.manager.Stop()
+		m.Stop()
 	}
 	return nil
+}
+
+// start starts the certificate manager once; nil when the kubeconfig is
+// usable as it is and nothing rotates.
+func (b *Bootstrap) start() (certificate.Manager, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.manager != nil {
+		return b.manager, nil
+	}
+	if err := validClientConfig(b.Kubeconfig, time.Now()); err == nil && !b.Rotate {
+		return nil, nil
+	} else if err != nil {
+		b.Log.Info("requesting a client certificate (TLS bootstrap)", "bootstrap_kubeconfig", b.BootstrapKubeconfig, "because", err, "cert_dir", b.CertDir)
+	}
+	m, err := b.newManager()
+	if err != nil {
+		return nil, err
+	}
+	b.manager = m
+	m.Start()
+	return m, nil
 }
 
 // Stop ends rotation.
