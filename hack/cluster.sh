@@ -29,12 +29,10 @@ ADMIN=$DIR/admin.kubeconfig
 log() { printf 'cluster: %s\n' "$*" >&2; }
 die() { printf 'cluster: error: %s\n' "$*" >&2; exit 1; }
 
-# version: the k8s.io/kubernetes release the module builds.
-version() { awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$MODULE/go.mod"; }
 
 build() {
 	local ver key cached
-	ver=$(version)
+	ver=$(k8s_version "$MODULE")
 	[ -n "$ver" ] || die "no k8s.io/kubernetes requirement in $MODULE/go.mod"
 	key=$(cd "$MODULE" && cat go.mod go.sum ./*.go | sha256sum | cut -c1-12)
 	cached=$CACHE/controlplane-$ver-$key

@@ -14,3 +14,9 @@ stop() {
 	kill -9 "$pid" 2>/dev/null || true
 	rm -f "$pidfile"
 }
+
+# k8s_version MODULE_DIR: the k8s.io/kubernetes release a hack/ Go module
+# requires (in a require block or on a require line).
+k8s_version() {
+	awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3; exit } $1 == "k8s.io/kubernetes" { print $2; exit }' "$1/go.mod"
+}

@@ -19,14 +19,13 @@ GO=${GO:-go}
 log() { printf 'upstream: %s\n' "$*" >&2; }
 die() { printf 'upstream: error: %s\n' "$*" >&2; exit 1; }
 
-version() { awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3; exit } $1 == "k8s.io/kubernetes" { print $2; exit }' "$MODULE/go.mod"; }
 
 # cached NAME CMD...: build NAME into the cache with CMD (which writes
 # "$target") unless it is there, and link it into bin/upstream.
 cached() {
 	local name=$1 ver key target start
 	shift
-	ver=$(version)
+	ver=$(k8s_version "$MODULE")
 	[ -n "$ver" ] || die "no k8s.io/kubernetes requirement in $MODULE/go.mod"
 	key=$(cd "$MODULE" && cat go.mod go.sum | sha256sum | cut -c1-12)
 	target=$CACHE/upstream-$ver-$key/$name
@@ -49,6 +48,9 @@ build() {
 	# agnhost goes into an image: static.
 	cached agnhost sh -c 'CGO_ENABLED=0 $0 build -trimpath -ldflags "-s -w" -o "$target" k8s.io/kubernetes/test/images/agnhost' "$GO"
 }
+
+# shellcheck source=hack/lib.sh
+. "$HERE/hack/lib.sh"
 
 case "${1:-}" in
 build) build ;;
