@@ -236,7 +236,7 @@ func TestKubeletHandler(t *testing.T) {
 		}},
 	}
 	h := KubeletHandler(KubeletSources{
-		Sources: Sources{Pods: func() []corev1.Pod { return nil }, Events: func() []corev1.Event { return nil }, Node: func() *corev1.Node { return nil }, Config: func() any { return nil }},
+		Sources: emptySources(),
 		Pod: func(ns, name string) (*corev1.Pod, bool) {
 			if ns == "default" && name == "web" {
 				return pod.DeepCopy(), true
@@ -313,7 +313,7 @@ func TestStreamProxy(t *testing.T) {
 		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}},
 		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", ContainerID: "containerd://c1", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}}
 	srv := httptest.NewServer(KubeletHandler(KubeletSources{
-		Sources: Sources{Pods: func() []corev1.Pod { return nil }, Events: func() []corev1.Event { return nil }, Node: func() *corev1.Node { return nil }, Config: func() any { return nil }},
+		Sources: emptySources(),
 		Pod:     func(ns, name string) (*corev1.Pod, bool) { return pod, name == "web" },
 		Sandbox: func(types.UID) string { return "" }, Runtime: rt, Log: slog.New(slog.DiscardHandler),
 	}))
@@ -371,4 +371,10 @@ func TestClientCAsReload(t *testing.T) {
 	if _, err := ClientCAs(filepath.Join(t.TempDir(), "none")); err == nil {
 		t.Error("a missing file was accepted at start")
 	}
+}
+
+// emptySources are read-only endpoints with nothing to show.
+func emptySources() Sources {
+	return Sources{Pods: func() []corev1.Pod { return nil }, Events: func() []corev1.Event { return nil },
+		Node: func() *corev1.Node { return nil }, Config: func() any { return nil }}
 }
