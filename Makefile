@@ -24,7 +24,7 @@ LDFLAGS  := -X nodeagent/internal/version.Version=$(VERSION)
 export RUNTIME_DIR RUNTIME_RUN_DIR REGISTRY PAUSE_IMAGE TEST_IMAGE BIN_DIR NODE_ADDRESS
 
 .DEFAULT_GOAL := help
-.PHONY: controlplane upstream-build cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 vm-image bench lint clean
+.PHONY: controlplane conformance-upstream upstream-build cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 vm-image bench lint clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -44,6 +44,7 @@ images: ## build the pause and test images (OCI layouts in bin/images/oci)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN_DIR)/images/pause ./cmd/pause
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN_DIR)/images/memhog ./cmd/memhog
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN_DIR)/images/probe-server ./cmd/probe-server
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN_DIR)/images/nnp ./cmd/nnp
 	$(GO) build -o $(BIN_DIR)/imagetool ./cmd/imagetool
 	@$(MAKE) --no-print-directory deps
 	$(BIN_DIR)/imagetool --out $(BIN_DIR)/images/oci --pause-bin $(BIN_DIR)/images/pause \
@@ -72,6 +73,9 @@ run: build runtime-up ## bring the node up and run the agent in the foreground w
 
 controlplane: ## build bin/controlplane and bin/kubectl from k8s.io/kubernetes (hack/controlplane; cached by version, cold about 6 min)
 	@GO=$(GO) hack/cluster.sh build
+
+conformance-upstream: build runtime-up ## run the upstream [NodeConformance] specs against nodeagent (results in bin/conformance-upstream; docs/upstream-conformance.md)
+	@GO=$(GO) BIN_DIR=$(BIN_DIR) hack/upstream.sh run
 
 upstream-build: ## build the upstream node e2e suite (e2e_node.test, ginkgo, agnhost) from k8s.io/kubernetes into bin/upstream (hack/e2enode; cached by release)
 	@GO=$(GO) hack/upstream.sh build

@@ -4,6 +4,13 @@
 #
 #   hack/upstream.sh build   build bin/upstream/{e2e_node.test,ginkgo,agnhost}
 #                            (cached by release and module hash)
+#   hack/upstream.sh run     push the suite's images, start its services
+#                            and nodeagent joined to them, run the focused
+#                            specs; results in bin/conformance-upstream/
+#
+# run's settings (environment): UPSTREAM_FOCUS (default \[NodeConformance\]),
+# UPSTREAM_SKIP (added to the named skips below), UPSTREAM_PROCS (parallel
+# ginkgo processes, default 4), UPSTREAM_TIMEOUT (default 90m).
 #
 # The binaries come from hack/e2enode, a Go module of its own that
 # requires k8s.io/kubernetes at a release; the agent's go.mod never does.
@@ -49,10 +56,150 @@ build() {
 	cached agnhost sh -c 'CGO_ENABLED=0 $0 build -trimpath -ldflags "-s -w" -o "$target" k8s.io/kubernetes/test/images/agnhost' "$GO"
 }
 
+# SKIPS: what cannot run on these machines at all, each with its reason
+# (regexp, then why). docs/upstream-conformance.md explains them.
+SKIPS=(
+	'\[Feature:NodeSwap\]' "the nodes here have no swap"
+	'\[Disruptive\]' "restarts the runtime or the kubelet through systemd, which is not PID 1 here"
+)
+
+REGISTRY=${REGISTRY:-127.0.0.1:5000}
+CRI_ENDPOINT=${CRI_ENDPOINT:-unix:///run/nodeagent-runtime/containerd.sock}
+NODE_ADDRESS=${NODE_ADDRESS:-198.18.0.1}
+RUN_OUT=$HERE/$BIN_DIR/conformance-upstream
+# The suite reads these paths as the kubelet's: pod volumes under
+# /var/lib/kubelet/pods, logs under /var/log/pods.
+AGENT_ROOT=/var/lib/kubelet
+TOKEN=nodeagent-upstream-token
+NODE_NAME=${UPSTREAM_NODE:-$(hostname | tr '[:upper:]' '[:lower:]')}
+API=https://127.0.0.1:6443
+
+need_root() { [ "$(id -u)" = 0 ] || die "must run as root (the agent runs pods)"; }
+
+push_images() {
+	local src
+	src=$(cd "$MODULE" && "$GO" list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/porter
+	"$HERE/$BIN_DIR/imagetool" upstream --push --registry "$REGISTRY" --repo-list "$RUN_OUT/repos.yaml" \
+		--busybox /bin/busybox --pause-bin "$HERE/$BIN_DIR/images/pause" --nnp "$HERE/$BIN_DIR/images/nnp" \
+		--agnhost "$OUT/agnhost" --agnhost-tls "$src/localhost.crt,$src/localhost.key" >"$RUN_OUT/images.txt"
+	log "pushed $(wc -l <"$RUN_OUT/images.txt") images to $REGISTRY (list: $RUN_OUT/images.txt)"
+}
+
+api_get() { curl -fsSk -H "Authorization: Bearer $TOKEN" "$API$1"; }
+
+# services: the suite's own etcd, kube-apiserver and namespace controller,
+# in-process, in a directory of their own (they write there).
+services_up() {
+	rm -rf "$RUN_OUT/services" && mkdir -p "$RUN_OUT/services"
+	(cd "$RUN_OUT/services" && setsid nohup "$OUT/e2e_node.test" --run-services-mode --bearer-token="$TOKEN" \
+		>"$RUN_OUT/services.log" 2>&1 </dev/null & echo $! >"$RUN_OUT/services.pid")
+	for _ in $(seq 120); do
+		api_get /readyz >/dev/null 2>&1 && { log "services ready at $API"; return 0; }
+		alive "$RUN_OUT/services.pid" || break
+		sleep 1
+	done
+	tail -n 20 "$RUN_OUT/services.log" >&2
+	die "the suite's services did not come up (log: $RUN_OUT/services.log)"
+}
+
+# agent_up: nodeagent joined to the services as the suite starts the
+# kubelet (test/e2e_node/services/kubelet.go): a bearer token, anonymous
+# authentication and AlwaysAllow on :10250, since the services' API server
+# presents no client certificate to the node.
+agent_up() {
+	mkdir -p "$RUN_OUT/agent/manifests"
+	cat >"$RUN_OUT/agent/kubeconfig" <<-EOF
+	apiVersion: v1
+	kind: Config
+	clusters: [{name: e2e, cluster: {server: "$API", insecure-skip-tls-verify: true}}]
+	users: [{name: e2e, user: {token: "$TOKEN"}}]
+	contexts: [{name: e2e, context: {cluster: e2e, user: e2e}}]
+	current-context: e2e
+	EOF
+	cat >"$RUN_OUT/agent/config.yaml" <<-EOF
+	apiVersion: kubelet.config.k8s.io/v1beta1
+	kind: KubeletConfiguration
+	containerRuntimeEndpoint: $CRI_ENDPOINT
+	staticPodPath: $RUN_OUT/agent/manifests
+	address: $NODE_ADDRESS
+	authentication:
+	  anonymous: {enabled: true}
+	  webhook: {enabled: false}
+	authorization: {mode: AlwaysAllow}
+	EOF
+	setsid nohup "$HERE/$BIN_DIR/nodeagent" --config "$RUN_OUT/agent/config.yaml" --kubeconfig "$RUN_OUT/agent/kubeconfig" \
+		--hostname-override "$NODE_NAME" --node-ip "$NODE_ADDRESS" --root-dir "$AGENT_ROOT" \
+		--control-socket "$RUN_OUT/agent/control.sock" >"$RUN_OUT/nodeagent.log" 2>&1 </dev/null &
+	echo $! >"$RUN_OUT/nodeagent.pid"
+	for _ in $(seq 60); do
+		api_get "/api/v1/nodes/$NODE_NAME" 2>/dev/null | grep -q '"type": *"Ready"' && { log "node $NODE_NAME registered"; return 0; }
+		alive "$RUN_OUT/nodeagent.pid" || break
+		sleep 1
+	done
+	tail -n 20 "$RUN_OUT/nodeagent.log" >&2
+	die "nodeagent did not register node $NODE_NAME (log: $RUN_OUT/nodeagent.log)"
+}
+
+# drain: wait for the agent to have no pods left (the suite deletes its
+# namespaces), then stop it and the services.
+teardown() {
+	if alive "$RUN_OUT/nodeagent.pid"; then
+		local body n=""
+		for _ in $(seq 120); do
+			if body=$(curl -fsSk "https://$NODE_ADDRESS:10250/pods" 2>/dev/null); then
+				n=$(grep -o '"uid": *"' <<<"$body" | wc -l || true)
+				[ "$n" -eq 0 ] && break
+			fi
+			sleep 1
+		done
+		[ "$n" = 0 ] || log "warning: the agent still runs ${n:-some} pods; they are left to the next run's agent"
+	fi
+	stop "$RUN_OUT/nodeagent.pid" nodeagent 30
+	stop "$RUN_OUT/services.pid" "the suite's services" 30
+}
+
+skip_regexp() {
+	local re="" i
+	for ((i = 0; i < ${#SKIPS[@]}; i += 2)); do
+		re+="${re:+|}${SKIPS[i]}"
+	done
+	[ -n "${UPSTREAM_SKIP:-}" ] && re+="|$UPSTREAM_SKIP"
+	printf '%s' "$re"
+}
+
+run() {
+	need_root
+	[ -x "$HERE/$BIN_DIR/nodeagent" ] || die "$BIN_DIR/nodeagent missing: run 'make build' first"
+	build
+	(cd "$MODULE" && "$GO" build -o "$OUT/report" ./report)
+	alive "$RUN_OUT/nodeagent.pid" && stop "$RUN_OUT/nodeagent.pid" "nodeagent of an earlier run" 30
+	alive "$RUN_OUT/services.pid" && stop "$RUN_OUT/services.pid" "services of an earlier run" 30
+	rm -rf "$RUN_OUT/report" && mkdir -p "$RUN_OUT/report"
+	push_images
+	trap teardown EXIT
+	services_up
+	agent_up
+
+	local focus=${UPSTREAM_FOCUS:-'\[NodeConformance\]'} skip i start=$SECONDS status=0
+	skip=$(skip_regexp)
+	log "running the upstream suite: focus $focus, ${UPSTREAM_PROCS:-4} processes; skipped here:"
+	for ((i = 0; i < ${#SKIPS[@]}; i += 2)); do log "  ${SKIPS[i]}: ${SKIPS[i + 1]}"; done
+	KUBE_TEST_REPO_LIST=$RUN_OUT/repos.yaml "$OUT/ginkgo" --procs="${UPSTREAM_PROCS:-4}" --timeout="${UPSTREAM_TIMEOUT:-90m}" \
+		--focus="$focus" --skip="$skip" --no-color --output-dir="$RUN_OUT/report" \
+		--json-report=report.json --junit-report=junit.xml \
+		"$OUT/e2e_node.test" -- --start-services=false --prepull-images=false \
+		--container-runtime-endpoint="$CRI_ENDPOINT" --bearer-token="$TOKEN" --node-name="$NODE_NAME" \
+		--host="$API" --report-dir="$RUN_OUT/report" >"$RUN_OUT/suite.log" 2>&1 || status=$?
+	log "suite finished in $((SECONDS - start)) s (exit $status; log: $RUN_OUT/suite.log)"
+	"$OUT/report" --json "$RUN_OUT/report/report.json" --focus "$focus" --skip "$skip" \
+		--markdown "$RUN_OUT/summary.md"
+}
+
 # shellcheck source=hack/lib.sh
 . "$HERE/hack/lib.sh"
 
 case "${1:-}" in
 build) build ;;
-*) echo "usage: $0 build" >&2; exit 2 ;;
+run) run ;;
+*) echo "usage: $0 build|run" >&2; exit 2 ;;
 esac

@@ -7,6 +7,12 @@
 //
 // --out writes each image as an OCI layout under DIR/<name>; --push sends
 // them to their registry over plain HTTP.
+//
+//	imagetool upstream --agnhost bin/upstream/agnhost --agnhost-tls CRT,KEY \
+//	          --nnp bin/images/nnp --registry 127.0.0.1:5000 --repo-list FILE [--push]
+//
+// builds the images the upstream node e2e suite runs (internal/images.Upstream)
+// and writes the KUBE_TEST_REPO_LIST file that points the suite at them.
 package main
 
 import (
@@ -28,6 +34,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "upstream" {
+		upstreamMain(os.Args[2:])
+		return
+	}
 	pauseBin := flag.String("pause-bin", "bin/images/pause", "static pause binary")
 	helpers := flag.String("helpers", "bin/images/memhog,bin/images/probe-server", "comma-separated static helper binaries for the test image")
 	busybox := flag.String("busybox", "/bin/busybox", "static busybox binary (Debian's busybox-static)")
@@ -100,6 +110,54 @@ func pushImage(ctx context.Context, ref string, img v1.Image) error {
 	defer cancel()
 	if err := remote.Write(r, img, remote.WithContext(ctx)); err != nil {
 		return fmt.Errorf("push %s: %w (is the registry at %s running? try 'make runtime-up')", ref, err, r.Context().RegistryStr())
+	}
+	return nil
+}
+
+func upstreamMain(args []string) {
+	fs := flag.NewFlagSet("imagetool upstream", flag.ExitOnError)
+	var in images.UpstreamInputs
+	fs.StringVar(&in.Busybox, "busybox", "/bin/busybox", "static busybox binary (Debian's busybox-static)")
+	fs.StringVar(&in.Pause, "pause-bin", "bin/images/pause", "static pause binary")
+	fs.StringVar(&in.Agnhost, "agnhost", "bin/upstream/agnhost", "static agnhost binary")
+	tls := fs.String("agnhost-tls", "", "agnhost's porter/localhost.crt,porter/localhost.key")
+	fs.StringVar(&in.NNP, "nnp", "bin/images/nnp", "static nnp binary (nonewprivs)")
+	registry := fs.String("registry", "127.0.0.1:5000", "registry host:port to push to")
+	repoList := fs.String("repo-list", "", "write the KUBE_TEST_REPO_LIST file here")
+	push := fs.Bool("push", false, "push the images to the registry")
+	_ = fs.Parse(args)
+	crt, key, ok := strings.Cut(*tls, ",")
+	if !ok {
+		fmt.Fprintf(os.Stderr, "imagetool upstream: --agnhost-tls must be CRT,KEY, got %q\n", *tls)
+		os.Exit(2)
+	}
+	in.AgnhostTLS = [2]string{crt, key}
+	if err := runUpstream(context.Background(), in, *registry, *repoList, *push); err != nil {
+		fmt.Fprintln(os.Stderr, "imagetool upstream:", err)
+		os.Exit(1)
+	}
+}
+
+func runUpstream(ctx context.Context, in images.UpstreamInputs, registry, repoList string, push bool) error {
+	set, err := images.Upstream(in)
+	if err != nil {
+		return err
+	}
+	for _, u := range set {
+		ref := u.Ref(registry)
+		digest, err := u.Image.Digest()
+		if err != nil {
+			return err
+		}
+		if push {
+			if err := pushImage(ctx, ref, u.Image); err != nil {
+				return err
+			}
+		}
+		fmt.Printf("%s@%s\n", ref, digest)
+	}
+	if repoList != "" {
+		return os.WriteFile(repoList, []byte(images.UpstreamRepoList(registry)), 0o644)
 	}
 	return nil
 }

@@ -53,6 +53,32 @@ func Pause(pauseBin string) (v1.Image, error) {
 // Test builds the test image: Debian's static busybox with a link per applet,
 // plus the static helper binaries in helpers (installed as /bin/<base name>).
 func Test(busybox string, helpers []string) (v1.Image, error) {
+	var extra []file
+	for _, h := range helpers {
+		extra = append(extra, file{Path: "bin/" + path.Base(h), Mode: 0o755, Source: h})
+	}
+	files, err := busyboxRoot(busybox, baseAccounts, extra)
+	if err != nil {
+		return nil, err
+	}
+	return build(files, v1.Config{
+		Cmd: []string{"/bin/sh"},
+		Env: []string{"PATH=" + defaultPath},
+	})
+}
+
+// accounts is an image's /etc/passwd and /etc/group.
+type accounts struct{ passwd, group string }
+
+var baseAccounts = accounts{
+	passwd: "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
+	group:  "root:x:0:\nnogroup:x:65534:\n",
+}
+
+// busyboxRoot is a small root file system: busybox with a link in /bin per
+// applet, the usual directories, the accounts, and extra files. An extra
+// file in /bin wins over the applet of the same name.
+func busyboxRoot(busybox string, acct accounts, extra []file) ([]file, error) {
 	applets, err := busyboxApplets(busybox)
 	if err != nil {
 		return nil, err
@@ -65,24 +91,19 @@ func Test(busybox string, helpers []string) (v1.Image, error) {
 		{Path: "var", Dir: true, Mode: 0o755},
 		{Path: "var/tmp", Dir: true, Mode: 0o1777},
 		{Path: "bin/busybox", Mode: 0o755, Source: busybox},
-		{Path: "etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")},
-		{Path: "etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnogroup:x:65534:\n")},
+		{Path: "etc/passwd", Mode: 0o644, Data: []byte(acct.passwd)},
+		{Path: "etc/group", Mode: 0o644, Data: []byte(acct.group)},
 	}
-	have := map[string]bool{"busybox": true}
-	for _, h := range helpers {
-		name := path.Base(h)
-		have[name] = true
-		files = append(files, file{Path: "bin/" + name, Mode: 0o755, Source: h})
+	have := map[string]bool{"bin/busybox": true}
+	for _, f := range extra {
+		have[f.Path] = true
 	}
 	for _, a := range applets {
-		if !have[a] {
+		if !have["bin/"+a] {
 			files = append(files, file{Path: "bin/" + a, Link: "busybox"})
 		}
 	}
-	return build(files, v1.Config{
-		Cmd: []string{"/bin/sh"},
-		Env: []string{"PATH=" + defaultPath},
-	})
+	return append(files, extra...), nil
 }
 
 // busyboxApplets lists the applets the busybox binary provides.
