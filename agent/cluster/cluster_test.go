@@ -254,3 +254,34 @@ func TestStatusSyncPatchesAnUnchangedStatusOnce(t *testing.T) {
 		t.Errorf("%d patches after a change, want 2", patches())
 	}
 }
+
+// A gone pod's last status reaches the API server before the pod is
+// deleted there: with a finalizer the object stays, and what the API shows
+// is the terminal status, not the last running one.
+func TestStatusSyncWritesTheFinalStatusBeforeDeleting(t *testing.T) {
+	deleted := metav1.NewTime(time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC))
+	apiPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "u-1", DeletionTimestamp: &deleted,
+		Annotations: map[string]string{manifest.AnnotationConfigSource: source.SourceAPI}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	client := fake.NewSimpleClientset(apiPod)
+	s := NewStatusSync(nil, statusStore{}, apiCache{client}, notify.NewSet[types.UID](), clocktesting.NewFakeClock(deleted.Time), quiet)
+	final := apiPod.DeepCopy()
+	final.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: "main",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143, Reason: "Error"}}}}}
+	s.Gone(final)
+	for _, k := range s.gone.Take() {
+		s.delete(context.Background(), client, k)
+	}
+	var verbs []string
+	for _, a := range client.Actions() {
+		if a.GetVerb() != "get" {
+			verbs = append(verbs, a.GetVerb()+" "+a.GetSubresource())
+		}
+	}
+	if strings.Join(verbs, ",") != "patch status,delete " {
+		t.Fatalf("actions %q, want the status patch, then the delete", verbs)
+	}
+	if len(s.finals) != 0 {
+		t.Errorf("the final status is kept after the delete: %v", s.finals)
+	}
+}

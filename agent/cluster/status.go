@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,8 +40,9 @@ type LocalStatus interface {
 // pods/<name>/status carrying metadata.uid (so a pod of the same name and
 // another UID is never written), coalesced per pod, retried with back-off,
 // and a full pass every ResyncPeriod. A static pod's status goes to its
-// mirror pod. A deleted pod whose containers and volumes are gone is
-// deleted from the API (grace 0, UID precondition).
+// mirror pod. A deleted pod whose containers and volumes are gone gets its
+// final status written, then is deleted from the API (grace 0, UID
+// precondition).
 type StatusSync struct {
 	client  func(context.Context) (kubernetes.Interface, error)
 	local   LocalStatus
@@ -52,6 +54,9 @@ type StatusSync struct {
 
 	last    map[types.UID]*corev1.Pod // the API's answer to our last patch
 	retries map[types.UID]retry
+
+	mu     sync.Mutex
+	finals map[types.UID]corev1.PodStatus // gone pods' last status, until deleted
 }
 
 type podKey struct {
@@ -72,14 +77,20 @@ const ResyncPeriod = 10 * time.Second
 // subscription).
 func NewStatusSync(client func(context.Context) (kubernetes.Interface, error), local LocalStatus, api Pods, changes *notify.Set[types.UID], clk clock.WithTicker, log *slog.Logger) *StatusSync {
 	return &StatusSync{client: client, local: local, api: api, changes: changes, gone: notify.NewSet[podKey](), clock: clk, log: log,
-		last: map[types.UID]*corev1.Pod{}, retries: map[types.UID]retry{}}
+		last: map[types.UID]*corev1.Pod{}, retries: map[types.UID]retry{}, finals: map[types.UID]corev1.PodStatus{}}
 }
 
-// Gone is the pod manager's word that a pod has nothing left on the node;
-// a deleted API pod is then removed from the API server.
+// Gone is the pod manager's word that a pod has nothing left on the node,
+// with its last status; a deleted API pod is then removed from the API
+// server once that status is written.
 func (s *StatusSync) Gone(pod *corev1.Pod) {
 	if !source.FromAPI(pod) {
 		return
+	}
+	if pod.Status.Phase != "" {
+		s.mu.Lock()
+		s.finals[pod.UID] = *pod.Status.DeepCopy()
+		s.mu.Unlock()
 	}
 	s.gone.Add(podKey{namespace: pod.Namespace, name: pod.Name, uid: pod.UID})
 }
@@ -134,24 +145,10 @@ func (s *StatusSync) sync(ctx context.Context, client kubernetes.Interface, uid 
 		delete(s.retries, uid)
 		return
 	}
-	if last := s.last[uid]; last != nil && last.UID == target.UID && newer(last, target) {
-		target = last
-	}
-	want := mergeStatus(target, local.Status)
-	normalize(&want)
-	if equality.Semantic.DeepEqual(want, target.Status) {
+	err := s.write(ctx, client, uid, target, local.Status)
+	if err == nil {
 		delete(s.retries, uid)
 		return
-	}
-	patch, err := podStatusPatch(target.UID, target.Status, want)
-	if err == nil {
-		var updated *corev1.Pod
-		updated, err = client.CoreV1().Pods(target.Namespace).Patch(ctx, target.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-		if err == nil {
-			s.last[uid] = updated
-			delete(s.retries, uid)
-			return
-		}
 	}
 	if apierrors.IsNotFound(err) || ctx.Err() != nil {
 		delete(s.retries, uid)
@@ -162,6 +159,29 @@ func (s *StatusSync) sync(ctx context.Context, client kubernetes.Interface, uid 
 	r.at = s.clock.Now().Add(r.delay)
 	s.retries[uid] = r
 	s.log.Warn("pod status not written; retrying", "pod", local.Namespace+"/"+local.Name, "pod_uid", uid, "err", err, "retry_in", r.delay)
+}
+
+// write patches target's status to status (with the conditions others
+// own kept) unless the API already has it; uid is the local pod's.
+func (s *StatusSync) write(ctx context.Context, client kubernetes.Interface, uid types.UID, target *corev1.Pod, status corev1.PodStatus) error {
+	if last := s.last[uid]; last != nil && last.UID == target.UID && newer(last, target) {
+		target = last
+	}
+	want := mergeStatus(target, status)
+	normalize(&want)
+	if equality.Semantic.DeepEqual(want, target.Status) {
+		return nil
+	}
+	patch, err := podStatusPatch(target.UID, target.Status, want)
+	if err != nil {
+		return err
+	}
+	updated, err := client.CoreV1().Pods(target.Namespace).Patch(ctx, target.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return err
+	}
+	s.last[uid] = updated
+	return nil
 }
 
 // target is the API object a local pod's status goes to: the API pod of
@@ -182,16 +202,28 @@ func (s *StatusSync) target(local *corev1.Pod) (*corev1.Pod, bool) {
 func (s *StatusSync) delete(ctx context.Context, client kubernetes.Interface, k podKey) {
 	p, ok := s.api.Pod(k.namespace, k.name)
 	if !ok || p.UID != k.uid || p.DeletionTimestamp == nil {
+		s.forget(k.uid)
 		return
 	}
-	err := client.CoreV1().Pods(k.namespace).Delete(ctx, k.name, metav1.DeleteOptions{
-		GracePeriodSeconds: ptr.To[int64](0),
-		Preconditions:      &metav1.Preconditions{UID: &k.uid},
-	})
+	s.mu.Lock()
+	final, hasFinal := s.finals[k.uid]
+	s.mu.Unlock()
+	var err error
+	if hasFinal {
+		err = s.write(ctx, client, k.uid, p, final)
+	}
+	if err == nil {
+		err = client.CoreV1().Pods(k.namespace).Delete(ctx, k.name, metav1.DeleteOptions{
+			GracePeriodSeconds: ptr.To[int64](0),
+			Preconditions:      &metav1.Preconditions{UID: &k.uid},
+		})
+	}
 	switch {
 	case err == nil:
+		s.forget(k.uid)
 		s.log.Info("pod deleted from the API server after termination", "pod", k.namespace+"/"+k.name, "pod_uid", k.uid)
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		s.forget(k.uid)
 	case ctx.Err() == nil:
 		s.log.Warn("deleting the terminated pod failed; retrying", "pod", k.namespace+"/"+k.name, "err", err)
 		go func() {
@@ -204,6 +236,14 @@ func (s *StatusSync) delete(ctx context.Context, client kubernetes.Interface, k 
 			}
 		}()
 	}
+}
+
+// forget drops what was kept for a gone pod.
+func (s *StatusSync) forget(uid types.UID) {
+	s.mu.Lock()
+	delete(s.finals, uid)
+	s.mu.Unlock()
+	delete(s.last, uid)
 }
 
 // kubeletConditions are the pod conditions the node owns; the others

@@ -2,6 +2,8 @@ package pods
 
 import (
 	"fmt"
+	"os"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -54,4 +56,49 @@ func amount(name corev1.ResourceName, q resource.Quantity) int64 {
 		return sat.MilliValue(q)
 	}
 	return sat.Value(q)
+}
+
+// appArmorAdmit refuses a pod that asks for an AppArmor profile (field or
+// the deprecated annotation, anything but unconfined) on a host without
+// AppArmor, as the kubelet's AppArmor admission handler does: running it
+// would silently drop the confinement the pod asked for.
+func appArmorAdmit(pod *corev1.Pod, hostEnabled bool) *Rejection {
+	if hostEnabled || !wantsAppArmor(pod) {
+		return nil
+	}
+	return &Rejection{Reason: "AppArmor", Message: "Cannot enforce AppArmor: AppArmor is not enabled on the host"}
+}
+
+func wantsAppArmor(pod *corev1.Pod) bool {
+	confined := func(p *corev1.AppArmorProfile) bool {
+		return p != nil && p.Type != corev1.AppArmorProfileTypeUnconfined
+	}
+	if sc := pod.Spec.SecurityContext; sc != nil && confined(sc.AppArmorProfile) {
+		return true
+	}
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			if c.SecurityContext != nil && confined(c.SecurityContext.AppArmorProfile) {
+				return true
+			}
+		}
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		if c.SecurityContext != nil && confined(c.SecurityContext.AppArmorProfile) {
+			return true
+		}
+	}
+	for k, v := range pod.Annotations {
+		if strings.HasPrefix(k, corev1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix) && v != corev1.DeprecatedAppArmorBetaProfileNameUnconfined {
+			return true
+		}
+	}
+	return false
+}
+
+// AppArmorEnabled reports whether the host kernel enforces AppArmor (the
+// module's enabled parameter, as runc reads it).
+func AppArmorEnabled() bool {
+	b, err := os.ReadFile("/sys/module/apparmor/parameters/enabled")
+	return err == nil && strings.HasPrefix(string(b), "Y")
 }

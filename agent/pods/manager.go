@@ -59,6 +59,9 @@ type Options struct {
 	// singleProcessOOMKill): the kernel OOM killer then ends the whole
 	// container, as the kubelet arranges.
 	OOMGroupKill bool
+	// AppArmor: the host enforces AppArmor; without it, pods asking for a
+	// profile are refused.
+	AppArmor bool
 }
 
 // Deps are the manager's collaborators.
@@ -310,8 +313,17 @@ func (m *Manager) apply(u source.Update, complete bool) {
 	}
 	var added []*corev1.Pod
 	for uid, p := range desired {
-		if _, ok := m.pods[uid]; !ok && !m.rejected[uid] {
+		old, ok := m.pods[uid]
+		switch {
+		case !ok && !m.rejected[uid]:
 			added = append(added, p)
+		case ok && old != p && old.ResourceVersion != p.ResourceVersion:
+			// An API pod edited in place (an image, activeDeadlineSeconds,
+			// labels for the downward API): its worker takes the new spec.
+			m.pods[uid] = p
+			if w := m.workers[uid]; w != nil {
+				w.respec(p)
+			}
 		}
 	}
 	order := map[types.UID]int{}
@@ -333,6 +345,9 @@ func (m *Manager) apply(u source.Update, complete bool) {
 			continue
 		}
 		r := admit(p, m.admittedLocked(), m.opts.MaxPods, m.opts.Allocatable)
+		if r == nil {
+			r = appArmorAdmit(p, m.opts.AppArmor)
+		}
 		if errs := unsupported(p); len(errs) > 0 {
 			r = &Rejection{Reason: "UnsupportedPodSpec", Message: errs.ToAggregate().Error()}
 		}

@@ -462,3 +462,54 @@ func TestNodeFilesLayout(t *testing.T) {
 		t.Errorf("emptyDir %s: %v %v", dir, err, serr)
 	}
 }
+
+// A deleted API pod whose containers stopped turns terminal whatever its
+// restart policy, as the kubelet's podIsTerminal and TerminatePod make it.
+func TestComputeStatusOfAStoppedDeletedPod(t *testing.T) {
+	killed := record("a", runtimeapi.ContainerState_CONTAINER_EXITED, 137, "0", t0)
+	exited0 := record("a", runtimeapi.ContainerState_CONTAINER_EXITED, 0, "0", t0)
+	cases := []struct {
+		name   string
+		policy corev1.RestartPolicy
+		recs   []*runtimeapi.ContainerStatus
+		phase  corev1.PodPhase
+		reason string
+	}{
+		{"killed under Always", corev1.RestartPolicyAlways, []*runtimeapi.ContainerStatus{killed}, corev1.PodFailed, "Error"},
+		{"killed under OnFailure", corev1.RestartPolicyOnFailure, []*runtimeapi.ContainerStatus{killed}, corev1.PodFailed, "Error"},
+		{"exit 0 under Always", corev1.RestartPolicyAlways, []*runtimeapi.ContainerStatus{exited0}, corev1.PodSucceeded, "Completed"},
+		{"never started (image pull failing)", corev1.RestartPolicyAlways, nil, corev1.PodFailed, "ContainerStatusUnknown"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()}, Containers: tc.recs}
+			pod := testPod(tc.policy, "a")
+			if st := podStatus(pod, rt, nil); tc.recs != nil && st.Phase == tc.phase && tc.policy != corev1.RestartPolicyNever {
+				t.Fatalf("phase %s before the deletion: the case proves nothing", st.Phase)
+			}
+			st := computeStatus(statusInput{pod: pod, rt: rt, stopped: true, startTime: metav1.NewTime(t0), now: t0})
+			if st.Phase != tc.phase {
+				t.Errorf("phase %s, want %s", st.Phase, tc.phase)
+			}
+			term := st.ContainerStatuses[0].State.Terminated
+			if term == nil || term.Reason != tc.reason {
+				t.Fatalf("state %+v, want terminated with %s", st.ContainerStatuses[0].State, tc.reason)
+			}
+			if tc.recs == nil && term.ExitCode != 137 {
+				t.Errorf("unknown end exit code %d, want 137", term.ExitCode)
+			}
+		})
+	}
+
+	// Init containers: one that never started stays waiting only behind
+	// one that tried; the app container of an uninitialized pod is left.
+	pod := testPod(corev1.RestartPolicyAlways, "app")
+	pod.Spec.InitContainers = []corev1.Container{{Name: "i1", Image: "img"}, {Name: "i2", Image: "img"}}
+	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()},
+		Containers: []*runtimeapi.ContainerStatus{record("i1", runtimeapi.ContainerState_CONTAINER_EXITED, 137, "0", t0)}}
+	st := computeStatus(statusInput{pod: pod, rt: rt, stopped: true, startTime: metav1.NewTime(t0), now: t0})
+	if st.Phase != corev1.PodFailed || st.InitContainerStatuses[0].State.Terminated == nil ||
+		st.InitContainerStatuses[1].State.Waiting == nil || st.ContainerStatuses[0].State.Waiting == nil {
+		t.Errorf("uninitialized pod: %s init %+v app %+v", st.Phase, st.InitContainerStatuses, st.ContainerStatuses[0].State)
+	}
+}

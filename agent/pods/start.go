@@ -44,6 +44,10 @@ func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.C
 				w.killUnhealthy(ctx, pod, c, current, kind, probeGrace, podIP)
 				return 0, false
 			}
+			if !init && current.Annotations[cri.AnnotationContainerImageRequest] != c.Image {
+				w.killChanged(ctx, pod, c, current, podIP)
+				return 0, false
+			}
 			if sidecar {
 				// The containers after a sidecar start once it has started:
 				// running, and its startup probe passed (KEP-753). The probe's
@@ -66,6 +70,13 @@ func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.C
 			if init && !sidecar && current.ExitCode == 0 {
 				delete(w.waiting, c.Name)
 				return 0, true
+			}
+			if w.respecified[c.Name] == current.Id {
+				// Stopped for a new definition: restarted whatever the
+				// policy, without back-off (the back-off is per image).
+				delete(w.respecified, c.Name)
+				w.log.Info("restarting container with its new definition", "container", c.Name, "image", c.Image, "restart_count", restartCount)
+				return w.startContainer(ctx, pod, c, restartCount, sb.Id, sandboxCfg, podIP), false
 			}
 			if !shouldRestart(pod, c, init, current.ExitCode) {
 				delete(w.waiting, c.Name)
@@ -189,6 +200,21 @@ func (w *worker) killUnhealthy(ctx context.Context, pod *corev1.Pod, c *corev1.C
 	msg := fmt.Sprintf("Container %s failed %s probe, will be restarted", c.Name, strings.ToLower(string(kind)))
 	if err := w.stopContainer(ctx, rec, grace, podIP, msg); err != nil {
 		w.log.Warn("kill unhealthy container", "container", c.Name, "err", err)
+	}
+}
+
+// killChanged stops a running app container whose spec changed (the image:
+// the only field of a container the API lets change, and all the kubelet's
+// container hash covers). The kubelet restarts it whatever the restart
+// policy.
+func (w *worker) killChanged(ctx context.Context, pod *corev1.Pod, c *corev1.Container, rec *runtimeapi.ContainerStatus, podIP string) {
+	grace := gracePeriod(pod, nil)
+	w.log.Info("container definition changed; restarting it", "container", c.Name, "image", c.Image, "grace_seconds", grace)
+	w.actions++
+	w.respecified[c.Name] = rec.Id
+	msg := fmt.Sprintf("Container %s definition changed, will be restarted", c.Name)
+	if err := w.stopContainer(ctx, rec, grace, podIP, msg); err != nil {
+		w.log.Warn("stop changed container", "container", c.Name, "err", err)
 	}
 }
 

@@ -28,12 +28,15 @@ type terminalReason struct {
 
 // statusInput is everything a pod's status is computed from.
 type statusInput struct {
-	pod         *corev1.Pod
-	rt          *pleg.PodRuntime
-	waiting     map[string]waitingReason
-	messages    map[string]string // termination messages by container ID
-	oomKilled   map[string]bool   // containers the memory cgroup showed OOM killed
-	terminal    *terminalReason   // set: the pod is Failed with this reason
+	pod       *corev1.Pod
+	rt        *pleg.PodRuntime
+	waiting   map[string]waitingReason
+	messages  map[string]string // termination messages by container ID
+	oomKilled map[string]bool   // containers the memory cgroup showed OOM killed
+	terminal  *terminalReason   // set: the pod is Failed with this reason
+	// stopped: a deleted API pod whose containers have all stopped (the
+	// kubelet's podIsTerminal): its phase turns terminal.
+	stopped     bool
 	previous    corev1.PodStatus
 	hostIP      string
 	runtimeName string // containerID scheme, e.g. "containerd"
@@ -90,7 +93,10 @@ func computeStatus(in statusInput) corev1.PodStatus {
 	for i := range pod.Spec.Containers {
 		st.ContainerStatuses = append(st.ContainerStatuses, in.containerStatus(&pod.Spec.Containers[i], defaultWaiting))
 	}
-	st.Phase = podPhase(pod, st.InitContainerStatuses, st.ContainerStatuses)
+	st.Phase = podPhase(pod, st.InitContainerStatuses, st.ContainerStatuses, in.stopped)
+	if in.stopped {
+		endStates(pod, &st)
+	}
 	if in.terminal != nil {
 		st.Phase, st.Reason, st.Message = corev1.PodFailed, in.terminal.Reason, in.terminal.Message
 	}
@@ -274,8 +280,8 @@ func nanoTime(ns int64) metav1.Time {
 	return metav1.NewTime(time.Unix(0, ns))
 }
 
-// podPhase is the kubelet's getPhase.
-func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus) corev1.PodPhase {
+// podPhase is the kubelet's getPhase; stopped is its podIsTerminal.
+func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus, podStopped bool) corev1.PodPhase {
 	byName := func(list []corev1.ContainerStatus, name string) (corev1.ContainerStatus, bool) {
 		for _, s := range list {
 			if s.Name == name {
@@ -371,6 +377,12 @@ func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus) 
 	case running > 0 && unknown == 0:
 		return corev1.PodRunning
 	case running == 0 && stopped > 0 && unknown == 0:
+		if podStopped {
+			if stopped == succeeded {
+				return corev1.PodSucceeded
+			}
+			return corev1.PodFailed
+		}
 		if pod.Spec.RestartPolicy == corev1.RestartPolicyAlways {
 			return corev1.PodRunning
 		}
@@ -383,4 +395,65 @@ func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus) 
 		return corev1.PodRunning
 	}
 	return corev1.PodPending
+}
+
+// unknownEnd is the end state the kubelet gives a container it found no
+// end for when the pod was terminated.
+var unknownEnd = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+	Reason: "ContainerStatusUnknown", Message: "The container could not be located when the pod was terminated", ExitCode: 137,
+}}
+
+// endStates completes the status of a deleted pod whose containers have
+// stopped, as the kubelet's status manager does before the pod leaves the
+// API (TerminatePod): once the pod has initialized, a container without an
+// end state failed; so did each init container that tried to start; and the
+// phase is terminal, Failed unless getPhase found it Succeeded.
+func endStates(pod *corev1.Pod, st *corev1.PodStatus) {
+	if podInitialized(pod, st) {
+		for i := range st.ContainerStatuses {
+			if st.ContainerStatuses[i].State.Terminated == nil {
+				st.ContainerStatuses[i].State = *unknownEnd.DeepCopy()
+			}
+		}
+	}
+	// Init containers up to the last one that left waiting (at least the
+	// first) have tried to start.
+	tried := 0
+	for i, cs := range st.InitContainerStatuses {
+		if cs.State.Waiting == nil || cs.LastTerminationState.Terminated != nil {
+			tried = i + 1
+		}
+	}
+	tried = max(tried, min(1, len(st.InitContainerStatuses)))
+	for i := range st.InitContainerStatuses[:tried] {
+		if st.InitContainerStatuses[i].State.Terminated == nil {
+			st.InitContainerStatuses[i].State = *unknownEnd.DeepCopy()
+		}
+	}
+	if st.Phase != corev1.PodSucceeded {
+		st.Phase = corev1.PodFailed
+	}
+}
+
+// podInitialized is the kubelet's hasPodInitialized: no init containers, a
+// regular container that left waiting, or a last init container that
+// succeeded.
+func podInitialized(pod *corev1.Pod, st *corev1.PodStatus) bool {
+	if len(pod.Spec.InitContainers) == 0 {
+		return true
+	}
+	for _, cs := range st.ContainerStatuses {
+		if cs.LastTerminationState.Terminated != nil || cs.State.Waiting == nil {
+			return true
+		}
+	}
+	if n := len(st.InitContainerStatuses); n > 0 {
+		last := st.InitContainerStatuses[n-1]
+		for _, t := range []*corev1.ContainerStateTerminated{last.State.Terminated, last.LastTerminationState.Terminated} {
+			if t != nil && t.ExitCode == 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -18,6 +18,7 @@ import (
 	"nodeagent/agent/events"
 	"nodeagent/agent/pleg"
 	"nodeagent/agent/pods/criconfig"
+	"nodeagent/agent/source"
 	"nodeagent/cri"
 	"nodeagent/internal/mounts"
 	"nodeagent/internal/qos"
@@ -186,14 +187,18 @@ func (w *worker) terminatePod(ctx context.Context) {
 		if err == nil {
 			// Refresh the cache so the pod stops counting as present.
 			w.m.cache.Inspect(ctx, w.uid)
+			final, _ := w.m.store.Get(w.uid)
 			w.m.store.Delete(w.uid)
 			w.m.probes.RemovePod(w.uid, true)
 			w.m.restarts.Forget(string(w.uid))
 			w.m.imagePulls.Forget(string(w.uid))
 			w.log.Info("pod terminated and cleaned up")
 			if w.pod != nil {
+				if final == nil || final.UID != w.uid {
+					final = w.pod
+				}
 				w.m.mu.Lock()
-				w.m.goneLocked(w.pod)
+				w.m.goneLocked(final)
 				w.m.mu.Unlock()
 			}
 			return
@@ -223,6 +228,15 @@ func (w *worker) killAndClean(ctx context.Context) error {
 	w.mu.Unlock()
 	if err := w.stopAll(ctx, rt, grace); err != nil {
 		return err
+	}
+	// The containers' end states go out before they are removed: a
+	// deleted API pod leaves the API server only with a terminal status.
+	if w.pod != nil && source.FromAPI(w.pod) {
+		if rt, err = w.m.cache.Inspect(ctx, w.uid); err != nil {
+			return err
+		}
+		w.stopped = true
+		w.publish(rt)
 	}
 	var errs []error
 	for _, c := range rt.GetContainers() {

@@ -46,7 +46,10 @@ type worker struct {
 	stopGrace       *int64          // grace for stopping a failed pod (eviction), else the pod's
 	volumesReleased bool            // a finished pod's volumes are torn down
 	lastPhase       corev1.PodPhase
-	appsExited      bool // every app container exited for good (appsDone)
+	appsExited      bool              // every app container exited for good (appsDone)
+	stopped         bool              // a deleted pod's containers all stopped: its status is final
+	respecified     map[string]string // container name -> ID stopped for a new definition
+	next            *corev1.Pod       // an updated spec for the next sync (under mu)
 	lastIP          string
 	seen            time.Time     // when this agent first synced the pod
 	pulling         time.Duration // spent pulling images for it
@@ -65,6 +68,7 @@ func newWorker(m *Manager, uid types.UID, pod *corev1.Pod) *worker {
 		waiting:     map[string]waitingReason{},
 		messages:    map[string]string{},
 		oomKilled:   map[string]bool{},
+		respecified: map[string]string{},
 		pullFailed:  map[string]time.Time{},
 	}
 }
@@ -86,6 +90,28 @@ func (w *worker) overrideGrace(grace *int64) {
 
 // terminate asks the worker to stop its pod; grace, when set, overrides
 // the pod's grace period.
+// respec hands the worker its pod's updated spec, taken at the next sync.
+func (w *worker) respec(p *corev1.Pod) {
+	w.mu.Lock()
+	w.next = p
+	w.mu.Unlock()
+	w.wake()
+}
+
+// takeSpec switches to the spec respec handed over, if any. w.pod is read
+// by the manager under its lock, so it changes under that lock.
+func (w *worker) takeSpec() {
+	w.mu.Lock()
+	next := w.next
+	w.next = nil
+	w.mu.Unlock()
+	if next != nil {
+		w.m.mu.Lock()
+		w.pod = next
+		w.m.mu.Unlock()
+	}
+}
+
 func (w *worker) terminate(grace *int64) {
 	w.mu.Lock()
 	w.terminating = true
@@ -131,6 +157,7 @@ func (w *worker) isTerminating() bool {
 func (w *worker) run(ctx context.Context) {
 	defer w.m.workerDone(w)
 	for ctx.Err() == nil {
+		w.takeSpec()
 		if w.isTerminating() {
 			w.terminatePod(ctx)
 			return

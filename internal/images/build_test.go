@@ -5,7 +5,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // fakeBusybox stands in for Debian's busybox: it lists three applets.
@@ -41,27 +44,7 @@ func TestTestImageIsDeterministicAndComplete(t *testing.T) {
 	if da != db {
 		t.Errorf("two builds differ: %s vs %s", da, db)
 	}
-	layers, err := a.Layers()
-	if err != nil || len(layers) != 1 {
-		t.Fatalf("layers: %v %v", layers, err)
-	}
-	rc, err := layers[0].Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	entries := map[string]*tar.Header{}
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		entries[h.Name] = h
-	}
+	entries, _ := layerEntries(t, a)
 	if h := entries["bin/sh"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "busybox" {
 		t.Errorf("bin/sh must link to busybox: %+v", h)
 	}
@@ -88,5 +71,109 @@ func TestPauseImage(t *testing.T) {
 	}
 	if _, err := Pause("/nonexistent/pause"); err == nil {
 		t.Error("a missing binary must fail the build")
+	}
+}
+
+// layerEntries reads an image's one layer into its tar headers and contents.
+func layerEntries(t *testing.T, img v1.Image) (map[string]*tar.Header, map[string]string) {
+	t.Helper()
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("layers: %v %v", layers, err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	headers, data := map[string]*tar.Header{}, map[string]string{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return headers, data
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		headers[h.Name], data[h.Name] = h, string(b)
+	}
+}
+
+func TestUpstreamImages(t *testing.T) {
+	in := UpstreamInputs{
+		Busybox:    fakeBusybox(t),
+		Pause:      helper(t, "pause"),
+		Agnhost:    helper(t, "agnhost"),
+		AgnhostTLS: [2]string{helper(t, "localhost.crt"), helper(t, "localhost.key")},
+		NNP:        helper(t, "nnp"),
+	}
+	set, err := Upstream(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byRef := map[string]v1.Image{}
+	digests := map[v1.Hash]string{}
+	for _, u := range set {
+		ref := u.Ref("127.0.0.1:5000")
+		byRef[ref] = u.Image
+		d, _ := u.Image.Digest()
+		if other, ok := digests[d]; ok {
+			t.Errorf("%s and %s have the same digest: the image-update specs need them apart", ref, other)
+		}
+		digests[d] = ref
+	}
+	for _, ref := range []string{
+		"127.0.0.1:5000/k8s/pause:3.10.1",
+		"127.0.0.1:5000/e2e-test-images/agnhost:2.56",
+		"127.0.0.1:5000/e2e-test-images/busybox:1.37.0-1",
+		"127.0.0.1:5000/e2e-test-images/nonewprivs:1.3",
+		"127.0.0.1:5000/e2e-test-images/nonroot:1.4",
+		"127.0.0.1:5000/e2e-test-images/nginx:1.14-4",
+		"127.0.0.1:5000/e2e-test-images/nginx:1.15-4",
+		"127.0.0.1:5000/e2e-test-images/httpd:2.4.38-4",
+		"127.0.0.1:5000/e2e-test-images/httpd:2.4.39-4",
+	} {
+		if byRef[ref] == nil {
+			t.Errorf("missing %s", ref)
+		}
+	}
+
+	agnhost := byRef["127.0.0.1:5000/e2e-test-images/agnhost:2.56"]
+	cf, _ := agnhost.ConfigFile()
+	if len(cf.Config.Entrypoint) != 1 || cf.Config.Entrypoint[0] != "/agnhost" || len(cf.Config.Cmd) != 1 || cf.Config.Cmd[0] != "pause" {
+		t.Errorf("agnhost entrypoint %v cmd %v", cf.Config.Entrypoint, cf.Config.Cmd)
+	}
+	h, data := layerEntries(t, agnhost)
+	if h["agnhost-2"] == nil || h["agnhost-2"].Linkname != "agnhost" || h["uploads/"] == nil || h["localhost.key"] == nil {
+		t.Errorf("agnhost files: agnhost-2 %+v uploads %+v", h["agnhost-2"], h["uploads/"])
+	}
+	if !strings.Contains(data["etc/passwd"], "user-defined-in-image:x:1000:") ||
+		!strings.Contains(data["etc/group"], "group-defined-in-image:x:50000:user-defined-in-image") {
+		t.Errorf("agnhost accounts:\n%s\n%s", data["etc/passwd"], data["etc/group"])
+	}
+
+	h, _ = layerEntries(t, byRef["127.0.0.1:5000/e2e-test-images/nonewprivs:1.3"])
+	if nnp := h["usr/local/bin/nnp"]; nnp == nil || nnp.Mode&0o4000 == 0 || nnp.Uid != 0 {
+		t.Errorf("nnp must be set-user-ID root: %+v", nnp)
+	}
+	if h["usr/local/bin/"] == nil {
+		t.Error("nnp's directory is missing")
+	}
+	cf, _ = byRef["127.0.0.1:5000/e2e-test-images/nonroot:1.4"].ConfigFile()
+	if cf.Config.User != "1234" {
+		t.Errorf("nonroot user %q", cf.Config.User)
+	}
+	cf, _ = byRef["127.0.0.1:5000/e2e-test-images/nginx:1.14-4"].ConfigFile()
+	if strings.Join(cf.Config.Entrypoint, " ") != "/bin/httpd -f -p 80 -h /usr/share/nginx/html" {
+		t.Errorf("nginx stand-in entrypoint %v", cf.Config.Entrypoint)
+	}
+
+	list := UpstreamRepoList("127.0.0.1:5000")
+	for _, want := range []string{"promoterE2eRegistry: 127.0.0.1:5000/e2e-test-images\n", "gcRegistry: 127.0.0.1:5000/k8s\n", "invalidRegistry: 127.0.0.1:5000/unserved/"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("repo list lacks %q:\n%s", want, list)
+		}
 	}
 }
