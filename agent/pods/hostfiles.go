@@ -23,7 +23,9 @@ func (f nodeFiles) podDir(uid types.UID) string { return filepath.Join(f.root, "
 // EmptyDir creates the volume's directory, a tmpfs for medium Memory.
 func (f nodeFiles) EmptyDir(pod *corev1.Pod, v *corev1.Volume) (string, error) {
 	dir := filepath.Join(f.podDir(pod.UID), "volumes", "kubernetes.io~empty-dir", v.Name)
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+	// 0777 whatever the umask, as the kubelet: any user the containers
+	// run as may write there.
+	if err := volumes.MkdirMode(dir, 0o777); err != nil {
 		return "", err
 	}
 	if v.EmptyDir.Medium == corev1.StorageMediumMemory {

@@ -141,7 +141,9 @@ func (m *Manager) write(uid types.UID, dir string, v *corev1.Volume, files map[s
 			return nil
 		}
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	// World-writable as the kubelet's wrapped emptyDir: users other than
+	// root must reach the files (the container mounts it read-only).
+	if err := MkdirMode(dir, 0o777); err != nil {
 		return err
 	}
 	if v.Secret != nil || v.Projected != nil {
@@ -159,6 +161,15 @@ func (m *Manager) write(uid types.UID, dir string, v *corev1.Volume, files map[s
 	m.written[uid][v.Name] = sum
 	m.mu.Unlock()
 	return nil
+}
+
+// MkdirMode creates a volume directory with exactly mode, whatever the
+// umask.
+func MkdirMode(dir string, mode os.FileMode) error {
+	if err := os.MkdirAll(dir, mode); err != nil {
+		return err
+	}
+	return os.Chmod(dir, mode)
 }
 
 // Forget drops what the manager remembers of a pod whose worker ended.

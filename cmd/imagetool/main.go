@@ -122,6 +122,8 @@ func upstreamMain(args []string) {
 	fs.StringVar(&in.Agnhost, "agnhost", "bin/upstream/agnhost", "static agnhost binary")
 	tls := fs.String("agnhost-tls", "", "agnhost's porter/localhost.crt,porter/localhost.key")
 	fs.StringVar(&in.NNP, "nnp", "bin/images/nnp", "static nnp binary (nonewprivs)")
+	fs.StringVar(&in.NMeter, "nmeter", "bin/images/nmeter", "static nmeter stand-in")
+	fs.StringVar(&in.Shell, "shell", "/bin/bash", "the images' /bin/sh (bash; its libraries come along)")
 	registry := fs.String("registry", "127.0.0.1:5000", "registry host:port to push to")
 	repoList := fs.String("repo-list", "", "write the KUBE_TEST_REPO_LIST file here")
 	push := fs.Bool("push", false, "push the images to the registry")

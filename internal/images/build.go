@@ -103,7 +103,7 @@ func busyboxRoot(busybox string, acct accounts, extra []file) ([]file, error) {
 			files = append(files, file{Path: "bin/" + a, Link: "busybox"})
 		}
 	}
-	return append(files, extra...), nil
+	return dedupDirs(append(files, extra...)), nil
 }
 
 // busyboxApplets lists the applets the busybox binary provides.

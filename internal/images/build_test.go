@@ -108,6 +108,8 @@ func TestUpstreamImages(t *testing.T) {
 		Agnhost:    helper(t, "agnhost"),
 		AgnhostTLS: [2]string{helper(t, "localhost.crt"), helper(t, "localhost.key")},
 		NNP:        helper(t, "nnp"),
+		NMeter:     helper(t, "nmeter"),
+		Shell:      "/bin/bash", // a dynamic binary: its loader and libraries come along
 	}
 	set, err := Upstream(in)
 	if err != nil {
@@ -152,6 +154,18 @@ func TestUpstreamImages(t *testing.T) {
 	if !strings.Contains(data["etc/passwd"], "user-defined-in-image:x:1000:") ||
 		!strings.Contains(data["etc/group"], "group-defined-in-image:x:50000:user-defined-in-image") {
 		t.Errorf("agnhost accounts:\n%s\n%s", data["etc/passwd"], data["etc/group"])
+	}
+
+	h, _ = layerEntries(t, byRef["127.0.0.1:5000/e2e-test-images/busybox:1.37.0-1"])
+	if sh := h["bin/sh"]; sh == nil || sh.Linkname != "bash" || h["bin/bash"] == nil || h["bin/nmeter"] == nil {
+		t.Errorf("busybox: sh %+v, bash %v, nmeter %v", sh, h["bin/bash"] != nil, h["bin/nmeter"] != nil)
+	}
+	libc := false
+	for name := range h {
+		libc = libc || strings.HasSuffix(name, "/libc.so.6")
+	}
+	if !libc {
+		t.Error("bash's libc is not in the image")
 	}
 
 	h, _ = layerEntries(t, byRef["127.0.0.1:5000/e2e-test-images/nonewprivs:1.3"])

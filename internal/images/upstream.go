@@ -3,6 +3,7 @@ package images
 import (
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -35,6 +36,8 @@ type UpstreamInputs struct {
 	Agnhost    string    // static agnhost, built from k8s.io/kubernetes/test/images/agnhost
 	AgnhostTLS [2]string // porter's localhost.crt and localhost.key from the same tree
 	NNP        string    // static binary printing its effective uid (nonewprivs)
+	NMeter     string    // static nmeter stand-in (cmd/nmeter)
+	Shell      string    // bash, the images' /bin/sh (with its libraries)
 }
 
 // UpstreamImage is one image of the set: its registry key, its name:tag
@@ -74,9 +77,18 @@ func UpstreamRepoList(registry string) string {
 // (busybox httpd serving :80), as the specs only need a long-running
 // server. docs/upstream-conformance.md lists each one.
 func Upstream(in UpstreamInputs) ([]UpstreamImage, error) {
+	// Debian's busybox 1.35 falls short of the upstream images' 1.37 in two
+	// ways the specs see: its ash drops environment variables whose names
+	// are not shell identifiers (configMap keys such as data-1), and it has
+	// no nmeter. So /bin/sh is bash, and nmeter a stand-in.
+	common, err := hostBinary(in.Shell, "bin/bash")
+	if err != nil {
+		return nil, fmt.Errorf("shell: %w", err)
+	}
+	common = append(common, file{Path: "bin/sh", Link: "bash"}, file{Path: "bin/nmeter", Mode: 0o755, Source: in.NMeter})
 	var out []UpstreamImage
 	add := func(key, name string, acct accounts, extra []file, cfg v1.Config) error {
-		files, err := busyboxRoot(in.Busybox, acct, extra)
+		files, err := busyboxRoot(in.Busybox, acct, append(slices.Clone(common), extra...))
 		if err != nil {
 			return err
 		}
