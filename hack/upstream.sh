@@ -86,6 +86,17 @@ push_images() {
 	log "pushed $(wc -l <"$RUN_OUT/images.txt") images to $REGISTRY (list: $RUN_OUT/images.txt)"
 }
 
+# The suite reads the read-only port at localhost and the API server
+# reaches the kubelet port at NODE_ADDRESS, so the agent listens on every
+# address, as the kubelet under the suite does. Anonymous access is on: a
+# firewall rule keeps both ports to this machine's own addresses.
+KUBELET_PORT=10250
+READ_ONLY_PORT=10255
+FW_RULE=(INPUT -p tcp -m multiport --dports "$KUBELET_PORT,$READ_ONLY_PORT" -m addrtype ! --src-type LOCAL
+	-m comment --comment nodeagent-upstream -j DROP)
+firewall_up() { iptables -C "${FW_RULE[@]}" 2>/dev/null || iptables -I "${FW_RULE[@]}"; }
+firewall_down() { while iptables -D "${FW_RULE[@]}" 2>/dev/null; do :; done; }
+
 api_get() { curl -fsSk -H "Authorization: Bearer $TOKEN" "$API$1"; }
 
 # services: the suite's own etcd, kube-apiserver and namespace controller,
@@ -122,7 +133,9 @@ agent_up() {
 	kind: KubeletConfiguration
 	containerRuntimeEndpoint: $CRI_ENDPOINT
 	staticPodPath: $RUN_OUT/agent/manifests
-	address: $NODE_ADDRESS
+	address: 0.0.0.0
+	port: $KUBELET_PORT
+	readOnlyPort: $READ_ONLY_PORT
 	authentication:
 	  anonymous: {enabled: true}
 	  webhook: {enabled: false}
@@ -147,7 +160,7 @@ teardown() {
 	if alive "$RUN_OUT/nodeagent.pid"; then
 		local body n=""
 		for _ in $(seq 120); do
-			if body=$(curl -fsSk "https://$NODE_ADDRESS:10250/pods" 2>/dev/null); then
+			if body=$(curl -fsSk "https://$NODE_ADDRESS:$KUBELET_PORT/pods" 2>/dev/null); then
 				n=$(grep -o '"uid": *"' <<<"$body" | wc -l || true)
 				[ "$n" -eq 0 ] && break
 			fi
@@ -157,6 +170,7 @@ teardown() {
 	fi
 	stop "$RUN_OUT/nodeagent.pid" nodeagent 30
 	stop "$RUN_OUT/services.pid" "the suite's services" 30
+	firewall_down
 }
 
 skip_regexp() {
@@ -178,6 +192,7 @@ run() {
 	rm -rf "$RUN_OUT/report" && mkdir -p "$RUN_OUT/report"
 	push_images
 	trap teardown EXIT
+	firewall_up
 	services_up
 	agent_up
 

@@ -513,3 +513,16 @@ func TestComputeStatusOfAStoppedDeletedPod(t *testing.T) {
 		t.Errorf("uninitialized pod: %s init %+v app %+v", st.Phase, st.InitContainerStatuses, st.ContainerStatuses[0].State)
 	}
 }
+
+func TestFinishedInitContainerIsReady(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyNever, "app")
+	pod.Spec.InitContainers = []corev1.Container{{Name: "ok", Image: "img"}, {Name: "bad", Image: "img"}}
+	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()}, Containers: []*runtimeapi.ContainerStatus{
+		record("ok", runtimeapi.ContainerState_CONTAINER_EXITED, 0, "0", t0),
+		record("bad", runtimeapi.ContainerState_CONTAINER_EXITED, 1, "0", t0.Add(time.Second)),
+	}}
+	st := podStatus(pod, rt, nil)
+	if !st.InitContainerStatuses[0].Ready || st.InitContainerStatuses[1].Ready {
+		t.Errorf("ready: exit 0 %v (want true), exit 1 %v (want false)", st.InitContainerStatuses[0].Ready, st.InitContainerStatuses[1].Ready)
+	}
+}

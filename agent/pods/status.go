@@ -78,6 +78,11 @@ func computeStatus(in statusInput) corev1.PodStatus {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := in.containerStatus(c, "PodInitializing")
+		// A finished init container is ready (the kubelet's prober
+		// manager says so for exit 0).
+		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 && !qos.IsSidecar(c) {
+			cs.Ready = true
+		}
 		st.InitContainerStatuses = append(st.InitContainerStatuses, cs)
 		done := (cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0) ||
 			(qos.IsSidecar(c) && cs.State.Running != nil)

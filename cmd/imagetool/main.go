@@ -124,6 +124,7 @@ func upstreamMain(args []string) {
 	fs.StringVar(&in.NNP, "nnp", "bin/images/nnp", "static nnp binary (nonewprivs)")
 	fs.StringVar(&in.NMeter, "nmeter", "bin/images/nmeter", "static nmeter stand-in")
 	fs.StringVar(&in.Shell, "shell", "/bin/bash", "the images' /bin/sh (bash; its libraries come along)")
+	tools := fs.String("agnhost-tools", "/usr/bin/curl", "comma-separated host binaries for agnhost's /usr/bin (their libraries come along)")
 	registry := fs.String("registry", "127.0.0.1:5000", "registry host:port to push to")
 	repoList := fs.String("repo-list", "", "write the KUBE_TEST_REPO_LIST file here")
 	push := fs.Bool("push", false, "push the images to the registry")
@@ -134,6 +135,9 @@ func upstreamMain(args []string) {
 		os.Exit(2)
 	}
 	in.AgnhostTLS = [2]string{crt, key}
+	if *tools != "" {
+		in.AgnhostTools = strings.Split(*tools, ",")
+	}
 	if err := runUpstream(context.Background(), in, *registry, *repoList, *push); err != nil {
 		fmt.Fprintln(os.Stderr, "imagetool upstream:", err)
 		os.Exit(1)

@@ -103,13 +103,14 @@ func layerEntries(t *testing.T, img v1.Image) (map[string]*tar.Header, map[strin
 
 func TestUpstreamImages(t *testing.T) {
 	in := UpstreamInputs{
-		Busybox:    fakeBusybox(t),
-		Pause:      helper(t, "pause"),
-		Agnhost:    helper(t, "agnhost"),
-		AgnhostTLS: [2]string{helper(t, "localhost.crt"), helper(t, "localhost.key")},
-		NNP:        helper(t, "nnp"),
-		NMeter:     helper(t, "nmeter"),
-		Shell:      "/bin/bash", // a dynamic binary: its loader and libraries come along
+		Busybox:      fakeBusybox(t),
+		Pause:        helper(t, "pause"),
+		Agnhost:      helper(t, "agnhost"),
+		AgnhostTLS:   [2]string{helper(t, "localhost.crt"), helper(t, "localhost.key")},
+		NNP:          helper(t, "nnp"),
+		NMeter:       helper(t, "nmeter"),
+		Shell:        "/bin/bash", // a dynamic binary: its loader and libraries come along
+		AgnhostTools: []string{"/usr/bin/curl"},
 	}
 	set, err := Upstream(in)
 	if err != nil {
@@ -148,6 +149,9 @@ func TestUpstreamImages(t *testing.T) {
 		t.Errorf("agnhost entrypoint %v cmd %v", cf.Config.Entrypoint, cf.Config.Cmd)
 	}
 	h, data := layerEntries(t, agnhost)
+	if h["usr/bin/curl"] == nil {
+		t.Error("agnhost lacks curl")
+	}
 	if h["agnhost-2"] == nil || h["agnhost-2"].Linkname != "agnhost" || h["uploads/"] == nil || h["localhost.key"] == nil {
 		t.Errorf("agnhost files: agnhost-2 %+v uploads %+v", h["agnhost-2"], h["uploads/"])
 	}

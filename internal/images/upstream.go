@@ -38,6 +38,9 @@ type UpstreamInputs struct {
 	NNP        string    // static binary printing its effective uid (nonewprivs)
 	NMeter     string    // static nmeter stand-in (cmd/nmeter)
 	Shell      string    // bash, the images' /bin/sh (with its libraries)
+	// AgnhostTools are host binaries agnhost's image carries in /usr/bin
+	// (its Dockerfile adds curl and more with apk), with their libraries.
+	AgnhostTools []string
 }
 
 // UpstreamImage is one image of the set: its registry key, its name:tag
@@ -127,6 +130,13 @@ func Upstream(in UpstreamInputs) ([]UpstreamImage, error) {
 		{Path: "uploads", Dir: true, Mode: 0o755},
 		{Path: "home", Dir: true, Mode: 0o755},
 		{Path: "home/user-defined-in-image", Dir: true, Mode: 0o755},
+	}
+	for _, tool := range in.AgnhostTools {
+		files, err := hostBinary(tool, "usr/bin/"+path.Base(tool))
+		if err != nil {
+			return nil, fmt.Errorf("agnhost tool: %w", err)
+		}
+		agnhost = append(agnhost, files...)
 	}
 	if err := add(e2e, "agnhost:2.56", agnhostAccounts, agnhost, v1.Config{
 		Entrypoint:   []string{"/agnhost"},
