@@ -148,6 +148,17 @@ func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.
 		w.fail(c, "CreateContainerConfigError", err)
 		return 0
 	}
+	if target := ephemeralTarget(pod, c.Name); target != "" {
+		// A debug container sees its target's processes.
+		recs := w.m.cache.Get(w.uid).ContainersNamed(target)
+		if len(recs) == 0 || recs[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			w.fail(c, "CreateContainerConfigError", fmt.Errorf("target container %q is not running", target))
+			return w.m.opts.ResyncPeriod
+		}
+		if sc := cfg.GetLinux().GetSecurityContext(); sc != nil && sc.NamespaceOptions != nil {
+			sc.NamespaceOptions.Pid, sc.NamespaceOptions.TargetId = runtimeapi.NamespaceMode_TARGET, recs[0].Id
+		}
+	}
 	w.actions++
 	id, err := w.m.rt.CreateContainer(ctx, sandboxID, cfg, sandboxCfg)
 	if err != nil {
@@ -165,6 +176,17 @@ func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.
 	w.log.Debug("container started", "container", c.Name, "container_id", shortID(id), "restart_count", restartCount)
 	w.postStart(ctx, pod, c, id, podIP)
 	return 0
+}
+
+// ephemeralTarget is the targetContainerName of the named ephemeral
+// container, "" for any other container.
+func ephemeralTarget(pod *corev1.Pod, name string) string {
+	for _, ec := range pod.Spec.EphemeralContainers {
+		if ec.Name == name {
+			return ec.TargetContainerName
+		}
+	}
+	return ""
 }
 
 // postStart runs the container's postStart hook before anything else of

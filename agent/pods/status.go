@@ -98,6 +98,10 @@ func computeStatus(in statusInput) corev1.PodStatus {
 	for i := range pod.Spec.Containers {
 		st.ContainerStatuses = append(st.ContainerStatuses, in.containerStatus(&pod.Spec.Containers[i], defaultWaiting))
 	}
+	for i := range pod.Spec.EphemeralContainers {
+		c := (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, in.containerStatus(c, "ContainerCreating"))
+	}
 	st.Phase = podPhase(pod, st.InitContainerStatuses, st.ContainerStatuses, in.stopped)
 	if in.stopped {
 		endStates(pod, &st)

@@ -262,6 +262,13 @@ func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodR
 		d, _ := w.syncContainer(ctx, pod, &pod.Spec.Containers[i], rt, sb, sandboxCfg, podIP, false)
 		keep(d)
 	}
+	// Ephemeral containers (kubectl debug) run once each, never restarted.
+	for i := range pod.Spec.EphemeralContainers {
+		c := (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		if len(rt.ContainersNamed(c.Name)) == 0 {
+			keep(w.startContainer(ctx, pod, c, 0, sb.Id, sandboxCfg, podIP))
+		}
+	}
 	w.prune(ctx, rt)
 	return retry, nil
 }
