@@ -285,3 +285,46 @@ func TestStatusSyncWritesTheFinalStatusBeforeDeleting(t *testing.T) {
 		t.Errorf("the final status is kept after the delete: %v", s.finals)
 	}
 }
+
+// mirrorCache is the API source's view of mirror pods, read from the fake.
+type mirrorCache struct{ apiCache }
+
+func (c mirrorCache) Mirrors() []*corev1.Pod {
+	list, _ := c.client.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+	var out []*corev1.Pod
+	for i := range list.Items {
+		if _, ok := list.Items[i].Annotations[source.AnnotationMirror]; ok {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out
+}
+
+// A mirror pod deleted gracefully is finished off and made again, and one
+// whose static pod is gone is deleted even while it is being deleted: the
+// API server waits for the node either way.
+func TestMirrorsFinishGracefulDeletions(t *testing.T) {
+	now := metav1.Now()
+	static := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-n", Namespace: "default", UID: "static-uid",
+		Annotations: map[string]string{manifest.AnnotationConfigHash: "h1"}}}
+	deleting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-n", Namespace: "default", UID: "mirror-1", DeletionTimestamp: &now,
+		Annotations: map[string]string{source.AnnotationMirror: "h1"}}}
+	orphan := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "old-n", Namespace: "default", UID: "mirror-2", DeletionTimestamp: &now,
+		Annotations: map[string]string{source.AnnotationMirror: "h0"}}}
+	client := fake.NewSimpleClientset(deleting, orphan)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "node-uid"}}
+	m := NewMirrors(nil, mirrorCache{apiCache{client}}, func() *corev1.Node { return node }, clocktesting.NewFakeClock(now.Time), quiet)
+	m.SetStatic([]*corev1.Pod{static})
+	m.sync(context.Background(), client)
+
+	if _, err := client.CoreV1().Pods("default").Get(context.Background(), "old-n", metav1.GetOptions{}); err == nil {
+		t.Error("the orphaned mirror pod being deleted is still there")
+	}
+	got, err := client.CoreV1().Pods("default").Get(context.Background(), "web-n", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the gracefully deleted mirror pod was not made again: %v", err)
+	}
+	if got.UID == "mirror-1" || got.DeletionTimestamp != nil || got.Annotations[source.AnnotationMirror] != "h1" {
+		t.Errorf("mirror pod %s deleting %v hash %q: want a new one with hash h1", got.UID, got.DeletionTimestamp, got.Annotations[source.AnnotationMirror])
+	}
+}

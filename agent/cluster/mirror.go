@@ -95,7 +95,7 @@ func (m *Mirrors) sync(ctx context.Context, client kubernetes.Interface) {
 		m.ensure(ctx, client, node, sp)
 	}
 	for _, mp := range m.api.Mirrors() {
-		if !wanted[mp.Namespace+"/"+mp.Name] && mp.DeletionTimestamp == nil {
+		if !wanted[mp.Namespace+"/"+mp.Name] {
 			m.remove(ctx, client, mp, "its static pod is gone")
 		}
 	}
@@ -111,12 +111,18 @@ func (m *Mirrors) ensure(ctx context.Context, client kubernetes.Interface, node 
 			m.log.Warn("a pod of the static pod's name exists in the API and is not its mirror; no mirror pod", "pod", sp.Namespace+"/"+sp.Name)
 			return
 		case cur.DeletionTimestamp != nil:
-			return // made again once it is gone
+			// Deleted gracefully by someone: nothing on the node stops for
+			// it, so the agent finishes the deletion and makes it again,
+			// as the kubelet does.
+			if !m.remove(ctx, client, cur, "it was deleted") {
+				return
+			}
 		case h == hash:
 			return
+		default:
+			m.remove(ctx, client, cur, "its static pod changed")
+			return
 		}
-		m.remove(ctx, client, cur, "its static pod changed")
-		return
 	}
 	mirror := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -136,13 +142,16 @@ func (m *Mirrors) ensure(ctx context.Context, client kubernetes.Interface, node 
 	m.log.Info("created the mirror pod", "pod", sp.Namespace+"/"+sp.Name)
 }
 
-func (m *Mirrors) remove(ctx context.Context, client kubernetes.Interface, mp *corev1.Pod, why string) {
+// remove deletes a mirror pod (grace 0, that UID only); false when it
+// may still be there.
+func (m *Mirrors) remove(ctx context.Context, client kubernetes.Interface, mp *corev1.Pod, why string) bool {
 	err := client.CoreV1().Pods(mp.Namespace).Delete(ctx, mp.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &mp.UID},
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		m.log.Warn("cannot delete the mirror pod", "pod", mp.Namespace+"/"+mp.Name, "err", err)
-		return
+		return false
 	}
 	m.log.Info("deleted the mirror pod: "+why, "pod", mp.Namespace+"/"+mp.Name)
+	return true
 }
