@@ -157,6 +157,11 @@ func (a *Agent) loops(p *parts) []func(context.Context) {
 		},
 		p.prober.Run,
 		p.evictor.Run,
+		func(ctx context.Context) {
+			if err := p.devices.Run(ctx); err != nil {
+				a.log.Warn("device plugins are not served", "err", err)
+			}
+		},
 		func(ctx context.Context) { p.imageGC.Run(ctx, gcPeriod) },
 		func(ctx context.Context) { p.rotator.Run(ctx, cfg.LogMonitorInterval()) },
 		func(ctx context.Context) {

@@ -18,6 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/agent/cluster"
+	"nodeagent/agent/devices"
 	"nodeagent/agent/events"
 	"nodeagent/agent/images"
 	"nodeagent/agent/logs"
@@ -61,8 +62,9 @@ type parts struct {
 	metrics    *nodeMetrics
 	cluster    *clusterParts // nil when standalone
 	api        *served       // nil when readOnlyPort is 0
-	kubelet    *served       // the authenticated server; nil when standalone
-	control    *served       // nil without a control socket
+	devices    *devices.Manager
+	kubelet    *served // the authenticated server; nil when standalone
+	control    *served // nil without a control socket
 
 	closers []func() // undo what build did, last first
 }
@@ -175,9 +177,10 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 	}
 	p.recorder = events.NewForwardingRecorder(a.opts.Clock, a.opts.NodeName, events.DefaultCapacity, forward)
 	pressure := eviction.NewPressure(cfg.EvictionPressureTransitionPeriod.Duration, a.opts.Clock)
+	p.devices = devices.NewManager(filepath.Join(a.opts.RootDir, "device-plugins"), a.opts.Clock, log.With("component", "devices"))
 	p.nodeStatus = node.NewStatus(node.Facts{
 		Name: a.opts.NodeName, IP: nodeIP, Version: version.KubeletVersion(), RuntimeVersion: ver.RuntimeName + "://" + ver.RuntimeVersion,
-		Machine: machine, Capacity: capacity, Allocatable: allocatable, Pressure: pressure.Conditions,
+		Machine: machine, Capacity: capacity, Allocatable: allocatable, Pressure: pressure.Conditions, Extended: p.devices.Resources,
 		Annotations: map[string]string{
 			node.AnnotationCgroupVersion: "v" + strconv.Itoa(p.mgr.Version()),
 			node.AnnotationCgroupDriver:  cfg.Driver(),
@@ -226,7 +229,7 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		AppArmor:            pods.AppArmorEnabled(),
 	}, pods.Deps{Runtime: rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		Probes: p.prober, Hooks: hooks, Pressure: pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,
-		PodStarted: p.metrics.podStarted, Gone: gone, Objects: objects,
+		PodStarted: p.metrics.podStarted, Gone: gone, Objects: objects, Devices: p.devices,
 	})
 
 	high, low := cfg.ImageGCThresholds()

@@ -80,3 +80,19 @@ func TestReadyCondition(t *testing.T) {
 		t.Error("capacity must not show the internal pid entry")
 	}
 }
+
+func TestDevicePluginResourcesJoinTheNode(t *testing.T) {
+	gpus := corev1.ResourceList{"example.com/gpu": resource.MustParse("2")}
+	none := corev1.ResourceList{"example.com/gpu": resource.MustParse("0")}
+	s := NewStatus(Facts{Name: "n", Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+		Extended:    func() (corev1.ResourceList, corev1.ResourceList) { return gpus, none }})
+	n := s.Node(time.Unix(100, 0))
+	c, a := n.Status.Capacity["example.com/gpu"], n.Status.Allocatable["example.com/gpu"]
+	if c.Value() != 2 || a.Value() != 0 || n.Status.Capacity.Cpu().Value() != 2 {
+		t.Errorf("capacity %v allocatable %v", n.Status.Capacity, n.Status.Allocatable)
+	}
+	if again := s.Node(time.Unix(101, 0)); len(again.Status.Capacity) != 2 {
+		t.Errorf("the facts were changed by the merge: %v", again.Status.Capacity)
+	}
+}

@@ -20,6 +20,7 @@ import (
 // the node object. Safe for concurrent use.
 type Status struct {
 	pressure func(now time.Time) []corev1.NodeCondition
+	extended func() (capacity, allocatable corev1.ResourceList)
 
 	mu          sync.Mutex
 	node        corev1.Node
@@ -43,11 +44,13 @@ type Facts struct {
 	Annotations map[string]string
 	// Pressure gives the Memory/Disk/PIDPressure conditions (nil: none).
 	Pressure func(now time.Time) []corev1.NodeCondition
+	// Extended gives the device plugins' resources (nil: none).
+	Extended func() (capacity, allocatable corev1.ResourceList)
 }
 
 // NewStatus describes a node with the given facts.
 func NewStatus(f Facts) *Status {
-	s := &Status{pressure: f.Pressure}
+	s := &Status{pressure: f.Pressure, extended: f.Extended}
 	capacity := f.Capacity.DeepCopy()
 	delete(capacity, "pid")
 	m := f.Machine
@@ -137,5 +140,16 @@ func (s *Status) Node(now time.Time) *corev1.Node {
 		n.Status.Conditions = s.pressure(now)
 	}
 	n.Status.Conditions = append(n.Status.Conditions, cond)
+	if s.extended != nil {
+		capacity, allocatable := s.extended()
+		if n.Status.Capacity == nil {
+			n.Status.Capacity = corev1.ResourceList{}
+		}
+		if n.Status.Allocatable == nil {
+			n.Status.Allocatable = corev1.ResourceList{}
+		}
+		maps.Copy(n.Status.Capacity, capacity)
+		maps.Copy(n.Status.Allocatable, allocatable)
+	}
 	return n
 }

@@ -2,7 +2,9 @@ package pods
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,7 +24,10 @@ type Rejection struct {
 // kubelet's resource predicate does: the pod count against maxPods, and
 // each requested resource against allocatable (capacity minus reservations
 // and the hard eviction threshold).
-func admit(pod *corev1.Pod, admitted []*corev1.Pod, maxPods int, allocatable corev1.ResourceList) *Rejection {
+// Extended resources count when a device plugin serves them (extended,
+// their allocatable); others are left to whoever advertises them, as the
+// kubelet drops extended resources its node does not have.
+func admit(pod *corev1.Pod, admitted []*corev1.Pod, maxPods int, allocatable, extended corev1.ResourceList) *Rejection {
 	if len(admitted)+1 > maxPods {
 		return &Rejection{Reason: "OutOfpods", Message: fmt.Sprintf(
 			"Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", len(admitted), maxPods)}
@@ -41,11 +46,26 @@ func admit(pod *corev1.Pod, admitted []*corev1.Pod, maxPods int, allocatable cor
 		if req.IsZero() || capacity.IsZero() {
 			continue
 		}
-		r, u, c := amount(name, req), amount(name, used[name]), amount(name, capacity)
-		if sat.Add(r, u) > c {
-			return &Rejection{Reason: "OutOf" + string(name), Message: fmt.Sprintf(
-				"Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d", name, r, u, c)}
+		if r := fits(name, req, used[name], capacity); r != nil {
+			return r
 		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(extended)) {
+		if req := requested[name]; !req.IsZero() {
+			if r := fits(name, req, used[name], extended[name]); r != nil {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// fits rejects a request that does not fit beside used within capacity.
+func fits(name corev1.ResourceName, req, used, capacity resource.Quantity) *Rejection {
+	r, u, c := amount(name, req), amount(name, used), amount(name, capacity)
+	if sat.Add(r, u) > c {
+		return &Rejection{Reason: "OutOf" + string(name), Message: fmt.Sprintf(
+			"Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d", name, r, u, c)}
 	}
 	return nil
 }

@@ -57,7 +57,7 @@ spec:
 		if len(unsupported(pod)) > 0 || len(probes.Validate(pod)) > 0 {
 			return
 		}
-		admit(pod, nil, 110, m.opts.Allocatable)
+		admit(pod, nil, 110, m.opts.Allocatable, nil)
 		rc := cgroups.PodConfig(pod, cgroups.PodOptions{EnforceCPULimits: true})
 		if s := rc.CPUShares; s != nil && (*s < cgroups.MinShares || *s > cgroups.MaxShares) {
 			t.Fatalf("cpu.shares %d", *s)

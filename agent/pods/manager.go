@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
@@ -64,6 +65,13 @@ type Options struct {
 	AppArmor bool
 }
 
+// Devices is the device plugin manager (devices.Manager).
+type Devices interface {
+	Resources() (capacity, allocatable corev1.ResourceList)
+	Allocate(ctx context.Context, pod *corev1.Pod, c *corev1.Container) ([]*pluginapi.ContainerAllocateResponse, error)
+	Release(uid types.UID)
+}
+
 // Deps are the manager's collaborators.
 type Deps struct {
 	Runtime Runtime
@@ -98,6 +106,8 @@ type Deps struct {
 	// Objects reads what API pods reference in the API server (configMaps,
 	// secrets, tokens, services, runtime classes); nil when standalone.
 	Objects Objects
+	// Devices allocates device plugins' resources (nil: none).
+	Devices Devices
 }
 
 // Objects reads what pods reference in the API server.
@@ -123,6 +133,7 @@ type Manager struct {
 	changes      Changes
 	podStarted   func(total, sli time.Duration)
 	gone         func(pod *corev1.Pod)
+	devices      Devices
 	clock        clock.WithTicker
 	log          *slog.Logger
 	configs      *criconfig.Builder
@@ -176,7 +187,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 	}
 	return &Manager{
 		pullSlot: pullSlot,
-		opts:     opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, gone: deps.Gone, clock: deps.Clock,
+		opts:     opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, gone: deps.Gone, devices: deps.Devices, clock: deps.Clock,
 		log: deps.Log,
 		configs: criconfig.New(criconfig.Options{
 			NodeName: opts.NodeName, NodeIP: opts.NodeIP, PodLogsDir: opts.PodLogsDir,
@@ -344,7 +355,11 @@ func (m *Manager) apply(u source.Update, complete bool) {
 			m.store.Set(p.DeepCopy())
 			continue
 		}
-		r := admit(p, m.admittedLocked(), m.opts.MaxPods, m.opts.Allocatable)
+		var extended corev1.ResourceList
+		if m.devices != nil {
+			_, extended = m.devices.Resources()
+		}
+		r := admit(p, m.admittedLocked(), m.opts.MaxPods, m.opts.Allocatable, extended)
 		if r == nil {
 			r = appArmorAdmit(p, m.opts.AppArmor)
 		}

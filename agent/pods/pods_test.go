@@ -232,31 +232,31 @@ func withRequests(name, cpu, mem string) *corev1.Pod {
 func TestAdmit(t *testing.T) {
 	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")}
 	admitted := []*corev1.Pod{withRequests("x", "1500m", "512Mi")}
-	if r := admit(withRequests("ok", "500m", "512Mi"), admitted, 110, alloc); r != nil {
+	if r := admit(withRequests("ok", "500m", "512Mi"), admitted, 110, alloc, nil); r != nil {
 		t.Errorf("fits exactly, rejected: %+v", r)
 	}
-	r := admit(withRequests("cpu", "600m", ""), admitted, 110, alloc)
+	r := admit(withRequests("cpu", "600m", ""), admitted, 110, alloc, nil)
 	if r == nil || r.Reason != "OutOfcpu" || r.Message != "Node didn't have enough resource: cpu, requested: 600, used: 1500, capacity: 2000" {
 		t.Errorf("cpu: %+v", r)
 	}
-	r = admit(withRequests("mem", "", "600Mi"), admitted, 110, alloc)
+	r = admit(withRequests("mem", "", "600Mi"), admitted, 110, alloc, nil)
 	if r == nil || r.Reason != "OutOfmemory" || !strings.Contains(r.Message, "memory, requested: 629145600, used: 536870912, capacity: 1073741824") {
 		t.Errorf("memory: %+v", r)
 	}
-	r = admit(withRequests("pods", "", ""), admitted, 1, alloc)
+	r = admit(withRequests("pods", "", ""), admitted, 1, alloc, nil)
 	if r == nil || r.Reason != "OutOfpods" || r.Message != "Node didn't have enough resource: pods, requested: 1, used: 1, capacity: 1" {
 		t.Errorf("pods: %+v", r)
 	}
-	if r := admit(withRequests("be", "", ""), admitted, 110, alloc); r != nil {
+	if r := admit(withRequests("be", "", ""), admitted, 110, alloc, nil); r != nil {
 		t.Errorf("a BestEffort pod always fits: %+v", r)
 	}
 	// Requests at int64's edge: counted at their size (not wrapped to 0 or
 	// below), and the used sum holds instead of wrapping negative.
 	huge := withRequests("huge", "9223372036854775807m", "9223372036854775807")
-	if r := admit(huge, nil, 110, alloc); r == nil || r.Reason != "OutOfcpu" {
+	if r := admit(huge, nil, 110, alloc, nil); r == nil || r.Reason != "OutOfcpu" {
 		t.Errorf("a pod asking for 9.2e15 CPUs must not fit: %+v", r)
 	}
-	if r := admit(withRequests("small", "", "1"), []*corev1.Pod{huge, huge}, 110, corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}); r == nil || r.Reason != "OutOfmemory" {
+	if r := admit(withRequests("small", "", "1"), []*corev1.Pod{huge, huge}, 110, corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}, nil); r == nil || r.Reason != "OutOfmemory" {
 		t.Errorf("with two huge pods admitted, the used sum must not wrap and let another in: %+v", r)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -148,6 +150,10 @@ func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.
 		w.fail(c, "CreateContainerConfigError", err)
 		return 0
 	}
+	if err := w.withDevices(ctx, pod, c, cfg); err != nil {
+		w.fail(c, "UnexpectedAdmissionError", err)
+		return w.m.opts.ResyncPeriod
+	}
 	if target := ephemeralTarget(pod, c.Name); target != "" {
 		// A debug container sees its target's processes.
 		recs := w.m.cache.Get(w.uid).ContainersNamed(target)
@@ -176,6 +182,34 @@ func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.
 	w.log.Debug("container started", "container", c.Name, "container_id", shortID(id), "restart_count", restartCount)
 	w.postStart(ctx, pod, c, id, podIP)
 	return 0
+}
+
+// withDevices adds what the device plugins want for the container's
+// devices: environment, mounts, device nodes, annotations.
+func (w *worker) withDevices(ctx context.Context, pod *corev1.Pod, c *corev1.Container, cfg *runtimeapi.ContainerConfig) error {
+	if w.m.devices == nil {
+		return nil
+	}
+	resps, err := w.m.devices.Allocate(ctx, pod, c)
+	if err != nil {
+		return err
+	}
+	for _, r := range resps {
+		for _, k := range slices.Sorted(maps.Keys(r.Envs)) {
+			cfg.Envs = append(cfg.Envs, &runtimeapi.KeyValue{Key: k, Value: r.Envs[k]})
+		}
+		for _, mt := range r.Mounts {
+			cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: mt.ContainerPath, HostPath: mt.HostPath, Readonly: mt.ReadOnly})
+		}
+		for _, d := range r.Devices {
+			cfg.Devices = append(cfg.Devices, &runtimeapi.Device{ContainerPath: d.ContainerPath, HostPath: d.HostPath, Permissions: d.Permissions})
+		}
+		if len(r.Annotations) > 0 && cfg.Annotations == nil {
+			cfg.Annotations = map[string]string{}
+		}
+		maps.Copy(cfg.Annotations, r.Annotations)
+	}
+	return nil
 }
 
 // ephemeralTarget is the targetContainerName of the named ephemeral

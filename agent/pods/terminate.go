@@ -192,6 +192,9 @@ func (w *worker) terminatePod(ctx context.Context) {
 			w.m.probes.RemovePod(w.uid, true)
 			w.m.restarts.Forget(string(w.uid))
 			w.m.imagePulls.Forget(string(w.uid))
+			if w.m.devices != nil {
+				w.m.devices.Release(w.uid)
+			}
 			w.log.Info("pod terminated and cleaned up")
 			if w.pod != nil {
 				if final == nil || final.UID != w.uid {

@@ -1,0 +1,203 @@
+package devices
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// fakePlugin is a device plugin: its devices go out on ListAndWatch
+// whenever update is called; optionsErr fails GetDevicePluginOptions.
+type fakePlugin struct {
+	pluginapi.UnimplementedDevicePluginServer
+	optionsErr error
+	updates    chan []*pluginapi.Device
+	srv        *grpc.Server
+
+	mu        sync.Mutex
+	allocated [][]string
+}
+
+func (p *fakePlugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
+	return &pluginapi.DevicePluginOptions{}, p.optionsErr
+}
+
+func (p *fakePlugin) ListAndWatch(_ *pluginapi.Empty, s pluginapi.DevicePlugin_ListAndWatchServer) error {
+	for devs := range p.updates {
+		if err := s.Send(&pluginapi.ListAndWatchResponse{Devices: devs}); err != nil {
+			return err
+		}
+	}
+	return errors.New("plugin stopping")
+}
+
+func (p *fakePlugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	ids := req.ContainerRequests[0].DevicesIds
+	p.mu.Lock()
+	p.allocated = append(p.allocated, ids)
+	p.mu.Unlock()
+	return &pluginapi.AllocateResponse{ContainerResponses: []*pluginapi.ContainerAllocateResponse{{
+		Envs: map[string]string{"DEVICES": strings.Join(ids, ",")},
+	}}}, nil
+}
+
+// setup runs a manager and a plugin for resource in a short directory
+// (unix socket paths are limited to 108 bytes).
+func setup(t *testing.T, optionsErr error) (*Manager, *fakePlugin, *clocktesting.FakeClock, error) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "dp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC))
+	m := NewManager(dir, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+
+	p := &fakePlugin{optionsErr: optionsErr, updates: make(chan []*pluginapi.Device, 4), srv: grpc.NewServer()}
+	pluginapi.RegisterDevicePluginServer(p.srv, p)
+	lis, err := net.Listen("unix", filepath.Join(dir, "fake.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go p.srv.Serve(lis)
+	t.Cleanup(p.srv.Stop)
+
+	var conn *grpc.ClientConn
+	for i := 0; ; i++ { // the manager's socket comes up in the background
+		if _, err := os.Stat(filepath.Join(dir, "kubelet.sock")); err == nil || i == 100 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	conn, err = grpc.NewClient("unix://"+filepath.Join(dir, "kubelet.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = pluginapi.NewRegistrationClient(conn).Register(context.Background(), &pluginapi.RegisterRequest{
+		Version: pluginapi.Version, Endpoint: "fake.sock", ResourceName: "example.com/gpu"})
+	return m, p, clk, err
+}
+
+func waitFor(t *testing.T, m *Manager, capacity, allocatable int64) {
+	t.Helper()
+	var c, a corev1.ResourceList
+	for range 200 {
+		c, a = m.Resources()
+		cq, aq := c["example.com/gpu"], a["example.com/gpu"]
+		if _, ok := c["example.com/gpu"]; ok && cq.Value() == capacity && aq.Value() == allocatable {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("capacity %v allocatable %v, want %d and %d", c, a, capacity, allocatable)
+}
+
+func device(id string, healthy bool) *pluginapi.Device {
+	h := pluginapi.Unhealthy
+	if healthy {
+		h = pluginapi.Healthy
+	}
+	return &pluginapi.Device{ID: id, Health: h}
+}
+
+func TestPluginWithoutOptionsIsRefused(t *testing.T) {
+	m, _, _, err := setup(t, errors.New("no options today"))
+	if err == nil || !strings.Contains(err.Error(), "failed to get device plugin options") || !strings.Contains(err.Error(), "no options today") {
+		t.Fatalf("Register: %v", err)
+	}
+	if c, _ := m.Resources(); len(c) != 0 {
+		t.Errorf("a refused plugin's resource is on the node: %v", c)
+	}
+}
+
+func TestHealthCapacityAndAStoppedPlugin(t *testing.T) {
+	m, p, clk, err := setup(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.updates <- []*pluginapi.Device{device("a", true), device("b", true)}
+	waitFor(t, m, 2, 2)
+	p.updates <- []*pluginapi.Device{device("a", true), device("b", false)}
+	waitFor(t, m, 2, 1)
+
+	close(p.updates) // the stream ends: nothing allocatable, capacity kept
+	waitFor(t, m, 2, 0)
+	clk.Step(StopGracePeriod + time.Second)
+	if c, a := m.Resources(); len(c) != 0 || len(a) != 0 {
+		t.Errorf("after the grace period the resource is still there: %v %v", c, a)
+	}
+}
+
+func TestAllocateGivesHealthyFreeDevicesOnce(t *testing.T) {
+	m, p, _, err := setup(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.updates <- []*pluginapi.Device{device("a", true), device("b", false), device("c", true)}
+	waitFor(t, m, 3, 2)
+	one := corev1.ResourceList{"example.com/gpu": resource.MustParse("1")}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "p1"}}
+	c := &corev1.Container{Name: "app", Resources: corev1.ResourceRequirements{Limits: one}}
+	resps, err := m.Allocate(context.Background(), pod, c)
+	if err != nil || len(resps) != 1 || resps[0].Envs["DEVICES"] != "a" {
+		t.Fatalf("first container: %v %v", resps, err)
+	}
+	if again, _ := m.Allocate(context.Background(), pod, c); len(again) != 1 || again[0].Envs["DEVICES"] != "a" {
+		t.Errorf("a restarted container must keep its device: %v", again)
+	}
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "p2"}}
+	resps, err = m.Allocate(context.Background(), other, c)
+	if err != nil || resps[0].Envs["DEVICES"] != "c" {
+		t.Fatalf("second pod: %v %v (b is unhealthy, a is taken)", resps, err)
+	}
+	third := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "p3"}}
+	if _, err := m.Allocate(context.Background(), third, c); err == nil || !strings.Contains(err.Error(), "Available: 0") {
+		t.Errorf("third pod: %v, want no device available", err)
+	}
+	m.Release("p1")
+	if resps, err := m.Allocate(context.Background(), third, c); err != nil || resps[0].Envs["DEVICES"] != "a" {
+		t.Errorf("after p1 left: %v %v", resps, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.allocated) != 3 {
+		t.Errorf("plugin asked %d times, want 3 (a kept allocation is not asked again)", len(p.allocated))
+	}
+}
+
+func TestExtendedResourceNames(t *testing.T) {
+	for name, want := range map[string]bool{
+		"example.com/gpu": true, "gpu": false, "kubernetes.io/gpu": false, "nvidia.kubernetes.io/gpu": false,
+		"requests.example.com/gpu": false, "example.com/bad name": false,
+	} {
+		if got := isExtendedResource(name); got != want {
+			t.Errorf("%q: %v, want %v", name, got, want)
+		}
+	}
+}
