@@ -319,18 +319,21 @@ func (w *worker) createSandbox(ctx context.Context, pod *corev1.Pod, rt *pleg.Po
 			return nil, nil, err
 		}
 	}
-	cfg, err := w.m.configs.Sandbox(w.plan, attempt)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("create pod log directory: %w", err)
-	}
 	for name := range w.waiting {
 		delete(w.waiting, name)
 	}
-	handler, err := w.runtimeHandler(ctx, pod)
-	var id string
+	// A config the pod spec makes impossible (an FQDN over 64 bytes) fails
+	// as a sandbox that would not start, with the kubelet's event.
+	cfg, err := w.m.configs.Sandbox(w.plan, attempt)
+	if err == nil {
+		if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("create pod log directory: %w", err)
+		}
+	}
+	var handler, id string
+	if err == nil {
+		handler, err = w.runtimeHandler(ctx, pod)
+	}
 	if err == nil {
 		w.actions++
 		w.attempted = &attempt

@@ -218,14 +218,14 @@ func TestSandboxConfig(t *testing.T) {
 func TestHostsFile(t *testing.T) {
 	pod := testPod(corev1.RestartPolicyAlways, "a")
 	pod.Spec.HostAliases = []corev1.HostAlias{{IP: "192.0.2.10", Hostnames: []string{"db", "db.local"}}}
-	got := string(hostsFileContent(pod, "10.88.0.5", ""))
+	got := string(hostsFileContent(pod, "10.88.0.5", "", ""))
 	for _, want := range []string{"# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n", "10.88.0.5\tp-node\n", "\n# Entries added by HostAliases.\n192.0.2.10\tdb\tdb.local\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("hosts file lacks %q:\n%s", want, got)
 		}
 	}
 	pod.Spec.HostNetwork = true
-	got = string(hostsFileContent(pod, "", "127.0.0.1 localhost myhost"))
+	got = string(hostsFileContent(pod, "", "", "127.0.0.1 localhost myhost"))
 	if !strings.HasPrefix(got, "# Kubernetes-managed hosts file (host network).\n127.0.0.1 localhost myhost\n") || strings.Contains(got, "ip6-allnodes") {
 		t.Errorf("host network hosts file:\n%s", got)
 	}
@@ -308,5 +308,27 @@ func TestPlanCarriesTheQOSClass(t *testing.T) {
 	}
 	if cfg.Annotations[cri.AnnotationPodQOSClass] != "BestEffort" || cfg.Annotations[cri.AnnotationPodCgroup] != "/kubepods/besteffort/poduid1" {
 		t.Errorf("annotations %v", cfg.Annotations)
+	}
+}
+
+func TestHostnameAsFQDN(t *testing.T) {
+	pod := &corev1.Pod{}
+	pod.Name, pod.Namespace = "web", "ns"
+	pod.Spec.Subdomain = "t"
+	if h, err := kernelHostname(pod, "cluster.local"); err != nil || h != "web" {
+		t.Errorf("without setHostnameAsFQDN: %q %v", h, err)
+	}
+	yes := true
+	pod.Spec.SetHostnameAsFQDN = &yes
+	if h, err := kernelHostname(pod, "cluster.local"); err != nil || h != "web.t.ns.svc.cluster.local" {
+		t.Errorf("FQDN: %q %v", h, err)
+	}
+	pod.Spec.Hostname = "hostfqdnveryveryveryverylongforfqdntobemorethan64bytes"
+	if _, err := kernelHostname(pod, "cluster.local"); err == nil || !strings.HasPrefix(err.Error(), "failed to construct FQDN from pod hostname and cluster domain, FQDN ") {
+		t.Errorf("a 65+ byte FQDN: %v", err)
+	}
+	got := string(hostsFileContent(pod, "10.88.0.5", podDomain(pod, "cluster.local"), ""))
+	if !strings.Contains(got, "10.88.0.5\t"+pod.Spec.Hostname+".t.ns.svc.cluster.local\t"+pod.Spec.Hostname+"\n") {
+		t.Errorf("hosts file lacks the FQDN line:\n%s", got)
 	}
 }

@@ -20,13 +20,13 @@ func (b *Builder) hostsFile(pod *corev1.Pod, podIP string) (string, error) {
 			return "", err
 		}
 	}
-	return b.host.HostsFile(pod, hostsFileContent(pod, podIP, string(hostHosts)))
+	return b.host.HostsFile(pod, hostsFileContent(pod, podIP, podDomain(pod, b.opts.ClusterDomain), string(hostHosts)))
 }
 
 // hostsFileContent is the kubelet's managed /etc/hosts: the standard
 // entries and the pod's own name, or for host-network pods the host's
 // file, then the pod's hostAliases.
-func hostsFileContent(pod *corev1.Pod, podIP, hostHosts string) []byte {
+func hostsFileContent(pod *corev1.Pod, podIP, domain, hostHosts string) []byte {
 	var b bytes.Buffer
 	if pod.Spec.HostNetwork {
 		b.WriteString("# Kubernetes-managed hosts file (host network).\n")
@@ -42,8 +42,12 @@ func hostsFileContent(pod *corev1.Pod, podIP, hostHosts string) []byte {
 		b.WriteString("fe00::0\tip6-mcastprefix\n")
 		b.WriteString("fe00::1\tip6-allnodes\n")
 		b.WriteString("fe00::2\tip6-allrouters\n")
-		if podIP != "" {
-			fmt.Fprintf(&b, "%s\t%s\n", podIP, podHostname(pod))
+		switch h := podHostname(pod); {
+		case podIP == "":
+		case domain != "":
+			fmt.Fprintf(&b, "%s\t%s.%s\t%s\n", podIP, h, domain, h)
+		default:
+			fmt.Fprintf(&b, "%s\t%s\n", podIP, h)
 		}
 	}
 	if len(pod.Spec.HostAliases) > 0 {

@@ -62,7 +62,9 @@ func (b *Builder) Sandbox(plan *Plan, attempt uint32) (*runtimeapi.PodSandboxCon
 		},
 	}
 	if !pod.Spec.HostNetwork {
-		cfg.Hostname = podHostname(pod)
+		if cfg.Hostname, err = kernelHostname(pod, b.opts.ClusterDomain); err != nil {
+			return nil, err
+		}
 	}
 	if sc := pod.Spec.SecurityContext; sc != nil {
 		if sc.RunAsUser != nil {
@@ -87,6 +89,33 @@ func podHostname(pod *corev1.Pod) string {
 		h = strings.TrimRight(h[:63], "-.")
 	}
 	return h
+}
+
+// podDomain is the pod's DNS domain when it sets spec.subdomain:
+// <subdomain>.<namespace>.svc.<cluster domain>, as the kubelet's.
+func podDomain(pod *corev1.Pod, clusterDomain string) string {
+	if pod.Spec.Subdomain == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s.%s.svc.%s", pod.Spec.Subdomain, pod.Namespace, clusterDomain)
+}
+
+// fqdnMaxLen is the kernel's nodename field less its terminating NUL.
+const fqdnMaxLen = 64
+
+// kernelHostname is the sandbox's hostname: the pod's, or with
+// setHostnameAsFQDN and a subdomain its FQDN, which must fit the kernel's
+// field (the kubelet's GetNodenameForKernel, with its words).
+func kernelHostname(pod *corev1.Pod, clusterDomain string) (string, error) {
+	h, domain := podHostname(pod), podDomain(pod, clusterDomain)
+	if domain == "" || pod.Spec.SetHostnameAsFQDN == nil || !*pod.Spec.SetHostnameAsFQDN {
+		return h, nil
+	}
+	fqdn := h + "." + domain
+	if len(fqdn) > fqdnMaxLen {
+		return "", fmt.Errorf("failed to construct FQDN from pod hostname and cluster domain, FQDN %s is too long (%d characters is the max, %d characters requested)", fqdn, fqdnMaxLen, len(fqdn))
+	}
+	return fqdn, nil
 }
 
 func namespaceOptions(pod *corev1.Pod) *runtimeapi.NamespaceOption {
