@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -121,4 +122,16 @@ func wantsAppArmor(pod *corev1.Pod) bool {
 func AppArmorEnabled() bool {
 	b, err := os.ReadFile("/sys/module/apparmor/parameters/enabled")
 	return err == nil && strings.HasPrefix(string(b), "Y")
+}
+
+// osAdmit refuses a pod meant for another OS, by its nodeSelector or its
+// spec.os, with the kubelet's reasons and words.
+func osAdmit(pod *corev1.Pod) *Rejection {
+	if os, ok := pod.Spec.NodeSelector[corev1.LabelOSStable]; ok && os != runtime.GOOS {
+		return &Rejection{Reason: "PodOSSelectorNodeLabelDoesNotMatch", Message: "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"}
+	}
+	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != runtime.GOOS {
+		return &Rejection{Reason: "PodOSNotSupported", Message: "Failed to admit pod as the OS field doesn't match node OS"}
+	}
+	return nil
 }

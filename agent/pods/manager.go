@@ -361,6 +361,9 @@ func (m *Manager) apply(u source.Update, complete bool) {
 		}
 		r := admit(p, m.admittedLocked(), m.opts.MaxPods, m.opts.Allocatable, extended)
 		if r == nil {
+			r = osAdmit(p)
+		}
+		if r == nil {
 			r = appArmorAdmit(p, m.opts.AppArmor)
 		}
 		if errs := unsupported(p); len(errs) > 0 {

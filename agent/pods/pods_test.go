@@ -526,3 +526,61 @@ func TestFinishedInitContainerIsReady(t *testing.T) {
 		t.Errorf("ready: exit 0 %v (want true), exit 1 %v (want false)", st.InitContainerStatuses[0].Ready, st.InitContainerStatuses[1].Ready)
 	}
 }
+
+func TestAdmissionRefusesOtherOSesAndAppArmorWithoutTheHost(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	if r := osAdmit(pod); r != nil {
+		t.Errorf("a linux pod: %+v", r)
+	}
+	win := pod.DeepCopy()
+	win.Spec.OS = &corev1.PodOS{Name: "windows"}
+	if r := osAdmit(win); r == nil || r.Reason != "PodOSNotSupported" {
+		t.Errorf("spec.os windows: %+v", r)
+	}
+	sel := pod.DeepCopy()
+	sel.Spec.NodeSelector = map[string]string{corev1.LabelOSStable: "windows"}
+	if r := osAdmit(sel); r == nil || r.Reason != "PodOSSelectorNodeLabelDoesNotMatch" {
+		t.Errorf("nodeSelector windows: %+v", r)
+	}
+
+	confined := pod.DeepCopy()
+	confined.Annotations = map[string]string{corev1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix + "a": corev1.DeprecatedAppArmorBetaProfileRuntimeDefault}
+	if r := appArmorAdmit(confined, false); r == nil || r.Reason != "AppArmor" || !strings.Contains(r.Message, "AppArmor is not enabled on the host") {
+		t.Errorf("annotation without AppArmor: %+v", r)
+	}
+	if r := appArmorAdmit(confined, true); r != nil {
+		t.Errorf("annotation with AppArmor: %+v", r)
+	}
+	field := pod.DeepCopy()
+	field.Spec.SecurityContext = &corev1.PodSecurityContext{AppArmorProfile: &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}}
+	if r := appArmorAdmit(field, false); r != nil {
+		t.Errorf("unconfined needs no AppArmor: %+v", r)
+	}
+	field.Spec.SecurityContext.AppArmorProfile.Type = corev1.AppArmorProfileTypeRuntimeDefault
+	if r := appArmorAdmit(field, false); r == nil {
+		t.Error("runtime/default field without AppArmor admitted")
+	}
+}
+
+func TestAdmissionCountsDevicePluginResources(t *testing.T) {
+	gpu := func(name, n string) *corev1.Pod {
+		p := testPod(corev1.RestartPolicyAlways, "a")
+		p.Name = name
+		q := corev1.ResourceList{"example.com/gpu": resource.MustParse(n)}
+		p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: q, Limits: q}
+		return p
+	}
+	extended := corev1.ResourceList{"example.com/gpu": resource.MustParse("2")}
+	if r := admit(gpu("one", "1"), []*corev1.Pod{gpu("held", "1")}, 110, nil, extended); r != nil {
+		t.Errorf("1 of 2 with 1 held: %+v", r)
+	}
+	if r := admit(gpu("two", "2"), []*corev1.Pod{gpu("held", "1")}, 110, nil, extended); r == nil || r.Reason != "OutOfexample.com/gpu" {
+		t.Errorf("2 of 2 with 1 held: %+v", r)
+	}
+	other := gpu("other", "1")
+	other.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"example.org/fpga": resource.MustParse("1")}
+	other.Spec.Containers[0].Resources.Requests = other.Spec.Containers[0].Resources.Limits
+	if r := admit(other, nil, 110, nil, extended); r != nil {
+		t.Errorf("a resource no plugin serves is left to whoever advertises it: %+v", r)
+	}
+}
