@@ -52,6 +52,7 @@ func (a *Agent) buildServers(p *parts, apiAddr string) error {
 		Summary:         summary,
 		ResourceMetrics: resourceMetrics,
 		CadvisorMetrics: cadvisorMetrics,
+		ProbeMetrics:    gatherer(p.prober.Metrics),
 		Profiling:       cfg.EnableProfilingHandler != nil && *cfg.EnableProfilingHandler,
 		Evictions:       func() any { return p.evictor.Traces() },
 		Checks: append([]server.HealthCheck{

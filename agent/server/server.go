@@ -35,9 +35,10 @@ type Sources struct {
 	// Metrics gathers what /metrics serves in the Prometheus formats;
 	// nil: no /metrics.
 	Metrics prometheus.Gatherer
-	// ResourceMetrics and CadvisorMetrics serve /metrics/resource and
-	// /metrics/cadvisor; nil: not served.
-	ResourceMetrics, CadvisorMetrics prometheus.Gatherer
+	// ResourceMetrics, CadvisorMetrics and ProbeMetrics serve
+	// /metrics/resource, /metrics/cadvisor and /metrics/probes; nil: not
+	// served.
+	ResourceMetrics, CadvisorMetrics, ProbeMetrics prometheus.Gatherer
 	// Cgroups is /cgroups, the QoS tree's values; nil: not served.
 	Cgroups func() (any, error)
 	// Summary is /stats/summary (the Summary API); nil: not served.
@@ -106,7 +107,8 @@ func routes(mux *http.ServeMux, src Sources, show func(corev1.Pod) corev1.Pod) {
 	if src.Metrics != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(src.Metrics, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	}
-	for path, g := range map[string]prometheus.Gatherer{"/metrics/resource": src.ResourceMetrics, "/metrics/cadvisor": src.CadvisorMetrics} {
+	for path, g := range map[string]prometheus.Gatherer{
+		"/metrics/resource": src.ResourceMetrics, "/metrics/cadvisor": src.CadvisorMetrics, "/metrics/probes": src.ProbeMetrics} {
 		if g != nil {
 			mux.Handle("GET "+path, promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 		}

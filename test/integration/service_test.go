@@ -289,6 +289,14 @@ func TestMetricsAfterAPodStartsAndIsProbed(t *testing.T) {
 			t.Errorf("%s%v = %v (present %v), want %v..%v", c.name, c.labels, v, ok, c.min, c.max)
 		}
 	}
+	// /metrics/probes carries the probe metrics alone, as the kubelet's.
+	probeFams := n.scrape("/metrics/probes")
+	if v, ok := metricValue(probeFams, "prober_probe_total", "probe_type=Readiness", "result=successful"); !ok || v < 1 {
+		t.Errorf("/metrics/probes prober_probe_total = %v (present %v)", v, ok)
+	}
+	if _, ok := probeFams["kubelet_running_pods"]; ok {
+		t.Error("/metrics/probes serves more than the probe metrics")
+	}
 	if t.Failed() {
 		var names []string
 		for name, f := range fams {
