@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
@@ -194,6 +195,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 			MemoryCapacity: opts.MemoryCapacity, OOMRange: opts.OOMRange, Allocatable: opts.Allocatable,
 			EnforceCPULimits: opts.EnforceCPULimits, CPUPeriod: opts.CPUPeriod, OOMGroupKill: opts.OOMGroupKill,
 			ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain, ResolvConf: opts.ResolvConf,
+			SeccompRoot: filepath.Join(opts.RootDir, "seccomp"),
 		}, nodeFiles{root: opts.RootDir}, deps.Objects),
 		volumes:      volumes.New(opts.RootDir, deps.Objects, opts.Allocatable, opts.NodeIP, tmpfsMounter, deps.Clock),
 		objects:      deps.Objects,

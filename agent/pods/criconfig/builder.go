@@ -30,6 +30,8 @@ type Options struct {
 	ClusterDNS    []string
 	ClusterDomain string
 	ResolvConf    string // the host's resolv.conf ("": no host DNS)
+	// SeccompRoot holds the localhost seccomp profiles (<root-dir>/seccomp).
+	SeccompRoot string
 }
 
 // Host makes what a container's mounts point at on the node.

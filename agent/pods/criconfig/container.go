@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -97,7 +98,7 @@ func (b *Builder) Container(ctx context.Context, plan *Plan, c *corev1.Container
 		Tty:       c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
 			Resources:       b.containerResources(c, oomScoreAdj),
-			SecurityContext: containerSecurityContext(pod, c),
+			SecurityContext: containerSecurityContext(pod, c, b.opts.SeccompRoot),
 		},
 	}
 	// What stopping the container needs if the pod's spec is gone by then
@@ -158,7 +159,7 @@ func (b *Builder) containerResources(c *corev1.Container, oomScoreAdj int) *runt
 	return r
 }
 
-func containerSecurityContext(pod *corev1.Pod, c *corev1.Container) *runtimeapi.LinuxContainerSecurityContext {
+func containerSecurityContext(pod *corev1.Pod, c *corev1.Container, seccompRoot string) *runtimeapi.LinuxContainerSecurityContext {
 	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod)}
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		if psc.RunAsUser != nil {
@@ -169,6 +170,8 @@ func containerSecurityContext(pod *corev1.Pod, c *corev1.Container) *runtimeapi.
 		}
 		sc.SupplementalGroups = psc.SupplementalGroups
 	}
+	sc.Seccomp = seccompProfile(pod, c, seccompRoot)
+	sc.Apparmor = appArmorProfile(pod, c)
 	csc := c.SecurityContext
 	if csc == nil {
 		return sc
@@ -198,6 +201,69 @@ func containerSecurityContext(pod *corev1.Pod, c *corev1.Container) *runtimeapi.
 		}
 	}
 	return sc
+}
+
+// seccompProfile is the container's seccomp profile, else the pod's; none
+// is unconfined (the kubelet without seccompDefault).
+func seccompProfile(pod *corev1.Pod, c *corev1.Container, root string) *runtimeapi.SecurityProfile {
+	var p *corev1.SeccompProfile
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		p = psc.SeccompProfile
+	}
+	if c.SecurityContext != nil && c.SecurityContext.SeccompProfile != nil {
+		p = c.SecurityContext.SeccompProfile
+	}
+	if p == nil {
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
+	}
+	switch p.Type {
+	case corev1.SeccompProfileTypeRuntimeDefault:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+	case corev1.SeccompProfileTypeLocalhost:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost,
+			LocalhostRef: filepath.Join(root, ptrString(p.LocalhostProfile))}
+	}
+	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
+}
+
+// appArmorProfile is the container's AppArmor profile (field, else the
+// deprecated annotation), else the pod's; nil leaves the runtime's default.
+func appArmorProfile(pod *corev1.Pod, c *corev1.Container) *runtimeapi.SecurityProfile {
+	var p *corev1.AppArmorProfile
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		p = psc.AppArmorProfile
+	}
+	if v, ok := pod.Annotations[corev1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix+c.Name]; ok {
+		switch {
+		case v == corev1.DeprecatedAppArmorBetaProfileRuntimeDefault:
+			p = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault}
+		case v == corev1.DeprecatedAppArmorBetaProfileNameUnconfined:
+			p = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}
+		case strings.HasPrefix(v, corev1.DeprecatedAppArmorBetaProfileNamePrefix):
+			name := strings.TrimPrefix(v, corev1.DeprecatedAppArmorBetaProfileNamePrefix)
+			p = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeLocalhost, LocalhostProfile: &name}
+		}
+	}
+	if c.SecurityContext != nil && c.SecurityContext.AppArmorProfile != nil {
+		p = c.SecurityContext.AppArmorProfile
+	}
+	if p == nil {
+		return nil
+	}
+	switch p.Type {
+	case corev1.AppArmorProfileTypeRuntimeDefault:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+	case corev1.AppArmorProfileTypeLocalhost:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: ptrString(p.LocalhostProfile)}
+	}
+	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
+}
+
+func ptrString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // isCritical: static pods are critical to the kubelet, and so to the agent.

@@ -332,3 +332,29 @@ func TestHostnameAsFQDN(t *testing.T) {
 		t.Errorf("hosts file lacks the FQDN line:\n%s", got)
 	}
 }
+
+func TestSeccompAndAppArmorProfiles(t *testing.T) {
+	pod := &corev1.Pod{}
+	pod.Name = "p"
+	c := &corev1.Container{Name: "app"}
+	if sc := containerSecurityContext(pod, c, "/root/seccomp"); sc.Seccomp.ProfileType != runtimeapi.SecurityProfile_Unconfined || sc.Apparmor != nil {
+		t.Errorf("nothing asked: seccomp %v apparmor %v", sc.Seccomp, sc.Apparmor)
+	}
+	local := "audit.json"
+	pod.Spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	if sc := containerSecurityContext(pod, c, "/root/seccomp"); sc.Seccomp.ProfileType != runtimeapi.SecurityProfile_RuntimeDefault {
+		t.Errorf("pod RuntimeDefault: %v", sc.Seccomp)
+	}
+	c.SecurityContext = &corev1.SecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &local}}
+	if sc := containerSecurityContext(pod, c, "/root/seccomp"); sc.Seccomp.ProfileType != runtimeapi.SecurityProfile_Localhost || sc.Seccomp.LocalhostRef != "/root/seccomp/audit.json" {
+		t.Errorf("container Localhost wins: %v", sc.Seccomp)
+	}
+	pod.Annotations = map[string]string{corev1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix + "app": "localhost/k8s-apparmor-example"}
+	if sc := containerSecurityContext(pod, c, "/root/seccomp"); sc.Apparmor == nil || sc.Apparmor.ProfileType != runtimeapi.SecurityProfile_Localhost || sc.Apparmor.LocalhostRef != "k8s-apparmor-example" {
+		t.Errorf("annotation localhost profile: %v", sc.Apparmor)
+	}
+	c.SecurityContext.AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault}
+	if sc := containerSecurityContext(pod, c, "/root/seccomp"); sc.Apparmor.ProfileType != runtimeapi.SecurityProfile_RuntimeDefault {
+		t.Errorf("the container field wins over the annotation: %v", sc.Apparmor)
+	}
+}
