@@ -439,6 +439,7 @@ func (a *Agent) buildCluster(p *parts, wake func(types.UID)) {
 	c.pods = source.NewAPI(c.node.Client, a.opts.NodeName, a.log.With("component", "source", "source", source.SourceAPI))
 	c.status = cluster.NewStatusSync(c.node.Client, p.store, c.pods, p.store.Subscribe(), clk, a.log.With("component", "status-sync"))
 	c.mirrors = cluster.NewMirrors(c.node.Client, c.pods, c.node.Node, clk, a.log.With("component", "mirror-pods"))
+	c.mirrors.Terminating = func(namespace, name string) bool { return p.manager != nil && p.manager.Terminating(namespace, name) }
 	c.objects = cluster.NewObjects(c.node.Client, wake, clk, a.log.With("component", "objects"))
 }
 

@@ -328,3 +328,39 @@ func TestMirrorsFinishGracefulDeletions(t *testing.T) {
 		t.Errorf("mirror pod %s deleting %v hash %q: want a new one with hash h1", got.UID, got.DeletionTimestamp, got.Annotations[source.AnnotationMirror])
 	}
 }
+
+// An edited static pod's old mirror stays while the old pod stops, and only
+// the static pod of the mirror's hash writes its status there.
+func TestEditedStaticPodKeepsItsMirrorWhileTheOldPodStops(t *testing.T) {
+	now := metav1.Now()
+	edited := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-n", Namespace: "default", UID: "new-uid",
+		Annotations: map[string]string{manifest.AnnotationConfigHash: "h2"}}}
+	mirror := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-n", Namespace: "default", UID: "mirror-1",
+		Annotations: map[string]string{source.AnnotationMirror: "h1"}}}
+	client := fake.NewSimpleClientset(mirror)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "node-uid"}}
+	m := NewMirrors(nil, mirrorCache{apiCache{client}}, func() *corev1.Node { return node }, clocktesting.NewFakeClock(now.Time), quiet)
+	stopping := true
+	m.Terminating = func(ns, name string) bool { return stopping && ns == "default" && name == "web-n" }
+	m.SetStatic([]*corev1.Pod{edited})
+	m.sync(context.Background(), client)
+	if got, err := client.CoreV1().Pods("default").Get(context.Background(), "web-n", metav1.GetOptions{}); err != nil || got.UID != "mirror-1" {
+		t.Fatalf("while the old pod stops the old mirror must stay: %v %v", got, err)
+	}
+
+	s := NewStatusSync(nil, statusStore{}, apiCache{client}, notify.NewSet[types.UID](), clocktesting.NewFakeClock(now.Time), quiet)
+	if _, ok := s.target(edited); ok {
+		t.Error("the edited pod (h2) would write its status to the h1 mirror")
+	}
+	old := edited.DeepCopy()
+	old.UID, old.Annotations[manifest.AnnotationConfigHash] = "old-uid", "h1"
+	if _, ok := s.target(old); !ok {
+		t.Error("the old pod (h1) cannot write to its own mirror")
+	}
+
+	stopping = false
+	m.sync(context.Background(), client)
+	if got, err := client.CoreV1().Pods("default").Get(context.Background(), "web-n", metav1.GetOptions{}); err == nil && got.UID == "mirror-1" {
+		t.Error("once the old pod is gone the old mirror must go")
+	}
+}

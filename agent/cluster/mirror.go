@@ -41,6 +41,9 @@ type Mirrors struct {
 	mu     sync.Mutex
 	static []*corev1.Pod
 	known  bool // the file source has spoken
+	// Terminating reports a pod of that name still stopping on the node:
+	// an edited static pod's old mirror stays until the old pod is gone.
+	Terminating func(namespace, name string) bool
 }
 
 // NewMirrors returns a Mirrors; SetStatic feeds it the static pods.
@@ -119,6 +122,8 @@ func (m *Mirrors) ensure(ctx context.Context, client kubernetes.Interface, node 
 			}
 		case h == hash:
 			return
+		case m.Terminating != nil && m.Terminating(sp.Namespace, sp.Name):
+			return // the old pod is stopping with its grace period: its mirror stays
 		default:
 			m.remove(ctx, client, cur, "its static pod changed")
 			return

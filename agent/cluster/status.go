@@ -21,6 +21,7 @@ import (
 
 	"nodeagent/agent/source"
 	"nodeagent/internal/notify"
+	"nodeagent/manifest"
 )
 
 // Pods is what the API server last showed of the node's pods (the API
@@ -194,8 +195,10 @@ func (s *StatusSync) target(local *corev1.Pod) (*corev1.Pod, bool) {
 	if source.FromAPI(local) {
 		return p, p.UID == local.UID
 	}
-	_, mirror := p.Annotations[source.AnnotationMirror]
-	return p, mirror
+	// The mirror of this very static pod: an edited static pod's successor
+	// does not write over its predecessor's mirror while that one stops.
+	hash, mirror := p.Annotations[source.AnnotationMirror]
+	return p, mirror && hash == local.Annotations[manifest.AnnotationConfigHash]
 }
 
 // delete removes a deleted pod whose containers and volumes are gone.

@@ -79,6 +79,19 @@ func (m *Manager) Pod(uid types.UID) (*corev1.Pod, bool) {
 	return p, ok
 }
 
+// Terminating reports whether a pod of that namespace and name is still
+// stopping on the node.
+func (m *Manager) Terminating(namespace, name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range m.workers {
+		if w.pod != nil && w.pod.Namespace == namespace && w.pod.Name == name && w.isTerminating() {
+			return true
+		}
+	}
+	return false
+}
+
 // Active lists the admitted pods that still run: not terminating, not
 // finished, not being evicted. It is what eviction ranks.
 func (m *Manager) Active() []*corev1.Pod {
