@@ -20,6 +20,7 @@ import (
 	"nodeagent/cgroups"
 	"nodeagent/internal/safefile"
 	"nodeagent/internal/sat"
+	"nodeagent/internal/sysctl"
 	"nodeagent/network"
 )
 
@@ -30,7 +31,7 @@ const (
 
 // Honoured are the KubeletConfiguration fields nodeagent implements.
 var Honoured = []string{
-	"address", "authentication", "authorization", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS", "clusterDNS", "clusterDomain",
+	"address", "allowedUnsafeSysctls", "authentication", "authorization", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS", "clusterDNS", "clusterDomain",
 	"containerLogMaxFiles", "containerLogMaxSize", "containerLogMonitorInterval", "containerRuntimeEndpoint", "cpuCFSQuota",
 	"crashLoopBackOff", "singleProcessOOMKill", "enableProfilingHandler", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "cpuCFSQuotaPeriod", "enforceNodeAllocatable",
 	"evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMaxPodGracePeriod", "evictionMinimumReclaim",
@@ -266,6 +267,13 @@ func (c *Config) Validate() error {
 	}
 	if c.PodPidsLimit != nil && *c.PodPidsLimit != -1 && *c.PodPidsLimit <= 0 {
 		bad("podPidsLimit", *c.PodPidsLimit, "must be -1 (no pod limit) or > 0")
+	}
+	for i, p := range c.AllowedUnsafeSysctls {
+		// Only sysctls of a pod's own namespaces may be allowed: a node-wide
+		// one would let a pod change the host.
+		if sysctl.Namespace(strings.TrimSuffix(p, "*")) == "" {
+			bad(fmt.Sprintf("allowedUnsafeSysctls[%d]", i), p, "is not known to be namespaced (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*)")
+		}
 	}
 	if c.ReadOnlyPort < 0 || c.ReadOnlyPort > 65535 {
 		bad("readOnlyPort", c.ReadOnlyPort, "must be 0 (disabled) to 65535")

@@ -13,6 +13,7 @@ import (
 
 	"nodeagent/internal/qos"
 	"nodeagent/internal/sat"
+	"nodeagent/internal/sysctl"
 )
 
 // Rejection is why a pod was not admitted, in the kubelet's words.
@@ -134,4 +135,47 @@ func osAdmit(pod *corev1.Pod) *Rejection {
 		return &Rejection{Reason: "PodOSNotSupported", Message: "Failed to admit pod as the OS field doesn't match node OS"}
 	}
 	return nil
+}
+
+// safeSysctls are the sysctls every pod may set: namespaced and unable to
+// harm other pods or the node (the kubelet's SafeSysctlAllowlist; this
+// agent's kernels are newer than each one's minimum).
+var safeSysctls = []string{
+	"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range",
+	"net.ipv4.ip_unprivileged_port_start", "net.ipv4.ip_local_reserved_ports", "net.ipv4.tcp_keepalive_time",
+	"net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes",
+	"net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
+}
+
+// sysctlAdmit refuses a pod with a sysctl neither safe nor in
+// allowedUnsafeSysctls (a trailing * matches a prefix), or one of a
+// namespace the pod shares with the host, with the kubelet's reason and
+// words.
+func sysctlAdmit(pod *corev1.Pod, allowedUnsafe []string) *Rejection {
+	sc := pod.Spec.SecurityContext
+	if sc == nil {
+		return nil
+	}
+	for _, s := range sc.Sysctls {
+		name := sysctl.Dots(s.Name)
+		ns := sysctl.Namespace(name)
+		switch {
+		case ns == "ipc" && pod.Spec.HostIPC, ns == "net" && pod.Spec.HostNetwork:
+			host := map[string]string{"ipc": "IPC", "net": "network"}[ns]
+			return &Rejection{Reason: "SysctlForbidden", Message: fmt.Sprintf("forbidden sysctl: %q not allowed with host %s enabled", name, host)}
+		case slices.Contains(safeSysctls, name) || sysctlAllowed(name, allowedUnsafe):
+		default:
+			return &Rejection{Reason: "SysctlForbidden", Message: fmt.Sprintf("forbidden sysctl: %q not allowlisted", name)}
+		}
+	}
+	return nil
+}
+
+func sysctlAllowed(name string, patterns []string) bool {
+	for _, p := range patterns {
+		if p == name || strings.HasSuffix(p, "*") && strings.HasPrefix(name, strings.TrimSuffix(p, "*")) {
+			return true
+		}
+	}
+	return false
 }

@@ -64,6 +64,9 @@ type Options struct {
 	// AppArmor: the host enforces AppArmor; without it, pods asking for a
 	// profile are refused.
 	AppArmor bool
+	// AllowedUnsafeSysctls are the sysctls (or prefixes, ending in *) pods
+	// may set beyond the safe ones.
+	AllowedUnsafeSysctls []string
 }
 
 // Devices is the device plugin manager (devices.Manager).
@@ -364,6 +367,9 @@ func (m *Manager) apply(u source.Update, complete bool) {
 		r := admit(p, m.admittedLocked(), m.opts.MaxPods, m.opts.Allocatable, extended)
 		if r == nil {
 			r = osAdmit(p)
+		}
+		if r == nil {
+			r = sysctlAdmit(p, m.opts.AllowedUnsafeSysctls)
 		}
 		if r == nil {
 			r = appArmorAdmit(p, m.opts.AppArmor)

@@ -584,3 +584,27 @@ func TestAdmissionCountsDevicePluginResources(t *testing.T) {
 		t.Errorf("a resource no plugin serves is left to whoever advertises it: %+v", r)
 	}
 }
+
+func TestSysctlAdmission(t *testing.T) {
+	with := func(hostNet bool, names ...string) *corev1.Pod {
+		p := testPod(corev1.RestartPolicyAlways, "a")
+		p.Spec.HostNetwork = hostNet
+		p.Spec.SecurityContext = &corev1.PodSecurityContext{}
+		for _, n := range names {
+			p.Spec.SecurityContext.Sysctls = append(p.Spec.SecurityContext.Sysctls, corev1.Sysctl{Name: n, Value: "1"})
+		}
+		return p
+	}
+	if r := sysctlAdmit(with(false, "kernel.shm_rmid_forced", "net/ipv4/ip_local_port_range"), nil); r != nil {
+		t.Errorf("safe sysctls: %+v", r)
+	}
+	if r := sysctlAdmit(with(false, "kernel.msgmax"), nil); r == nil || r.Reason != "SysctlForbidden" || r.Message != `forbidden sysctl: "kernel.msgmax" not allowlisted` {
+		t.Errorf("unsafe, not allowed: %+v", r)
+	}
+	if r := sysctlAdmit(with(false, "kernel.msgmax"), []string{"kernel.msg*"}); r != nil {
+		t.Errorf("allowed by a prefix pattern: %+v", r)
+	}
+	if r := sysctlAdmit(with(true, "net.ipv4.ip_local_port_range"), nil); r == nil || !strings.Contains(r.Message, "not allowed with host network enabled") {
+		t.Errorf("a net sysctl on a host-network pod: %+v", r)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/cri"
+	"nodeagent/internal/sysctl"
 )
 
 // LogDir is the kubelet's pod log directory: <podLogsDir>/<ns>_<name>_<uid>.
@@ -150,7 +151,7 @@ func sysctls(pod *corev1.Pod) map[string]string {
 	}
 	out := map[string]string{}
 	for _, s := range pod.Spec.SecurityContext.Sysctls {
-		out[s.Name] = s.Value
+		out[sysctl.Dots(s.Name)] = s.Value // the runtime takes dotted names
 	}
 	return out
 }
