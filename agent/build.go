@@ -228,6 +228,7 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		OOMGroupKill:         p.mgr.Version() == 2 && (cfg.SingleProcessOOMKill == nil || !*cfg.SingleProcessOOMKill),
 		AppArmor:             pods.AppArmorEnabled(),
 		AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls,
+		ContainerLogLinks:    "/var/log/containers",
 	}, pods.Deps{Runtime: rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		Probes: p.prober, Hooks: hooks, Pressure: pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,
 		PodStarted: p.metrics.podStarted, Gone: gone, Objects: objects, Devices: p.devices,

@@ -133,7 +133,7 @@ func (m *Manager) ReclaimContainers(ctx context.Context) (int, error) {
 				errs = append(errs, fmt.Errorf("remove dead container %s of pod %s: %w", shortID(c.Id), uid, err))
 				continue
 			}
-			removeLogs(c.LogPath)
+			m.removeLogs(c)
 			removed++
 		}
 	}

@@ -19,7 +19,7 @@ func (w *worker) prune(ctx context.Context, rt *pleg.PodRuntime) {
 			w.log.Warn("remove old container", "container", c.GetMetadata().GetName(), "err", err)
 			continue
 		}
-		removeLogs(c.LogPath)
+		w.m.removeLogs(c)
 	}
 	sandboxes := rt.GetSandboxes() // newest first
 	for i := 1; i < len(sandboxes); i++ {

@@ -64,6 +64,9 @@ type Options struct {
 	// AppArmor: the host enforces AppArmor; without it, pods asking for a
 	// profile are refused.
 	AppArmor bool
+	// ContainerLogLinks is where each container's log gets a link, as the
+	// kubelet's /var/log/containers ("": none).
+	ContainerLogLinks string
 	// AllowedUnsafeSysctls are the sysctls (or prefixes, ending in *) pods
 	// may set beyond the safe ones.
 	AllowedUnsafeSysctls []string

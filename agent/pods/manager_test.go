@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -25,6 +27,7 @@ import (
 	"nodeagent/agent/source"
 	"nodeagent/agent/status"
 	"nodeagent/cgroups"
+	"nodeagent/cri"
 	"nodeagent/cri/critest"
 )
 
@@ -316,5 +319,32 @@ func TestOOMKilledFromTheKernelLog(t *testing.T) {
 	zero.readTerminationMessages(&pleg.PodRuntime{Containers: []*runtimeapi.ContainerStatus{clean}})
 	if zero.oomKilled[rec.Id] {
 		t.Error("a container that exited 0 was marked OOM killed")
+	}
+}
+
+func TestContainerLogLinks(t *testing.T) {
+	m, _ := newTestManager(t, critest.New(), nil)
+	m.opts.ContainerLogLinks = filepath.Join(t.TempDir(), "containers")
+	logFile := filepath.Join(t.TempDir(), "0.log")
+	if err := os.WriteFile(logFile, []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pod := testPod(corev1.RestartPolicyAlways, "app")
+	m.linkLog(pod, "app", "abc123", logFile)
+	link := filepath.Join(m.opts.ContainerLogLinks, "p-node_default_app-abc123.log")
+	if b, err := os.ReadFile(link); err != nil || string(b) != "hello\n" {
+		t.Fatalf("link %s: %q %v", link, b, err)
+	}
+	m.removeLogs(&runtimeapi.ContainerStatus{Id: "abc123", LogPath: logFile, Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
+		Labels: map[string]string{cri.LabelPodName: pod.Name, cri.LabelPodNamespace: pod.Namespace}})
+	if _, err := os.Lstat(link); !os.IsNotExist(err) {
+		t.Errorf("the link outlived its container: %v", err)
+	}
+	if _, err := os.Stat(logFile); !os.IsNotExist(err) {
+		t.Errorf("the log outlived its container: %v", err)
+	}
+	long := m.logLink(strings.Repeat("p", 253), "ns", "c", "id")
+	if len(filepath.Base(long)) != 255 || !strings.HasSuffix(long, ".log") {
+		t.Errorf("a long name is cut to 255 bytes with its suffix: %d %q", len(filepath.Base(long)), filepath.Base(long))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,7 +67,7 @@ func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.C
 					w.log.Warn("remove container whose start was interrupted; will retry", "container", c.Name, "err", err)
 					return time.Second, false
 				}
-				removeLogs(current.LogPath)
+				w.m.removeLogs(current)
 				return w.startContainer(ctx, pod, c, restartCount-1, sb.Id, sandboxCfg, podIP), false
 			}
 			if init && !sidecar && current.ExitCode == 0 {
@@ -172,6 +173,7 @@ func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.
 		return w.m.opts.ResyncPeriod
 	}
 	w.event(c.Name, corev1.EventTypeNormal, "Created", "Created container: "+c.Name)
+	w.m.linkLog(pod, c.Name, id, filepath.Join(sandboxCfg.GetLogDirectory(), cfg.GetLogPath()))
 	if err := w.m.rt.StartContainer(ctx, id); err != nil {
 		w.fail(c, "RunContainerError", err)
 		return w.m.opts.ResyncPeriod

@@ -245,7 +245,9 @@ func (w *worker) killAndClean(ctx context.Context) error {
 	for _, c := range rt.GetContainers() {
 		if err := w.m.rt.RemoveContainer(ctx, c.Id); err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		w.m.removeLogs(c)
 	}
 	for _, sb := range rt.GetSandboxes() {
 		if err := w.m.rt.RemovePodSandbox(ctx, sb.Id); err != nil {
@@ -296,14 +298,49 @@ func (w *worker) podDirs(rt *pleg.PodRuntime) []string {
 	return dirs
 }
 
-// removeLogs deletes a removed container's log and its rotated files, as
-// the kubelet does when it removes a container.
-func removeLogs(path string) {
-	if path == "" {
+// removeLogs deletes a removed container's log, its rotated files and its
+// link in the container logs directory, as the kubelet does when it
+// removes a container.
+func (m *Manager) removeLogs(c *runtimeapi.ContainerStatus) {
+	if link := m.logLink(c.Labels[cri.LabelPodName], c.Labels[cri.LabelPodNamespace], c.GetMetadata().GetName(), c.Id); link != "" {
+		os.Remove(link)
+	}
+	if c.LogPath == "" {
 		return
 	}
-	rotated, _ := filepath.Glob(path + ".*")
-	for _, f := range append(rotated, path) {
+	rotated, _ := filepath.Glob(c.LogPath + ".*")
+	for _, f := range append(rotated, c.LogPath) {
 		os.Remove(f)
+	}
+}
+
+// logLink is the container's log link in Options.ContainerLogLinks, named
+// <pod>_<namespace>_<container>-<id>.log (cut to ext4's 255 bytes) as the
+// kubelet's in /var/log/containers; "" when links are off.
+func (m *Manager) logLink(pod, namespace, container, id string) string {
+	if m.opts.ContainerLogLinks == "" || pod == "" || id == "" {
+		return ""
+	}
+	name := fmt.Sprintf("%s_%s_%s-%s", pod, namespace, container, id)
+	if len(name) > 255-len(".log") {
+		name = name[:255-len(".log")]
+	}
+	return filepath.Join(m.opts.ContainerLogLinks, name+".log")
+}
+
+// linkLog makes the container's log link (tools that tail
+// /var/log/containers/*.log find it there); a failure is only logged.
+func (m *Manager) linkLog(pod *corev1.Pod, container, id, logPath string) {
+	link := m.logLink(pod.Name, pod.Namespace, container, id)
+	if link == "" {
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		m.log.Warn("container log link", "err", err)
+		return
+	}
+	os.Remove(link)
+	if err := os.Symlink(logPath, link); err != nil {
+		m.log.Warn("container log link", "link", link, "err", err)
 	}
 }
