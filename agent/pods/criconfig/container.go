@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -170,6 +171,12 @@ func containerSecurityContext(pod *corev1.Pod, c *corev1.Container, seccompRoot 
 		}
 		sc.SupplementalGroups = psc.SupplementalGroups
 	}
+	// The kubelet's default masked and read-only /proc and /sys paths,
+	// unless the container asks for an unmasked /proc (the runtime drops
+	// them for privileged containers).
+	if csc := c.SecurityContext; csc == nil || csc.ProcMount == nil || *csc.ProcMount != corev1.UnmaskedProcMount {
+		sc.MaskedPaths, sc.ReadonlyPaths = slices.Clone(defaultMaskedPaths), slices.Clone(defaultReadonlyPaths)
+	}
 	sc.Seccomp = seccompProfile(pod, c, seccompRoot)
 	sc.Apparmor = appArmorProfile(pod, c)
 	csc := c.SecurityContext
@@ -202,6 +209,14 @@ func containerSecurityContext(pod *corev1.Pod, c *corev1.Container, seccompRoot 
 	}
 	return sc
 }
+
+// defaultMaskedPaths and defaultReadonlyPaths are the kubelet's
+// (pkg/securitycontext): what a container must not read, or not write.
+var (
+	defaultMaskedPaths = []string{"/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap"}
+	defaultReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+)
 
 // seccompProfile is the container's seccomp profile, else the pod's; none
 // is unconfined (the kubelet without seccompDefault).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -356,5 +357,19 @@ func TestSeccompAndAppArmorProfiles(t *testing.T) {
 	c.SecurityContext.AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault}
 	if sc := containerSecurityContext(pod, c, "/root/seccomp"); sc.Apparmor.ProfileType != runtimeapi.SecurityProfile_RuntimeDefault {
 		t.Errorf("the container field wins over the annotation: %v", sc.Apparmor)
+	}
+}
+
+func TestMaskedAndReadonlyPaths(t *testing.T) {
+	pod := &corev1.Pod{}
+	c := &corev1.Container{Name: "app"}
+	sc := containerSecurityContext(pod, c, "")
+	if !slices.Contains(sc.MaskedPaths, "/proc/kcore") || !slices.Contains(sc.ReadonlyPaths, "/proc/sys") {
+		t.Errorf("default: masked %v readonly %v", sc.MaskedPaths, sc.ReadonlyPaths)
+	}
+	unmasked := corev1.UnmaskedProcMount
+	c.SecurityContext = &corev1.SecurityContext{ProcMount: &unmasked}
+	if sc := containerSecurityContext(pod, c, ""); len(sc.MaskedPaths) != 0 || len(sc.ReadonlyPaths) != 0 {
+		t.Errorf("unmasked: masked %v readonly %v", sc.MaskedPaths, sc.ReadonlyPaths)
 	}
 }
