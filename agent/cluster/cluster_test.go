@@ -364,3 +364,24 @@ func TestEditedStaticPodKeepsItsMirrorWhileTheOldPodStops(t *testing.T) {
 		t.Error("once the old pod is gone the old mirror must go")
 	}
 }
+
+// A removed static pod's mirror stays while the pod stops.
+func TestRemovedStaticPodKeepsItsMirrorWhileItStops(t *testing.T) {
+	mirror := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-n", Namespace: "default", UID: "mirror-1",
+		Annotations: map[string]string{source.AnnotationMirror: "h1"}}}
+	client := fake.NewSimpleClientset(mirror)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "node-uid"}}
+	m := NewMirrors(nil, mirrorCache{apiCache{client}}, func() *corev1.Node { return node }, clocktesting.NewFakeClock(time.Now()), quiet)
+	stopping := true
+	m.Terminating = func(string, string) bool { return stopping }
+	m.SetStatic(nil)
+	m.sync(context.Background(), client)
+	if _, err := client.CoreV1().Pods("default").Get(context.Background(), "web-n", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the mirror went while its pod stops: %v", err)
+	}
+	stopping = false
+	m.sync(context.Background(), client)
+	if _, err := client.CoreV1().Pods("default").Get(context.Background(), "web-n", metav1.GetOptions{}); err == nil {
+		t.Error("the mirror stayed after its pod stopped")
+	}
+}

@@ -98,7 +98,8 @@ func (m *Mirrors) sync(ctx context.Context, client kubernetes.Interface) {
 		m.ensure(ctx, client, node, sp)
 	}
 	for _, mp := range m.api.Mirrors() {
-		if !wanted[mp.Namespace+"/"+mp.Name] {
+		// A removed static pod's mirror stays while the pod stops.
+		if !wanted[mp.Namespace+"/"+mp.Name] && (m.Terminating == nil || !m.Terminating(mp.Namespace, mp.Name)) {
 			m.remove(ctx, client, mp, "its static pod is gone")
 		}
 	}

@@ -169,7 +169,7 @@ func containerSecurityContext(pod *corev1.Pod, c *corev1.Container, seccompRoot 
 		if psc.RunAsGroup != nil {
 			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
 		}
-		sc.SupplementalGroups = psc.SupplementalGroups
+		sc.SupplementalGroups = supplementalGroups(psc)
 	}
 	// The kubelet's default masked and read-only /proc and /sys paths,
 	// unless the container asks for an unmasked /proc (the runtime drops

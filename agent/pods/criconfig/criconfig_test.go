@@ -373,3 +373,16 @@ func TestMaskedAndReadonlyPaths(t *testing.T) {
 		t.Errorf("unmasked: masked %v readonly %v", sc.MaskedPaths, sc.ReadonlyPaths)
 	}
 }
+
+func TestFSGroupIsASupplementalGroup(t *testing.T) {
+	fsGroup := int64(1001)
+	pod := &corev1.Pod{}
+	pod.Spec.SecurityContext = &corev1.PodSecurityContext{SupplementalGroups: []int64{5}, FSGroup: &fsGroup}
+	sc := containerSecurityContext(pod, &corev1.Container{Name: "app"}, "")
+	if !slices.Equal(sc.SupplementalGroups, []int64{5, 1001}) {
+		t.Errorf("container groups %v, want [5 1001]", sc.SupplementalGroups)
+	}
+	if !slices.Equal(pod.Spec.SecurityContext.SupplementalGroups, []int64{5}) {
+		t.Errorf("the pod spec was changed: %v", pod.Spec.SecurityContext.SupplementalGroups)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -74,7 +75,7 @@ func (b *Builder) Sandbox(plan *Plan, attempt uint32) (*runtimeapi.PodSandboxCon
 		if sc.RunAsGroup != nil {
 			cfg.Linux.SecurityContext.RunAsGroup = &runtimeapi.Int64Value{Value: *sc.RunAsGroup}
 		}
-		cfg.Linux.SecurityContext.SupplementalGroups = sc.SupplementalGroups
+		cfg.Linux.SecurityContext.SupplementalGroups = supplementalGroups(sc)
 	}
 	return cfg, nil
 }
@@ -143,6 +144,16 @@ func anyPrivileged(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// supplementalGroups are the pod's, plus its fsGroup: its volumes' files
+// belong to that group, and its users read them as members.
+func supplementalGroups(sc *corev1.PodSecurityContext) []int64 {
+	groups := slices.Clone(sc.SupplementalGroups)
+	if sc.FSGroup != nil && !slices.Contains(groups, *sc.FSGroup) {
+		groups = append(groups, *sc.FSGroup)
+	}
+	return groups
 }
 
 func sysctls(pod *corev1.Pod) map[string]string {
