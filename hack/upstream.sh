@@ -156,19 +156,21 @@ agent_up() {
 	die "nodeagent did not register node $NODE_NAME (log: $RUN_OUT/nodeagent.log)"
 }
 
-# drain: wait for the agent to have no pods left (the suite deletes its
-# namespaces), then stop it and the services.
+# teardown: remove the static pods the suite left, wait for the agent to
+# run no pod (the suite deletes its namespaces), then stop it and the
+# services.
 teardown() {
+	rm -f "$RUN_OUT/agent/manifests/"*
 	if alive "$RUN_OUT/nodeagent.pid"; then
 		local body n=""
 		for _ in $(seq 120); do
 			if body=$(curl -fsSk "https://$NODE_ADDRESS:$KUBELET_PORT/pods" 2>/dev/null); then
-				n=$(grep -o '"uid": *"' <<<"$body" | wc -l || true)
+				n=$(grep -oE '"phase": *"(Pending|Running)"' <<<"$body" | wc -l || true)
 				[ "$n" -eq 0 ] && break
 			fi
 			sleep 1
 		done
-		[ "$n" = 0 ] || log "warning: the agent still runs ${n:-some} pods; they are left to the next run's agent"
+		[ "$n" = 0 ] || log "warning: the agent still runs ${n:-some} pods; the next run's agent stops them"
 	fi
 	stop "$RUN_OUT/nodeagent.pid" nodeagent 30
 	stop "$RUN_OUT/services.pid" "the suite's services" 30
