@@ -121,7 +121,7 @@ services_up() {
 # authentication and AlwaysAllow on :10250, since the services' API server
 # presents no client certificate to the node.
 agent_up() {
-	mkdir -p "$RUN_OUT/agent/manifests"
+	rm -rf "$RUN_OUT/agent/manifests" && mkdir -p "$RUN_OUT/agent/manifests"
 	cat >"$RUN_OUT/agent/kubeconfig" <<-EOF
 	apiVersion: v1
 	kind: Config
