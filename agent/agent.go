@@ -123,6 +123,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Go(func() { a.serve(p.api, "read-only API") })
 		a.log.Info("read-only API listening", "addr", "http://"+p.api.srv.Addr, "endpoints", "/healthz /pods /pods/{ns}/{name}/probes /node /events /evictions /configz /metrics /metrics/resource /metrics/cadvisor /stats/summary /cgroups")
 	}
+	if p.healthz != nil {
+		wg.Go(func() { a.serve(p.healthz, "healthz") })
+		a.log.Info("healthz listening", "addr", "http://"+p.healthz.srv.Addr+"/healthz")
+	}
 	if p.kubelet != nil {
 		wg.Go(func() { a.serve(p.kubelet, "kubelet server") })
 		a.log.Info("kubelet server listening", "addr", "https://"+p.kubelet.srv.Addr, "authorization", a.cfg.Authorization.Mode)

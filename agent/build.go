@@ -62,6 +62,7 @@ type parts struct {
 	metrics    *nodeMetrics
 	cluster    *clusterParts // nil when standalone
 	api        *served       // nil when readOnlyPort is 0
+	healthz    *served       // nil when healthzPort is 0 or taken
 	devices    *devices.Manager
 	kubelet    *served // the authenticated server; nil when standalone
 	control    *served // nil without a control socket
@@ -116,6 +117,17 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		}
 		p.api = &served{l: netutil.LimitListener(l, server.MaxAPIConns)}
 		p.closers = append(p.closers, func() { l.Close() })
+	}
+	// The healthz port is for local liveness checks; as the kubelet's, a
+	// port someone else holds does not stop the agent.
+	if cfg.HealthzPort != nil && *cfg.HealthzPort > 0 {
+		addr := net.JoinHostPort(cfg.HealthzBindAddress, strconv.Itoa(int(*cfg.HealthzPort)))
+		if l, err := net.Listen("tcp", addr); err != nil {
+			log.Warn("healthz port not served", "addr", addr, "err", err)
+		} else {
+			p.healthz = &served{l: netutil.LimitListener(l, server.MaxAPIConns)}
+			p.closers = append(p.closers, func() { l.Close() })
+		}
 	}
 	if a.opts.Cluster != nil {
 		addr := net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.Port)))

@@ -71,6 +71,9 @@ func (a *Agent) buildServers(p *parts, apiAddr string) error {
 	if p.api != nil {
 		p.api.srv = server.NewServer(apiAddr, server.Handler(src))
 	}
+	if p.healthz != nil {
+		p.healthz.srv = server.NewServer(p.healthz.l.Addr().String(), server.HealthzHandler(src.Checks))
+	}
 	if p.kubelet != nil {
 		if err := a.buildKubeletServer(p, src); err != nil {
 			return err
@@ -102,7 +105,7 @@ func (a *Agent) serve(s *served, what string) {
 // stopServers ends the read-only API and the kubelet server (in-flight
 // requests get 5 s) and the control socket, and removes the socket file.
 func (a *Agent) stopServers(p *parts) {
-	for _, s := range []*served{p.api, p.kubelet} {
+	for _, s := range []*served{p.api, p.healthz, p.kubelet} {
 		if s != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			s.srv.Shutdown(ctx)

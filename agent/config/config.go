@@ -33,7 +33,7 @@ const (
 var Honoured = []string{
 	"address", "allowedUnsafeSysctls", "authentication", "authorization", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS", "clusterDNS", "clusterDomain",
 	"containerLogMaxFiles", "containerLogMaxSize", "containerLogMonitorInterval", "containerRuntimeEndpoint", "cpuCFSQuota",
-	"crashLoopBackOff", "singleProcessOOMKill", "enableProfilingHandler", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "cpuCFSQuotaPeriod", "enforceNodeAllocatable",
+	"crashLoopBackOff", "healthzBindAddress", "healthzPort", "singleProcessOOMKill", "enableProfilingHandler", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "cpuCFSQuotaPeriod", "enforceNodeAllocatable",
 	"evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMaxPodGracePeriod", "evictionMinimumReclaim",
 	"evictionPressureTransitionPeriod", "fileCheckFrequency", "kubeReserved", "maxPods", "podCIDR", "podLogsDir",
 	"podPidsLimit", "port", "readOnlyPort", "resolvConf", "rotateCertificates", "serverTLSBootstrap", "runtimeRequestTimeout", "staticPodPath",
@@ -66,6 +66,7 @@ func Defaults() Config {
 	qps, maxImages := int32(50), int32(50)
 	logFiles := int32(5)
 	gcHigh, gcLow := int32(85), int32(80)
+	healthzPort := int32(10248)
 	c := Config{KubeletConfiguration: kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:                         metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
 		StaticPodPath:                    "/etc/nodeagent/manifests",
@@ -78,6 +79,8 @@ func Defaults() Config {
 		MaxPods:                          110,
 		PodCIDR:                          network.DefaultPodCIDR,
 		ReadOnlyPort:                     10255,
+		HealthzPort:                      &healthzPort,
+		HealthzBindAddress:               "127.0.0.1",
 		Address:                          "127.0.0.1",
 		CPUCFSQuota:                      &yes,
 		CPUCFSQuotaPeriod:                &metav1.Duration{Duration: 100 * time.Millisecond},
@@ -274,6 +277,12 @@ func (c *Config) Validate() error {
 		if sysctl.Namespace(strings.TrimSuffix(p, "*")) == "" {
 			bad(fmt.Sprintf("allowedUnsafeSysctls[%d]", i), p, "is not known to be namespaced (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*)")
 		}
+	}
+	if c.HealthzPort != nil && (*c.HealthzPort < 0 || *c.HealthzPort > 65535) {
+		bad("healthzPort", *c.HealthzPort, "must be 0 (disabled) to 65535")
+	}
+	if net.ParseIP(c.HealthzBindAddress) == nil {
+		bad("healthzBindAddress", c.HealthzBindAddress, "must be an IP address")
 	}
 	if c.ReadOnlyPort < 0 || c.ReadOnlyPort > 65535 {
 		bad("readOnlyPort", c.ReadOnlyPort, "must be 0 (disabled) to 65535")

@@ -56,12 +56,19 @@ func Handler(src Sources) http.Handler {
 	return mux
 }
 
-// routes adds the read-only API's endpoints to mux; /pods serves each pod
-// through show.
-func routes(mux *http.ServeMux, src Sources, show func(corev1.Pod) corev1.Pod) {
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { serveHealth(w, r, src.Checks) })
+// HealthzHandler serves /healthz and /healthz/{check} alone: the kubelet's
+// healthz port (healthzBindAddress:healthzPort).
+func HealthzHandler(checks []HealthCheck) http.Handler {
+	mux := http.NewServeMux()
+	healthRoutes(mux, checks)
+	return mux
+}
+
+// healthRoutes adds /healthz and one path per check.
+func healthRoutes(mux *http.ServeMux, checks []HealthCheck) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { serveHealth(w, r, checks) })
 	mux.HandleFunc("GET /healthz/{check}", func(w http.ResponseWriter, r *http.Request) {
-		for _, c := range src.Checks {
+		for _, c := range checks {
 			if c.Name == r.PathValue("check") {
 				serveHealth(w, r, []HealthCheck{c})
 				return
@@ -69,6 +76,12 @@ func routes(mux *http.ServeMux, src Sources, show func(corev1.Pod) corev1.Pod) {
 		}
 		http.Error(w, "no health check "+r.PathValue("check"), http.StatusNotFound)
 	})
+}
+
+// routes adds the read-only API's endpoints to mux; /pods serves each pod
+// through show.
+func routes(mux *http.ServeMux, src Sources, show func(corev1.Pod) corev1.Pod) {
+	healthRoutes(mux, src.Checks)
 	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
 		pods := src.Pods()
 		for i := range pods {

@@ -40,6 +40,8 @@ type Options struct {
 	// Address is where the agent listens (the config's address);
 	// default 127.0.0.1.
 	Address string
+	// HealthzPort is the healthz port's; default a free port.
+	HealthzPort int
 	// KubeletPort is the kubelet server's (API-server mode); default a
 	// free port.
 	KubeletPort int
@@ -96,7 +98,7 @@ func New(opts Options) (*Agent, error) {
 	if opts.FileCheckFrequency <= 0 {
 		opts.FileCheckFrequency = 2 * time.Second
 	}
-	for _, p := range []*int{&opts.Port, &opts.KubeletPort} {
+	for _, p := range []*int{&opts.Port, &opts.KubeletPort, &opts.HealthzPort} {
 		if *p == 0 {
 			port, err := FreePort()
 			if err != nil {
@@ -122,8 +124,9 @@ cgroupRoot: %s
 address: %s
 readOnlyPort: %d
 port: %d
+healthzPort: %d
 fileCheckFrequency: %s
-%s`, opts.RuntimeEndpoint, a.Manifests, a.LogsDir, opts.CgroupRoot, opts.Address, opts.Port, opts.KubeletPort, opts.FileCheckFrequency, opts.Config)
+%s`, opts.RuntimeEndpoint, a.Manifests, a.LogsDir, opts.CgroupRoot, opts.Address, opts.Port, opts.KubeletPort, opts.HealthzPort, opts.FileCheckFrequency, opts.Config)
 	if err := os.WriteFile(a.ConfigFile, []byte(config), 0o644); err != nil {
 		return nil, err
 	}

@@ -102,8 +102,10 @@ func TestContainerdRestartIsRiddenOut(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	health := func() (int, string) {
-		resp, err := http.Get(n.url("/healthz"))
+	// The read-only API's /healthz and the healthz port's say the same.
+	healthzPort := fmt.Sprintf("http://127.0.0.1:%d/healthz", n.agent.Options.HealthzPort)
+	health := func(u string) (int, string) {
+		resp, err := http.Get(u)
 		if err != nil {
 			return 0, err.Error()
 		}
@@ -112,15 +114,19 @@ func TestContainerdRestartIsRiddenOut(t *testing.T) {
 		return resp.StatusCode, string(body)
 	}
 	n.eventually("/healthz reports the runtime down", 30*time.Second, func() error {
-		if code, body := health(); code != 500 || !strings.Contains(body, "[-]runtime failed: container runtime at "+criEndpoint+" is down") || !strings.Contains(body, "[+]pleg ok") {
-			return fmt.Errorf("%d %q", code, body)
+		for _, u := range []string{n.url("/healthz"), healthzPort} {
+			if code, body := health(u); code != 500 || !strings.Contains(body, "[-]runtime failed: container runtime at "+criEndpoint+" is down") || !strings.Contains(body, "[+]pleg ok") {
+				return fmt.Errorf("%s: %d %q", u, code, body)
+			}
 		}
 		return nil
 	})
 	runtime("up")
 	n.eventually("/healthz ok again", 60*time.Second, func() error {
-		if code, body := health(); code != 200 {
-			return fmt.Errorf("%d %q", code, body)
+		for _, u := range []string{n.url("/healthz"), healthzPort} {
+			if code, body := health(u); code != 200 {
+				return fmt.Errorf("%s: %d %q", u, code, body)
+			}
 		}
 		return nil
 	})
