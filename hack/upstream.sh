@@ -63,6 +63,7 @@ SKIPS=(
 	'\[Disruptive\]' "restarts the runtime or the kubelet through systemd, which is not PID 1 here"
 	'PrivilegedPod .*should enable privileged commands' "adds a dummy network device, a link type this kernel lacks"
 	'temporarily failed termination due to volume failing to unmount' "mounts an NFS volume: this kernel has neither an NFS client nor an NFS server"
+	'POD Resources API .*podresources metrics' "restarts the kubelet with another configuration through sudo and systemd, neither of which is here"
 )
 
 REGISTRY=${REGISTRY:-127.0.0.1:5000}
@@ -86,6 +87,13 @@ push_images() {
 		--nmeter "$HERE/$BIN_DIR/images/nmeter" --shell /bin/bash \
 		--agnhost "$OUT/agnhost" --agnhost-tls "$src/localhost.crt,$src/localhost.key" >"$RUN_OUT/images.txt"
 	log "pushed $(wc -l <"$RUN_OUT/images.txt") images to $REGISTRY (list: $RUN_OUT/images.txt)"
+	# The runtime may hold an older build under the same tag, which pods
+	# with imagePullPolicy IfNotPresent would run: pull each one again.
+	local ref
+	while read -r ref; do
+		ctr --address "${CRI_ENDPOINT#unix://}" --namespace k8s.io images pull --plain-http "${ref%@*}" >/dev/null ||
+			die "pull ${ref%@*} into the runtime"
+	done <"$RUN_OUT/images.txt"
 }
 
 # The suite reads the read-only port at localhost and the API server
