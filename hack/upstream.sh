@@ -84,7 +84,7 @@ push_images() {
 	src=$(cd "$MODULE" && "$GO" list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/porter
 	"$HERE/$BIN_DIR/imagetool" upstream --push --registry "$REGISTRY" --repo-list "$RUN_OUT/repos.yaml" \
 		--busybox /bin/busybox --pause-bin "$HERE/$BIN_DIR/images/pause" --nnp "$HERE/$BIN_DIR/images/nnp" \
-		--nmeter "$HERE/$BIN_DIR/images/nmeter" --shell /bin/bash \
+		--nmeter "$HERE/$BIN_DIR/images/nmeter" --agnhost-tools /bin/bash,/usr/bin/curl \
 		--agnhost "$OUT/agnhost" --agnhost-tls "$src/localhost.crt,$src/localhost.key" >"$RUN_OUT/images.txt"
 	log "pushed $(wc -l <"$RUN_OUT/images.txt") images to $REGISTRY (list: $RUN_OUT/images.txt)"
 	# The runtime may hold an older build under the same tag, which pods

@@ -48,8 +48,15 @@ func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.C
 				return 0, false
 			}
 			if !init && current.Annotations[cri.AnnotationContainerImageRequest] != c.Image {
-				w.killChanged(ctx, pod, c, current, podIP)
-				return 0, false
+				// Stopped and started again at once, whatever the restart
+				// policy, as the kubelet's one sync does: the API never sees
+				// the old one terminated (a transition it forbids under
+				// Never and OnFailure).
+				if err := w.killChanged(ctx, pod, c, current, podIP); err != nil {
+					w.log.Warn("stop changed container; will retry", "container", c.Name, "err", err)
+					return time.Second, false
+				}
+				return w.startContainer(ctx, pod, c, restartCount, sb.Id, sandboxCfg, podIP), false
 			}
 			if sidecar {
 				// The containers after a sidecar start once it has started:
@@ -73,13 +80,6 @@ func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.C
 			if init && !sidecar && current.ExitCode == 0 {
 				delete(w.waiting, c.Name)
 				return 0, true
-			}
-			if w.respecified[c.Name] == current.Id {
-				// Stopped for a new definition: restarted whatever the
-				// policy, without back-off (the back-off is per image).
-				delete(w.respecified, c.Name)
-				w.log.Info("restarting container with its new definition", "container", c.Name, "image", c.Image, "restart_count", restartCount)
-				return w.startContainer(ctx, pod, c, restartCount, sb.Id, sandboxCfg, podIP), false
 			}
 			if !shouldRestart(pod, c, init, current.ExitCode) {
 				delete(w.waiting, c.Name)
@@ -263,17 +263,12 @@ func (w *worker) killUnhealthy(ctx context.Context, pod *corev1.Pod, c *corev1.C
 
 // killChanged stops a running app container whose spec changed (the image:
 // the only field of a container the API lets change, and all the kubelet's
-// container hash covers). The kubelet restarts it whatever the restart
-// policy.
-func (w *worker) killChanged(ctx context.Context, pod *corev1.Pod, c *corev1.Container, rec *runtimeapi.ContainerStatus, podIP string) {
+// container hash covers).
+func (w *worker) killChanged(ctx context.Context, pod *corev1.Pod, c *corev1.Container, rec *runtimeapi.ContainerStatus, podIP string) error {
 	grace := gracePeriod(pod, nil)
 	w.log.Info("container definition changed; restarting it", "container", c.Name, "image", c.Image, "grace_seconds", grace)
 	w.actions++
-	w.respecified[c.Name] = rec.Id
-	msg := fmt.Sprintf("Container %s definition changed, will be restarted", c.Name)
-	if err := w.stopContainer(ctx, rec, grace, podIP, msg); err != nil {
-		w.log.Warn("stop changed container", "container", c.Name, "err", err)
-	}
+	return w.stopContainer(ctx, rec, grace, podIP, fmt.Sprintf("Container %s definition changed, will be restarted", c.Name))
 }
 
 func (w *worker) fail(c *corev1.Container, reason string, err error) {

@@ -46,10 +46,9 @@ type worker struct {
 	stopGrace       *int64          // grace for stopping a failed pod (eviction), else the pod's
 	volumesReleased bool            // a finished pod's volumes are torn down
 	lastPhase       corev1.PodPhase
-	appsExited      bool              // every app container exited for good (appsDone)
-	stopped         bool              // a deleted pod's containers all stopped: its status is final
-	respecified     map[string]string // container name -> ID stopped for a new definition
-	next            *corev1.Pod       // an updated spec for the next sync (under mu)
+	appsExited      bool        // every app container exited for good (appsDone)
+	stopped         bool        // a deleted pod's containers all stopped: its status is final
+	next            *corev1.Pod // an updated spec for the next sync (under mu)
 	lastIP          string
 	seen            time.Time     // when this agent first synced the pod
 	pulling         time.Duration // spent pulling images for it
@@ -68,7 +67,6 @@ func newWorker(m *Manager, uid types.UID, pod *corev1.Pod) *worker {
 		waiting:     map[string]waitingReason{},
 		messages:    map[string]string{},
 		oomKilled:   map[string]bool{},
-		respecified: map[string]string{},
 		pullFailed:  map[string]time.Time{},
 	}
 }

@@ -37,9 +37,9 @@ type UpstreamInputs struct {
 	AgnhostTLS [2]string // porter's localhost.crt and localhost.key from the same tree
 	NNP        string    // static binary printing its effective uid (nonewprivs)
 	NMeter     string    // static nmeter stand-in (cmd/nmeter)
-	Shell      string    // bash, the images' /bin/sh (with its libraries)
-	// AgnhostTools are host binaries agnhost's image carries in /usr/bin
-	// (its Dockerfile adds curl and more with apk), with their libraries.
+	// AgnhostTools are host binaries agnhost's image carries at their host
+	// paths (its Dockerfile adds bash, curl and more with apk), with their
+	// libraries.
 	AgnhostTools []string
 }
 
@@ -80,15 +80,8 @@ func UpstreamRepoList(registry string) string {
 // (busybox httpd serving :80), as the specs only need a long-running
 // server. docs/upstream-conformance.md lists each one.
 func Upstream(in UpstreamInputs) ([]UpstreamImage, error) {
-	// Debian's busybox 1.35 falls short of the upstream images' 1.37 in two
-	// ways the specs see: its ash drops environment variables whose names
-	// are not shell identifiers (configMap keys such as data-1), and it has
-	// no nmeter. So /bin/sh is bash, and nmeter a stand-in.
-	common, err := hostBinary(in.Shell, "bin/bash")
-	if err != nil {
-		return nil, fmt.Errorf("shell: %w", err)
-	}
-	common = append(common, file{Path: "bin/sh", Link: "bash"}, file{Path: "bin/nmeter", Mode: 0o755, Source: in.NMeter})
+	// Debian's busybox 1.35 has no nmeter, which the specs time with.
+	common := []file{{Path: "bin/nmeter", Mode: 0o755, Source: in.NMeter}}
 	var out []UpstreamImage
 	add := func(key, name string, acct accounts, extra []file, cfg v1.Config) error {
 		files, err := busyboxRoot(in.Busybox, acct, append(slices.Clone(common), extra...))
@@ -132,7 +125,7 @@ func Upstream(in UpstreamInputs) ([]UpstreamImage, error) {
 		{Path: "home/user-defined-in-image", Dir: true, Mode: 0o755},
 	}
 	for _, tool := range in.AgnhostTools {
-		files, err := hostBinary(tool, "usr/bin/"+path.Base(tool))
+		files, err := hostBinary(tool, strings.TrimPrefix(path.Clean(tool), "/"))
 		if err != nil {
 			return nil, fmt.Errorf("agnhost tool: %w", err)
 		}

@@ -19,8 +19,11 @@ type envObjects struct {
 }
 
 func (envObjects) ConfigMap(_ context.Context, _, name string) (*corev1.ConfigMap, error) {
-	if name == "cfg" {
+	switch name {
+	case "cfg":
 		return &corev1.ConfigMap{Data: map[string]string{"B": "from-cm", "A": "a"}}, nil
+	case "dashed": // keys the API allows that are not shell identifiers
+		return &corev1.ConfigMap{Data: map[string]string{"data-1": "value-1", "data.2": "value-2"}}, nil
 	}
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmap"}, name)
 }
@@ -85,5 +88,25 @@ func TestEnvFromObjectsAndServices(t *testing.T) {
 	delete(pod.Annotations, "kubernetes.io/config.source")
 	if _, err := b.containerEnv(context.Background(), pod, c, ""); err != nil {
 		t.Errorf("a static pod waits for the services: %v", err)
+	}
+}
+
+func TestEnvFromKeepsKeysThatAreNotShellIdentifiers(t *testing.T) {
+	b := New(Options{NodeName: "node"}, &fakeHost{dir: t.TempDir(), hosts: map[string]string{}}, envObjects{synced: true})
+	pod := testPod(corev1.RestartPolicyAlways, "c")
+	pod.Annotations = map[string]string{"kubernetes.io/config.source": "api"}
+	ref := corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "dashed"}}
+	pod.Spec.EnableServiceLinks = ptr.To(false)
+	pod.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &ref}, {Prefix: "p-", ConfigMapRef: &ref}}
+	env, err := b.containerEnv(context.Background(), pod, &pod.Spec.Containers[0], "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range env {
+		got = append(got, e.Name+"="+e.Value)
+	}
+	if strings.Join(got, " ") != "data-1=value-1 data.2=value-2 p-data-1=value-1 p-data.2=value-2" {
+		t.Errorf("env %v", got)
 	}
 }
