@@ -45,7 +45,13 @@ func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.C
 			delete(w.waiting, c.Name)
 			if kind, probeGrace, kill := w.m.probes.Kill(pod.UID, c.Name, current.Id); kill {
 				w.killUnhealthy(ctx, pod, c, current, kind, probeGrace, podIP)
-				return 0, false
+				if pod.Spec.RestartPolicy == corev1.RestartPolicyNever && !sidecar {
+					return 0, false
+				}
+				// Restarted whatever its exit code (OnFailure too), in this
+				// sync as the kubelet's: the API never sees it terminated.
+				w.probeKilled[c.Name] = current.Id
+				return w.restart(ctx, pod, c, w.m.clock.Now(), restartCount, sb.Id, sandboxCfg, podIP)
 			}
 			if !init && current.Annotations[cri.AnnotationContainerImageRequest] != c.Image {
 				// Stopped and started again at once, whatever the restart
@@ -81,20 +87,12 @@ func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.C
 				delete(w.waiting, c.Name)
 				return 0, true
 			}
-			if !shouldRestart(pod, c, init, current.ExitCode) {
+			if w.probeKilled[c.Name] != current.Id && !shouldRestart(pod, c, init, current.ExitCode) {
 				delete(w.waiting, c.Name)
 				return 0, false
 			}
-			key := string(pod.UID) + "/" + c.Name + "/" + c.Image
-			exitedAt := time.Unix(0, current.FinishedAt)
-			if in, until := w.m.restarts.InBackOff(key, exitedAt); in {
-				w.waiting[c.Name] = waitingReason{Reason: "CrashLoopBackOff", Message: fmt.Sprintf(
-					"back-off %s restarting failed container=%s pod=%s", w.m.restarts.Delay(key), c.Name, pod.Name)}
-				w.event(c.Name, corev1.EventTypeWarning, "BackOff", fmt.Sprintf("Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, pod.Name, pod.Namespace, pod.UID))
-				return until.Sub(w.m.clock.Now()), false
-			}
-			w.m.restarts.Next(key, exitedAt)
 			w.log.Info("restarting container", "container", c.Name, "exit_code", current.ExitCode, "restart_count", restartCount)
+			return w.restart(ctx, pod, c, time.Unix(0, current.FinishedAt), restartCount, sb.Id, sandboxCfg, podIP)
 		case runtimeapi.ContainerState_CONTAINER_CREATED:
 			// Created but never started (the agent stopped between create
 			// and start): start this one rather than make another, so the
@@ -118,6 +116,22 @@ func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.C
 		}
 	}
 	return w.startContainer(ctx, pod, c, restartCount, sb.Id, sandboxCfg, podIP), false
+}
+
+// restart starts the container again after it ended at exitedAt, unless
+// its back-off holds it: then it waits in CrashLoopBackOff.
+func (w *worker) restart(ctx context.Context, pod *corev1.Pod, c *corev1.Container, exitedAt time.Time, restartCount int32, sandboxID string,
+	sandboxCfg *runtimeapi.PodSandboxConfig, podIP string) (time.Duration, bool) {
+	key := string(pod.UID) + "/" + c.Name + "/" + c.Image
+	if in, until := w.m.restarts.InBackOff(key, exitedAt); in {
+		w.waiting[c.Name] = waitingReason{Reason: "CrashLoopBackOff", Message: fmt.Sprintf(
+			"back-off %s restarting failed container=%s pod=%s", w.m.restarts.Delay(key), c.Name, pod.Name)}
+		w.event(c.Name, corev1.EventTypeWarning, "BackOff", fmt.Sprintf("Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, pod.Name, pod.Namespace, pod.UID))
+		return until.Sub(w.m.clock.Now()), false
+	}
+	w.m.restarts.Next(key, exitedAt)
+	delete(w.probeKilled, c.Name)
+	return w.startContainer(ctx, pod, c, restartCount, sandboxID, sandboxCfg, podIP), false
 }
 
 // shouldRestart is the restart policy for an exited container.

@@ -46,9 +46,10 @@ type worker struct {
 	stopGrace       *int64          // grace for stopping a failed pod (eviction), else the pod's
 	volumesReleased bool            // a finished pod's volumes are torn down
 	lastPhase       corev1.PodPhase
-	appsExited      bool        // every app container exited for good (appsDone)
-	stopped         bool        // a deleted pod's containers all stopped: its status is final
-	next            *corev1.Pod // an updated spec for the next sync (under mu)
+	appsExited      bool              // every app container exited for good (appsDone)
+	stopped         bool              // a deleted pod's containers all stopped: its status is final
+	next            *corev1.Pod       // an updated spec for the next sync (under mu)
+	probeKilled     map[string]string // container name -> ID a probe had killed: restarted whatever its exit code
 	lastIP          string
 	seen            time.Time     // when this agent first synced the pod
 	pulling         time.Duration // spent pulling images for it
@@ -67,6 +68,7 @@ func newWorker(m *Manager, uid types.UID, pod *corev1.Pod) *worker {
 		waiting:     map[string]waitingReason{},
 		messages:    map[string]string{},
 		oomKilled:   map[string]bool{},
+		probeKilled: map[string]string{},
 		pullFailed:  map[string]time.Time{},
 	}
 }
