@@ -212,22 +212,22 @@ func count(devices map[string]bool) int {
 
 // Resources is what the plugins add to the node: capacity counts every
 // device, allocatable the healthy ones of running plugins. A stopped
-// plugin's resource stays in capacity for StopGracePeriod.
+// plugin's resource keeps its capacity for StopGracePeriod, then stays at
+// 0, as the kubelet's: it marks the resource as one a plugin serves.
 func (m *Manager) Resources() (capacity, allocatable corev1.ResourceList) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	capacity, allocatable = corev1.ResourceList{}, corev1.ResourceList{}
 	now := m.clock.Now()
 	for name, p := range m.plugins {
-		if !p.stopped.IsZero() && now.Sub(p.stopped) > StopGracePeriod {
-			delete(m.plugins, name)
-			continue
-		}
-		healthy := count(p.devices)
+		devices, healthy := len(p.devices), count(p.devices)
 		if !p.stopped.IsZero() {
 			healthy = 0
+			if now.Sub(p.stopped) > StopGracePeriod {
+				devices = 0
+			}
 		}
-		capacity[corev1.ResourceName(name)] = *resource.NewQuantity(int64(len(p.devices)), resource.DecimalSI)
+		capacity[corev1.ResourceName(name)] = *resource.NewQuantity(int64(devices), resource.DecimalSI)
 		allocatable[corev1.ResourceName(name)] = *resource.NewQuantity(int64(healthy), resource.DecimalSI)
 	}
 	return capacity, allocatable

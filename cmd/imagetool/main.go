@@ -123,7 +123,7 @@ func upstreamMain(args []string) {
 	tls := fs.String("agnhost-tls", "", "agnhost's porter/localhost.crt,porter/localhost.key")
 	fs.StringVar(&in.NNP, "nnp", "bin/images/nnp", "static nnp binary (nonewprivs)")
 	fs.StringVar(&in.NMeter, "nmeter", "bin/images/nmeter", "static nmeter stand-in")
-	tools := fs.String("agnhost-tools", "/bin/bash,/usr/bin/curl", "comma-separated host binaries agnhost's image carries at their paths (their libraries come along)")
+	tools := fs.String("agnhost-tools", "/bin/bash,/usr/bin/curl", "comma-separated host binaries agnhost's image carries, SRC or SRC=DEST (their libraries come along)")
 	registry := fs.String("registry", "127.0.0.1:5000", "registry host:port to push to")
 	repoList := fs.String("repo-list", "", "write the KUBE_TEST_REPO_LIST file here")
 	push := fs.Bool("push", false, "push the images to the registry")

@@ -109,7 +109,7 @@ func TestUpstreamImages(t *testing.T) {
 		AgnhostTLS:   [2]string{helper(t, "localhost.crt"), helper(t, "localhost.key")},
 		NNP:          helper(t, "nnp"),
 		NMeter:       helper(t, "nmeter"),
-		AgnhostTools: []string{"/bin/bash", "/usr/bin/curl"}, // dynamic: their loader and libraries come along
+		AgnhostTools: []string{"/bin/bash", "/usr/bin/curl", "/bin/busybox=/usr/bin/nc"}, // dynamic ones bring their loader and libraries
 	}
 	set, err := Upstream(in)
 	if err != nil {
@@ -151,6 +151,9 @@ func TestUpstreamImages(t *testing.T) {
 	libc := false
 	for name := range h {
 		libc = libc || strings.HasSuffix(name, "/libc.so.6")
+	}
+	if h["usr/bin/nc"] == nil || h["usr/bin/nc"].Typeflag != tar.TypeReg {
+		t.Errorf("agnhost: a SRC=DEST tool is not at DEST: %+v", h["usr/bin/nc"])
 	}
 	if h["usr/bin/curl"] == nil || h["bin/bash"] == nil || !libc {
 		t.Errorf("agnhost: curl %v, bash %v, their libc %v", h["usr/bin/curl"] != nil, h["bin/bash"] != nil, libc)

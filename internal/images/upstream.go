@@ -37,9 +37,9 @@ type UpstreamInputs struct {
 	AgnhostTLS [2]string // porter's localhost.crt and localhost.key from the same tree
 	NNP        string    // static binary printing its effective uid (nonewprivs)
 	NMeter     string    // static nmeter stand-in (cmd/nmeter)
-	// AgnhostTools are host binaries agnhost's image carries at their host
-	// paths (its Dockerfile adds bash, curl and more with apk), with their
-	// libraries.
+	// AgnhostTools are host binaries agnhost's image carries (its
+	// Dockerfile adds bash, curl, netcat and more with apk), with their
+	// libraries: SRC at its own path, or SRC=DEST.
 	AgnhostTools []string
 }
 
@@ -125,7 +125,11 @@ func Upstream(in UpstreamInputs) ([]UpstreamImage, error) {
 		{Path: "home/user-defined-in-image", Dir: true, Mode: 0o755},
 	}
 	for _, tool := range in.AgnhostTools {
-		files, err := hostBinary(tool, strings.TrimPrefix(path.Clean(tool), "/"))
+		src, dest, ok := strings.Cut(tool, "=")
+		if !ok {
+			dest = src
+		}
+		files, err := hostBinary(src, strings.TrimPrefix(path.Clean(dest), "/"))
 		if err != nil {
 			return nil, fmt.Errorf("agnhost tool: %w", err)
 		}
