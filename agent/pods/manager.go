@@ -304,6 +304,10 @@ func (m *Manager) apply(u source.Update, complete bool) {
 				m.log.Info("pod removed from its source; terminating", "pod", fullName(p), "pod_uid", uid)
 				w.terminate(nil)
 			}
+		} else if !running[uid] {
+			// Never started (it waited for a predecessor): only its
+			// placeholder status is left.
+			m.store.Delete(uid)
 		}
 	}
 	for uid := range m.rejected {
