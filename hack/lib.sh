@@ -3,6 +3,18 @@
 # alive PIDFILE: true when the pid in PIDFILE is a running process.
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
+# apt_need PACKAGE...: install the Debian packages that are missing.
+apt_need() {
+	local missing=() p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	log "installing ${missing[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
 # stop PIDFILE NAME [SECONDS]: SIGTERM, wait (10 s by default), then SIGKILL.
 stop() {
 	local pidfile=$1 name=$2 secs=${3:-10}

@@ -30,17 +30,7 @@ need_root() { [ "$(id -u)" = 0 ] || die "must run as root (containerd, cgroups a
 
 deps() {
 	need_root
-	local missing=()
-	for p in "${PACKAGES[@]}"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-	done
-	if [ ${#missing[@]} -eq 0 ]; then
-		return 0
-	fi
-	log "installing ${missing[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	apt_need "${PACKAGES[@]}"
 }
 
 # shellcheck source=hack/lib.sh

@@ -79,12 +79,18 @@ API=https://127.0.0.1:6443
 
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root (the agent runs pods)"; }
 
+# AGNHOST_TOOLS: host programs copied into the agnhost image (with their
+# libraries) for the specs that run them there: bash, curl, and
+# netcat-openbsd's nc (busybox's cannot send UDP with "nc -u").
+AGNHOST_TOOLS=/bin/bash,/usr/bin/curl,/bin/nc.openbsd=/usr/bin/nc
+deps() { apt_need curl netcat-openbsd; }
+
 push_images() {
 	local src
 	src=$(cd "$MODULE" && "$GO" list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/porter
 	"$HERE/$BIN_DIR/imagetool" upstream --push --registry "$REGISTRY" --repo-list "$RUN_OUT/repos.yaml" \
 		--busybox /bin/busybox --pause-bin "$HERE/$BIN_DIR/images/pause" --nnp "$HERE/$BIN_DIR/images/nnp" \
-		--nmeter "$HERE/$BIN_DIR/images/nmeter" --agnhost-tools /bin/bash,/usr/bin/curl \
+		--nmeter "$HERE/$BIN_DIR/images/nmeter" --agnhost-tools "$AGNHOST_TOOLS" \
 		--agnhost "$OUT/agnhost" --agnhost-tls "$src/localhost.crt,$src/localhost.key" >"$RUN_OUT/images.txt"
 	log "pushed $(wc -l <"$RUN_OUT/images.txt") images to $REGISTRY (list: $RUN_OUT/images.txt)"
 	# The runtime may hold an older build under the same tag, which pods
@@ -196,6 +202,7 @@ skip_regexp() {
 
 run() {
 	need_root
+	deps
 	[ -x "$HERE/$BIN_DIR/nodeagent" ] || die "$BIN_DIR/nodeagent missing: run 'make build' first"
 	build
 	(cd "$MODULE" && "$GO" build -o "$OUT/report" ./report)

@@ -29,15 +29,7 @@ die() { printf 'vm: error: %s\n' "$*" >&2; exit 1; }
 
 deps() {
 	[ "$(id -u)" = 0 ] || die "must run as root"
-	local missing=()
-	for p in qemu-system-x86 debootstrap kmod cpio; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-	done
-	[ ${#missing[@]} -eq 0 ] && return 0
-	log "installing ${missing[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	apt_need qemu-system-x86 debootstrap kmod cpio
 }
 
 # kernel_package: the newest Debian 6.1 kernel image package on offer.
@@ -184,6 +176,9 @@ run() {
 	log "guest run finished with code $code after $((SECONDS - t0)) s"
 	return "$code"
 }
+
+# shellcheck source=hack/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 case "${1:-}" in
 deps) deps ;;
