@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,6 +51,27 @@ func TestMemoryStatsLive(t *testing.T) {
 	if s.Limit != uint64(limit) || s.OOMKills != 0 {
 		t.Errorf("before allocating: limit %d oom kills %d, want %d and 0", s.Limit, s.OOMKills, limit)
 	}
+	cad, err := NewCadvisor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cadName := CadvisorName(m, m.Path(name))
+	// cadvisor's view of the same cgroup (/metrics/cadvisor): the open-files
+	// limit of its process, which the raw handler reads for the root only.
+	var nofile syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &nofile); err != nil {
+		t.Fatal(err)
+	}
+	_, st, err := cad.Info(cadName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := st.Processes.Ulimits; len(u) != 1 || u[0].Name != "max_open_files" || u[0].SoftLimit != int64(nofile.Cur) {
+		t.Errorf("cadvisor ulimits %+v, want max_open_files soft %d (the hog inherits ours)", u, nofile.Cur)
+	}
+	if st.OOMEvents != 0 {
+		t.Errorf("cadvisor oom events %d before allocating, want 0", st.OOMEvents)
+	}
 	hog.Go()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -67,6 +89,9 @@ func TestMemoryStatsLive(t *testing.T) {
 	}
 	if s.OOMKills < 1 {
 		t.Errorf("oom kills = %d after the hog died (%v), want >= 1", s.OOMKills, err)
+	}
+	if _, st, err := cad.Info(cadName); err != nil || st.OOMEvents != s.OOMKills {
+		t.Errorf("cadvisor oom events after the kill: %v (err %v), want %d", st, err, s.OOMKills)
 	}
 	if m.Version() == 2 {
 		if s.OOMEvents < 1 {

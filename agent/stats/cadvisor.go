@@ -42,16 +42,16 @@ func (c cadvisorInfo) GetRequestedContainersInfo(string, v2.RequestOptions) (map
 	for _, pr := range r.Pods {
 		podLabels := map[string]string{labelPodName: pr.Pod.Name, labelPodNamespace: pr.Pod.Namespace, labelPodUID: string(pr.Pod.UID)}
 		add(pr.Cgroup, podLabels, "")
+		if pr.Sandbox != nil {
+			// The kubelet's name for the sandbox, which carries the pod's network.
+			add(*pr.Sandbox, withLabel(podLabels, labelContainerName, sandboxContainerName), "")
+		}
 		images := map[string]string{}
 		for _, cs := range append(pr.Pod.Status.InitContainerStatuses, pr.Pod.Status.ContainerStatuses...) {
 			images[cs.Name] = cs.Image
 		}
 		for name, cg := range pr.Containers {
-			labels := map[string]string{labelContainerName: name}
-			for k, v := range podLabels {
-				labels[k] = v
-			}
-			add(cg, labels, images[name])
+			add(cg, withLabel(podLabels, labelContainerName, name), images[name])
 		}
 	}
 	return out, nil
@@ -72,6 +72,17 @@ const (
 	labelPodUID        = "io.kubernetes.pod.uid"
 	labelContainerName = "io.kubernetes.container.name"
 )
+
+// sandboxContainerName is the container label of a pod's sandbox.
+const sandboxContainerName = "POD"
+
+func withLabel(labels map[string]string, key, value string) map[string]string {
+	out := map[string]string{key: value}
+	for k, v := range labels {
+		out[k] = v
+	}
+	return out
+}
 
 // containerLabels are the kubelet's cadvisor labels: id, name and image,
 // and the container, pod and namespace each cgroup belongs to.

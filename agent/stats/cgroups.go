@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,7 +29,10 @@ type podReading struct {
 	Pod        *corev1.Pod
 	Cgroup     cgroupReading
 	Containers map[string]cgroupReading // by container name
-	Pids       []int                    // the pod's processes
+	// Sandbox is the pod sandbox's cgroup with the pod's network counters
+	// (nil for host-network pods); nil when it cannot be told apart.
+	Sandbox *cgroupReading
+	Pids    []int // the pod's processes
 }
 
 // reading is one pass over the node's cgroups.
@@ -134,18 +138,49 @@ func (p *Provider) readCgroups() (reading, error) {
 		pr.Pids, _ = p.Tree.Pids(name)
 		names := containerNames(pod)
 		entries, _ := os.ReadDir(dir)
+		var others []string
 		for _, e := range entries {
+			if !e.IsDir() {
+				continue
+			}
 			container, ok := names[cgroups.ContainerIDOf(e.Name())]
-			if !e.IsDir() || !ok {
-				continue // the sandbox, or not a container's cgroup
+			if !ok {
+				others = append(others, e.Name())
+				continue
 			}
 			if c, ok := read(p.Tree.CadvisorName(filepath.Join(dir, e.Name()))); ok {
 				pr.Containers[container] = c
 			}
 		}
+		// The one cgroup that is no container's is the sandbox's.
+		if len(others) == 1 {
+			if sb, ok := read(p.Tree.CadvisorName(filepath.Join(dir, others[0]))); ok {
+				if len(pr.Pids) > 0 && !pod.Spec.HostNetwork {
+					sb.Stats.Network = podNetwork(pr.Pids[0])
+					sb.Spec.HasNetwork = len(sb.Stats.Network.Interfaces) > 0
+				}
+				pr.Sandbox = &sb
+			}
+		}
 		r.Pods = append(r.Pods, pr)
 	}
 	return r, nil
+}
+
+// podNetwork reads the counters of the network namespace pid is in, the
+// pod's, as cadvisor reports a sandbox's.
+func podNetwork(pid int) info.NetworkStats {
+	ifaces, ok := readNetDev(fmt.Sprintf("/proc/%d/net/dev", pid))
+	if !ok || len(ifaces) == 0 {
+		return info.NetworkStats{}
+	}
+	ns := info.NetworkStats{InterfaceStats: ifaces[0], Interfaces: ifaces}
+	for _, is := range ifaces {
+		if is.Name == "eth0" {
+			ns.InterfaceStats = is
+		}
+	}
+	return ns
 }
 
 // containerNames maps the IDs of the pod's current containers to their

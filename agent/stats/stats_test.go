@@ -1,8 +1,10 @@
 package stats
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,5 +50,23 @@ func TestNetworkStatsReadsEveryInterfaceButLoopback(t *testing.T) {
 	}
 	if *ns.RxBytes != 123456 || *ns.RxErrors != 2 || *ns.TxBytes != 65432 || *ns.TxErrors != 1 {
 		t.Errorf("eth0 %+v", ns.InterfaceStats)
+	}
+	// cadvisor's view (/metrics/cadvisor) has packets and drops too.
+	ifaces, ok := readNetDev(path)
+	if !ok || len(ifaces) != 2 || ifaces[0].RxPackets != 100 || ifaces[0].TxPackets != 50 || ifaces[1].TxBytes != 8 {
+		t.Errorf("readNetDev: %+v", ifaces)
+	}
+}
+
+func TestReadNetDevIsBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("Inter-|\n face |\n")
+	for i := 0; i < 10*maxInterfaces; i++ {
+		fmt.Fprintf(&b, "veth%d: 1 1 0 0 0 0 0 0 1 1 0 0 0 0 0 0\n", i)
+	}
+	path := filepath.Join(t.TempDir(), "dev")
+	os.WriteFile(path, []byte(b.String()), 0o644)
+	if ifaces, ok := readNetDev(path); !ok || len(ifaces) != maxInterfaces {
+		t.Errorf("read %d interfaces of %d, want the first %d", len(ifaces), 10*maxInterfaces, maxInterfaces)
 	}
 }

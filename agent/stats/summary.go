@@ -242,28 +242,19 @@ func withCapacity(fs, on *statsapi.FsStats) *statsapi.FsStats {
 	return fs
 }
 
-// networkStats reads a /proc/<pid>/net/dev: every interface but lo, with
-// the primary one inlined, as the Summary API has it.
+// networkStats is a /proc/<pid>/net/dev as the Summary API has it: every
+// interface but lo, with the primary one inlined.
 func networkStats(path, primary string, now metav1.Time) *statsapi.NetworkStats {
-	f, err := os.Open(path)
-	if err != nil {
+	ifaces, ok := readNetDev(path)
+	if !ok {
 		return nil
 	}
-	defer f.Close()
 	ns := &statsapi.NetworkStats{Time: now}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, counters, ok := strings.Cut(sc.Text(), ":")
-		name = strings.TrimSpace(name)
-		fields := strings.Fields(counters)
-		if !ok || name == "lo" || len(fields) < 11 {
-			continue
-		}
-		num := func(i int) *uint64 { v, _ := strconv.ParseUint(fields[i], 10, 64); return &v }
-		// rx: bytes packets errs drop fifo frame compressed multicast; tx: bytes packets errs ...
-		is := statsapi.InterfaceStats{Name: name, RxBytes: num(0), RxErrors: num(2), TxBytes: num(8), TxErrors: num(10)}
+	for _, c := range ifaces {
+		is := statsapi.InterfaceStats{Name: c.Name, RxBytes: ptr(c.RxBytes), RxErrors: ptr(c.RxErrors),
+			TxBytes: ptr(c.TxBytes), TxErrors: ptr(c.TxErrors)}
 		ns.Interfaces = append(ns.Interfaces, is)
-		if name == primary {
+		if c.Name == primary {
 			ns.InterfaceStats = is
 		}
 	}
@@ -271,6 +262,36 @@ func networkStats(path, primary string, now metav1.Time) *statsapi.NetworkStats 
 		ns.InterfaceStats = ns.Interfaces[0]
 	}
 	return ns
+}
+
+// maxInterfaces bounds what is read of a pod's net/dev: a container with
+// NET_ADMIN makes as many interfaces as it likes.
+const maxInterfaces = 64
+
+// readNetDev reads the counters of every interface but lo in a
+// /proc/<pid>/net/dev, in cadvisor's terms.
+func readNetDev(path string) ([]info.InterfaceStats, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	var out []info.InterfaceStats
+	sc := bufio.NewScanner(f)
+	for sc.Scan() && len(out) < maxInterfaces {
+		name, counters, ok := strings.Cut(sc.Text(), ":")
+		name = strings.TrimSpace(name)
+		fields := strings.Fields(counters)
+		if !ok || name == "lo" || len(fields) < 12 {
+			continue
+		}
+		num := func(i int) uint64 { v, _ := strconv.ParseUint(fields[i], 10, 64); return v }
+		// rx: bytes packets errs drop fifo frame compressed multicast; tx: bytes packets errs drop ...
+		out = append(out, info.InterfaceStats{Name: name,
+			RxBytes: num(0), RxPackets: num(1), RxErrors: num(2), RxDropped: num(3),
+			TxBytes: num(8), TxPackets: num(9), TxErrors: num(10), TxDropped: num(11)})
+	}
+	return out, true
 }
 
 // runningProcesses is the kernel's process count (sysinfo), as the
