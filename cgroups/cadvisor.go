@@ -14,6 +14,8 @@ import (
 	"github.com/google/cadvisor/container"
 	"github.com/google/cadvisor/container/raw"
 	"github.com/google/cadvisor/fs"
+	// Block-device filesystems (ext4, xfs...) for the node's fs series.
+	_ "github.com/google/cadvisor/fs/vfs/install"
 	info "github.com/google/cadvisor/info/v1"
 	"github.com/google/cadvisor/utils/sysfs"
 	"github.com/google/cadvisor/utils/sysinfo"
