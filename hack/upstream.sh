@@ -80,10 +80,11 @@ API=https://127.0.0.1:6443
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root (the agent runs pods)"; }
 
 # AGNHOST_TOOLS: host programs copied into the agnhost image (with their
-# libraries) for the specs that run them there: bash, curl, and
-# netcat-openbsd's nc (busybox's cannot send UDP with "nc -u").
-AGNHOST_TOOLS=/bin/bash,/usr/bin/curl,/bin/nc.openbsd=/usr/bin/nc
-deps() { apt_need curl netcat-openbsd; }
+# libraries) for the specs that run them there: bash, curl, netcat-openbsd's
+# nc (busybox's cannot send UDP with "nc -u"), and dash as /bin/sh, as in
+# the real image (busybox's ash runs its own applets before PATH, nc too).
+AGNHOST_TOOLS=/bin/bash,/usr/bin/curl,/bin/nc.openbsd=/bin/nc,/bin/dash=/bin/sh
+deps() { apt_need curl netcat-openbsd dash; }
 
 push_images() {
 	local src
