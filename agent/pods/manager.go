@@ -159,6 +159,7 @@ type Manager struct {
 	synced   bool // every source delivered its first desired set
 	bySource map[string][]*corev1.Pod
 	goneTold map[types.UID]bool // deleted pods Gone was told about
+	removed  map[types.UID]removedPod
 	wg       sync.WaitGroup
 }
 
@@ -213,6 +214,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 		workers:      map[types.UID]*worker{},
 		bySource:     map[string][]*corev1.Pod{},
 		goneTold:     map[types.UID]bool{},
+		removed:      map[types.UID]removedPod{},
 	}
 }
 

@@ -348,3 +348,32 @@ func TestContainerLogLinks(t *testing.T) {
 		t.Errorf("a long name is cut to 255 bytes with its suffix: %d %q", len(filepath.Base(long)), filepath.Base(long))
 	}
 }
+
+// A static pod whose manifest is removed and put back has the same UID:
+// its containers count on from the removed ones' restarts, as under the
+// kubelet, whose garbage collector leaves the dead containers a minute.
+func TestRemovedPodsRestartCountsAreKeptAMinute(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyAlways, "a", "b")
+	exited := runtimeapi.ContainerState_CONTAINER_EXITED
+	cache := fixedCache{pod.UID: {UID: pod.UID, Containers: []*runtimeapi.ContainerStatus{
+		record("b", exited, 1, "2", t0.Add(time.Minute)), record("a", exited, 0, "0", t0), record("b", exited, 1, "1", t0)}}}
+	clk := clocktesting.NewFakeClock(t0)
+	m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir()}, Deps{
+		Runtime: critest.New(), Cache: cache, Store: status.NewStore(), Clock: clk,
+		Tree: cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true}),
+		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	newWorker(m, pod.UID, pod).terminatePod(context.Background())
+	for name, want := range map[string]int32{"a": 0, "b": 2} {
+		if n, ok := m.removedRestartCount(pod.UID, name); !ok || n != want {
+			t.Errorf("container %s: restart count %d (kept %v), want %d", name, n, ok, want)
+		}
+	}
+	if _, ok := m.removedRestartCount("other", "a"); ok {
+		t.Error("another pod's UID has restart counts")
+	}
+	clk.Step(removedRetention + time.Second)
+	if _, ok := m.removedRestartCount(pod.UID, "a"); ok || len(m.removed) != 0 {
+		t.Errorf("restart counts kept past %v: %v", removedRetention, m.removed)
+	}
+}

@@ -37,6 +37,8 @@ func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.C
 		if recs[0].CreatedAt >= sb.CreatedAt {
 			current = recs[0]
 		}
+	} else if n, ok := w.m.removedRestartCount(pod.UID, c.Name); ok {
+		restartCount = n + 1 // the pod came back (a static pod's manifest)
 	}
 	sidecar := init && qos.IsSidecar(c)
 	if current != nil {

@@ -241,6 +241,7 @@ func (w *worker) killAndClean(ctx context.Context) error {
 		w.stopped = true
 		w.publish(rt)
 	}
+	w.m.rememberRestarts(w.uid, rt)
 	var errs []error
 	for _, c := range rt.GetContainers() {
 		if err := w.m.rt.RemoveContainer(ctx, c.Id); err != nil {
