@@ -24,7 +24,7 @@ LDFLAGS  := -X nodeagent/internal/version.Version=$(VERSION)
 export RUNTIME_DIR RUNTIME_RUN_DIR REGISTRY PAUSE_IMAGE TEST_IMAGE BIN_DIR NODE_ADDRESS
 
 .DEFAULT_GOAL := help
-.PHONY: controlplane conformance-upstream upstream-build cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 vm-image bench lint clean
+.PHONY: controlplane conformance-upstream conformance-upstream-quick upstream-build cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 vm-image bench lint clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -77,6 +77,9 @@ controlplane: ## build bin/controlplane and bin/kubectl from k8s.io/kubernetes (
 
 conformance-upstream: build runtime-up ## run the upstream [NodeConformance] specs against nodeagent (results in bin/conformance-upstream; docs/upstream-conformance.md)
 	@GO=$(GO) BIN_DIR=$(BIN_DIR) hack/upstream.sh run
+
+conformance-upstream-quick: build runtime-up ## the upstream specs CI runs: a named subset of conformance-upstream (hack/upstream.sh QUICK_GROUPS), a few minutes
+	@GO=$(GO) BIN_DIR=$(BIN_DIR) hack/upstream.sh quick
 
 upstream-build: ## build the upstream node e2e suite (e2e_node.test, ginkgo, agnhost) from k8s.io/kubernetes into bin/upstream (hack/e2enode; cached by release)
 	@GO=$(GO) hack/upstream.sh build
