@@ -6,9 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"nodeagent/internal/testhog"
 )
@@ -58,8 +59,10 @@ func TestMemoryStatsLive(t *testing.T) {
 	cadName := CadvisorName(m, m.Path(name))
 	// cadvisor's view of the same cgroup (/metrics/cadvisor): the open-files
 	// limit of its process, which the raw handler reads for the root only.
-	var nofile syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &nofile); err != nil {
+	// The hog's limit from the kernel (Go raises its own soft limit but
+	// gives children the original one).
+	var nofile unix.Rlimit
+	if err := unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_NOFILE, nil, &nofile); err != nil {
 		t.Fatal(err)
 	}
 	_, st, err := cad.Info(cadName)
@@ -67,7 +70,7 @@ func TestMemoryStatsLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	if u := st.Processes.Ulimits; len(u) != 1 || u[0].Name != "max_open_files" || u[0].SoftLimit != int64(nofile.Cur) {
-		t.Errorf("cadvisor ulimits %+v, want max_open_files soft %d (the hog inherits ours)", u, nofile.Cur)
+		t.Errorf("cadvisor ulimits %+v, want max_open_files soft %d (the hog's)", u, nofile.Cur)
 	}
 	if st.OOMEvents != 0 {
 		t.Errorf("cadvisor oom events %d before allocating, want 0", st.OOMEvents)
