@@ -45,7 +45,6 @@ images: ## build the pause and test images (OCI layouts in bin/images/oci)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN_DIR)/images/memhog ./cmd/memhog
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN_DIR)/images/probe-server ./cmd/probe-server
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN_DIR)/images/nnp ./cmd/nnp
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN_DIR)/images/nmeter ./cmd/nmeter
 	$(GO) build -o $(BIN_DIR)/imagetool ./cmd/imagetool
 	@$(MAKE) --no-print-directory deps
 	$(BIN_DIR)/imagetool --out $(BIN_DIR)/images/oci --pause-bin $(BIN_DIR)/images/pause \

@@ -59,8 +59,7 @@ func TestMemoryStatsLive(t *testing.T) {
 	cadName := CadvisorName(m, m.Path(name))
 	// cadvisor's view of the same cgroup (/metrics/cadvisor): the open-files
 	// limit of its process, which the raw handler reads for the root only.
-	// The hog's limit from the kernel (Go raises its own soft limit but
-	// gives children the original one).
+	// The hog's limit from the kernel, read once its runtime has raised it.
 	var nofile unix.Rlimit
 	if err := unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_NOFILE, nil, &nofile); err != nil {
 		t.Fatal(err)

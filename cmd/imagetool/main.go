@@ -117,12 +117,11 @@ func pushImage(ctx context.Context, ref string, img v1.Image) error {
 func upstreamMain(args []string) {
 	fs := flag.NewFlagSet("imagetool upstream", flag.ExitOnError)
 	var in images.UpstreamInputs
-	fs.StringVar(&in.Busybox, "busybox", "/bin/busybox", "static busybox binary (Debian's busybox-static)")
+	fs.StringVar(&in.Busybox, "busybox", "bin/upstream/busybox", "static busybox 1.37 with its defconfig applets (hack/upstream.sh busybox builds it)")
 	fs.StringVar(&in.Pause, "pause-bin", "bin/images/pause", "static pause binary")
 	fs.StringVar(&in.Agnhost, "agnhost", "bin/upstream/agnhost", "static agnhost binary")
 	tls := fs.String("agnhost-tls", "", "agnhost's porter/localhost.crt,porter/localhost.key")
 	fs.StringVar(&in.NNP, "nnp", "bin/images/nnp", "static nnp binary (nonewprivs)")
-	fs.StringVar(&in.NMeter, "nmeter", "bin/images/nmeter", "static nmeter stand-in")
 	tools := fs.String("agnhost-tools", "/bin/bash,/usr/bin/curl", "comma-separated host binaries agnhost's image carries, SRC or SRC=DEST (their libraries come along)")
 	registry := fs.String("registry", "127.0.0.1:5000", "registry host:port to push to")
 	repoList := fs.String("repo-list", "", "write the KUBE_TEST_REPO_LIST file here")

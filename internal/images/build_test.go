@@ -12,10 +12,11 @@ import (
 )
 
 // fakeBusybox stands in for Debian's busybox: it lists three applets.
-func fakeBusybox(t *testing.T) string {
+func fakeBusybox(t *testing.T, applets ...string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "busybox")
-	if err := os.WriteFile(p, []byte("#!/bin/sh\nprintf 'sh\\nsleep\\nmemhog\\n'\n"), 0o755); err != nil {
+	list := strings.Join(append([]string{"sh", "sleep", "memhog"}, applets...), "\\n")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\nprintf '"+list+"\\n'\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -103,12 +104,11 @@ func layerEntries(t *testing.T, img v1.Image) (map[string]*tar.Header, map[strin
 
 func TestUpstreamImages(t *testing.T) {
 	in := UpstreamInputs{
-		Busybox:      fakeBusybox(t),
+		Busybox:      fakeBusybox(t, "nmeter"),
 		Pause:        helper(t, "pause"),
 		Agnhost:      helper(t, "agnhost"),
 		AgnhostTLS:   [2]string{helper(t, "localhost.crt"), helper(t, "localhost.key")},
 		NNP:          helper(t, "nnp"),
-		NMeter:       helper(t, "nmeter"),
 		AgnhostTools: []string{"/bin/bash", "/usr/bin/curl", "/bin/busybox=/usr/bin/nc"}, // dynamic ones bring their loader and libraries
 	}
 	set, err := Upstream(in)
@@ -167,8 +167,13 @@ func TestUpstreamImages(t *testing.T) {
 	}
 
 	h, _ = layerEntries(t, byRef["127.0.0.1:5000/e2e-test-images/busybox:1.37.0-1"])
-	if sh := h["bin/sh"]; sh == nil || sh.Linkname != "busybox" || h["bin/nmeter"] == nil || h["bin/bash"] != nil {
-		t.Errorf("busybox: sh %+v (want busybox's ash), nmeter %v, bash %+v (want none)", sh, h["bin/nmeter"] != nil, h["bin/bash"])
+	if sh, nm := h["bin/sh"], h["bin/nmeter"]; sh == nil || sh.Linkname != "busybox" || nm == nil || nm.Linkname != "busybox" || h["bin/bash"] != nil {
+		t.Errorf("busybox: sh %+v (want busybox's ash), nmeter %+v (want busybox's), bash %+v (want none)", sh, nm, h["bin/bash"])
+	}
+
+	in.Busybox = fakeBusybox(t)
+	if _, err := Upstream(in); err == nil || !strings.Contains(err.Error(), "no nmeter applet") {
+		t.Errorf("a busybox without nmeter: %v, want an error naming the applet", err)
 	}
 
 	h, _ = layerEntries(t, byRef["127.0.0.1:5000/e2e-test-images/nonewprivs:1.3"])

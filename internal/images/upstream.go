@@ -31,12 +31,11 @@ var upstreamUnserved = []string{
 // UpstreamInputs are the local files the upstream suite's images are built
 // from.
 type UpstreamInputs struct {
-	Busybox    string    // static busybox: the base of every image
+	Busybox    string    // static busybox 1.37 (defconfig, as upstream's image): the base of every image
 	Pause      string    // static pause binary
 	Agnhost    string    // static agnhost, built from k8s.io/kubernetes/test/images/agnhost
 	AgnhostTLS [2]string // porter's localhost.crt and localhost.key from the same tree
 	NNP        string    // static binary printing its effective uid (nonewprivs)
-	NMeter     string    // static nmeter stand-in (cmd/nmeter)
 	// AgnhostTools are host binaries agnhost's image carries (its
 	// Dockerfile adds bash, curl, netcat and more with apk), with their
 	// libraries: SRC at its own path, or SRC=DEST.
@@ -80,11 +79,18 @@ func UpstreamRepoList(registry string) string {
 // (busybox httpd serving :80), as the specs only need a long-running
 // server. docs/upstream-conformance.md lists each one.
 func Upstream(in UpstreamInputs) ([]UpstreamImage, error) {
-	// Debian's busybox 1.35 has no nmeter, which the specs time with.
-	common := []file{{Path: "bin/nmeter", Mode: 0o755, Source: in.NMeter}}
+	// The container lifecycle specs time with nmeter, which distribution
+	// builds such as Debian's leave out.
+	applets, err := busyboxApplets(in.Busybox)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(applets, "nmeter") {
+		return nil, fmt.Errorf("busybox %s has no nmeter applet, which the specs time with: build busybox from source with its defconfig (hack/upstream.sh busybox)", in.Busybox)
+	}
 	var out []UpstreamImage
 	add := func(key, name string, acct accounts, extra []file, cfg v1.Config) error {
-		files, err := busyboxRoot(in.Busybox, acct, append(slices.Clone(common), extra...))
+		files, err := busyboxRoot(in.Busybox, acct, extra)
 		if err != nil {
 			return err
 		}

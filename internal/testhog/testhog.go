@@ -20,7 +20,11 @@ func Main() {
 	if os.Getenv(Env) == "" {
 		return
 	}
-	// Wait for a line on stdin: the process is in its cgroup by then.
+	// Say the runtime is up (fd 3, see Start), then wait for a line on
+	// stdin: the process is in its cgroup by then.
+	ready := os.NewFile(3, "ready")
+	ready.Write([]byte{1})
+	ready.Close()
 	var b [1]byte
 	os.Stdin.Read(b[:])
 	var chunks [][]byte
@@ -42,7 +46,9 @@ type Hog struct {
 	stdin io.WriteCloser
 }
 
-// Start starts the hog idle and writes its pid into each cgroup.procs file.
+// Start starts the hog, waits until its runtime is up (Go raises its own
+// open-files limit at start, so process facts settle only then) and writes
+// its pid into each cgroup.procs file.
 func Start(t *testing.T, procs ...string) *Hog {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -51,10 +57,22 @@ func Start(t *testing.T, procs ...string) *Hog {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	ready, readyW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ready.Close()
+	cmd.ExtraFiles = []*os.File{readyW}
+	err = cmd.Start()
+	readyW.Close()
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var b [1]byte
+	if _, err := io.ReadFull(ready, b[:]); err != nil {
+		t.Fatalf("the hog did not start: %v", err)
+	}
 	for _, p := range procs {
 		if err := os.WriteFile(p, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
 			t.Fatal(err)
