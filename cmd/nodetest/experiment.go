@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -53,6 +54,9 @@ func (t *tester) runExperiment(file string, o experimentOptions) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("experiments start an agent that writes cgroups and talks to the runtime: run nodetest experiment as root")
 	}
+	if err := checkRuntime(o.endpoint); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(os.Stderr, "experiment %s: %d run(s) of %s, %d pods each, sampled at %d Hz; results in %s\n",
@@ -67,13 +71,21 @@ func (t *tester) runExperiment(file string, o experimentOptions) error {
 			run, runs, elapsed.Seconds(), duration, last.PodsWorkingSet>>20, last.NodeAvailable>>20, last.PSISomeAvg10, last.KernelOOMKills)
 	}
 	_, runErr := experiment.Execute(ctx, s, env, out, nodeMemory, progress)
-	if sum, err := experiment.ReadSummary(out); err == nil {
-		for _, v := range sum.Verdicts {
-			fmt.Fprintf(t.out, "%s  %s (%s)\n", map[bool]string{true: "PASS", false: "FAIL"}[v.Pass], v.Check, v.Detail)
-		}
-		fmt.Fprintf(t.out, "report: %s\n", filepath.Join(out, "report.md"))
+	sum, err := experiment.ReadSummary(out)
+	if err != nil {
+		return errors.Join(runErr, err)
 	}
-	return runErr
+	for _, v := range sum.Verdicts {
+		fmt.Fprintf(t.out, "%s  %s (%s)\n", map[bool]string{true: "PASS", false: "FAIL"}[v.Pass], v.Check, v.Detail)
+	}
+	fmt.Fprintf(t.out, "report: %s\n", filepath.Join(out, "report.md"))
+	if runErr != nil {
+		return runErr
+	}
+	if failed := sum.Failed(); len(failed) > 0 {
+		return fmt.Errorf("experiment %s: %d of %d verdicts failed", s.Name, len(failed), len(sum.Verdicts))
+	}
+	return nil
 }
 
 // compareExperiments prints two result directories side by side.

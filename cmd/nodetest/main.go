@@ -42,6 +42,11 @@ Global flags:
   --control-socket PATH  the agent's root-only control socket (default /run/nodeagent/nodeagent.sock, or
                          $NODEAGENT_CONTROL_SOCKET)
 
+--runtime-endpoint defaults to $CRI_ENDPOINT, else to the running agent's
+containerRuntimeEndpoint (asked over the control socket), else to
+unix:///run/containerd/containerd.sock. An experiment checks the runtime answers before
+its first run, and exits non-zero when a run fails or a verdict does.
+
 nodectl conformance and nodectl experiment run this command with the same arguments.
 `
 
@@ -73,7 +78,7 @@ func run(args []string, out io.Writer) error {
 	fs.StringVar(&c.launchDir, "dir", "bin/conformance", "")
 	fs.IntVar(&c.launchPort, "port", 10355, "")
 	fs.StringVar(&e.out, "out", "", "")
-	fs.StringVar(&e.endpoint, "runtime-endpoint", cli.EnvOr("CRI_ENDPOINT", "unix:///run/containerd/containerd.sock"), "")
+	fs.StringVar(&e.endpoint, "runtime-endpoint", os.Getenv("CRI_ENDPOINT"), "")
 	fs.IntVar(&e.repetitions, "repetitions", 0, "")
 	fs.DurationVar(&e.duration, "duration", 0, "")
 	var image, agentBin string
@@ -88,8 +93,11 @@ func run(args []string, out io.Writer) error {
 		return nil
 	}
 	c.image, c.agentBin, e.image, e.agentBin = image, agentBin, image, agentBin
-	c.endpoint = e.endpoint
 	t := &tester{server: strings.TrimRight(server, "/"), controlSocket: controlSocket, out: out}
+	if e.endpoint == "" {
+		e.endpoint = t.runtimeEndpoint()
+	}
+	c.endpoint = e.endpoint
 	switch verb, rest := words[0], words[1:]; {
 	case verb == "conformance" && len(rest) == 0:
 		return t.runConformance(c)

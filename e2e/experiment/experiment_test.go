@@ -200,3 +200,40 @@ func TestExpectedOutcomeVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// An experiment whose runs failed, say on an unreachable runtime, must not
+// pass a single verdict: a run that did not complete shows nothing.
+func TestRunsThatDidNotCompleteFailEveryVerdict(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(f, []byte("name: x\nduration: 10s\npods: [{name: a}, {name: b}]\nexpect: {evicted: [a], survive: [b]}\n"), 0o644)
+	s, err := Load(f, nodeMemory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const unreachable = "container runtime not reachable at unix:///run/containerd/containerd.sock"
+	failed := []Run{{Index: 1, Error: unreachable}, {Index: 2, Error: unreachable}}
+	sum := Summarize(s, failed)
+	if len(sum.Verdicts) < 5 || len(sum.Failed()) != len(sum.Verdicts) {
+		t.Fatalf("verdicts %+v: want every one failed", sum.Verdicts)
+	}
+	for _, v := range sum.Verdicts {
+		if !strings.HasPrefix(v.Detail, "0 of 2 runs") {
+			t.Errorf("%q: %q, want 0 of 2 runs", v.Check, v.Detail)
+		}
+	}
+	if d := sum.Verdicts[len(sum.Verdicts)-1].Detail; !strings.Contains(d, unreachable) {
+		t.Errorf("every run completed: %q, want the runs' error", d)
+	}
+
+	// One run of two failed: the other still counts, but no verdict passes.
+	half := []Run{{Index: 1, Pods: []PodOutcome{{Name: "a-0", Group: "a", Fate: "evicted"}, {Name: "b-0", Group: "b", Fate: "survived"}},
+		Events: []Event{{T: 1, Kind: "eviction", Pod: "a-0"}}}, {Index: 2, Error: unreachable}}
+	for _, v := range Summarize(s, half).Verdicts {
+		if v.Pass || !strings.HasPrefix(v.Detail, "1 of 2 runs; run 2") {
+			t.Errorf("%q: pass %v %q, want a failure naming run 2", v.Check, v.Pass, v.Detail)
+		}
+	}
+	if sum := Summarize(s, nil); len(sum.Failed()) != len(sum.Verdicts) {
+		t.Errorf("no runs at all: %+v, want every verdict failed", sum.Verdicts)
+	}
+}

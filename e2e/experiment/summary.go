@@ -125,15 +125,20 @@ func Summarize(s *Scenario, runs []Run) Summary {
 	for k, v := range all {
 		sum.Latencies[k] = dist(v)
 	}
+	// A run that did not complete shows nothing either way: it counts
+	// against every verdict, so an experiment that never ran cannot pass.
 	verdict := func(check string, failed func(RunSummary) bool, detail func(RunSummary) string) {
-		v := Verdict{Check: check, Pass: true}
+		v := Verdict{Check: check, Pass: len(sum.Runs) > 0}
 		var bad []string
 		for _, r := range sum.Runs {
-			if failed(r) {
-				v.Pass = false
+			switch {
+			case r.Error != "":
+				bad = append(bad, fmt.Sprintf("run %d did not complete", r.Run))
+			case failed(r):
 				bad = append(bad, fmt.Sprintf("run %d: %s", r.Run, detail(r)))
 			}
 		}
+		v.Pass = v.Pass && len(bad) == 0
 		v.Detail = fmt.Sprintf("%d of %d runs", len(sum.Runs)-len(bad), len(sum.Runs))
 		if len(bad) > 0 {
 			v.Detail += "; " + strings.Join(bad, "; ")
@@ -160,8 +165,31 @@ func Summarize(s *Scenario, runs []Run) Summary {
 			return slices.ContainsFunc(keep, func(g string) bool { return slices.Contains(r.KilledGroups, g) })
 		}, func(r RunSummary) string { return fmt.Sprintf("killed %v", r.KilledGroups) })
 	}
-	verdict("every run completed", func(r RunSummary) bool { return r.Error != "" }, func(r RunSummary) string { return r.Error })
+	completed := Verdict{Check: "every run completed", Pass: len(sum.Runs) > 0}
+	var bad []string
+	for _, r := range sum.Runs {
+		if r.Error != "" {
+			bad = append(bad, fmt.Sprintf("run %d: %s", r.Run, r.Error))
+		}
+	}
+	completed.Pass = completed.Pass && len(bad) == 0
+	completed.Detail = fmt.Sprintf("%d of %d runs", len(sum.Runs)-len(bad), len(sum.Runs))
+	if len(bad) > 0 {
+		completed.Detail += "; " + strings.Join(bad, "; ")
+	}
+	sum.Verdicts = append(sum.Verdicts, completed)
 	return sum
+}
+
+// Failed are the verdicts that did not pass.
+func (s Summary) Failed() []Verdict {
+	var out []Verdict
+	for _, v := range s.Verdicts {
+		if !v.Pass {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func dist(v []float64) Dist {
