@@ -310,12 +310,16 @@ func (a *Agent) buildCgroups(p *parts, capacity corev1.ResourceList) error {
 		return err
 	}
 	p.mgr = mgr
-	p.tree = cgroups.NewTree(mgr, cgroups.TreeConfig{
+	treeCfg := cgroups.TreeConfig{
 		Root:        cgroups.ParseCgroupfs(cfg.CgroupRoot),
 		PerQOS:      cfg.PerQOS(),
 		Pod:         cgroups.PodOptions{EnforceCPULimits: cfg.EnforceCPULimits(), CPUPeriod: cfg.CPUPeriodMicros(), PidsLimit: cfg.PodPids()},
 		Allocatable: cgroups.NodeAllocatableConfig(capacity, cfg.Reserved(), cfg.EnforcePods()),
-	})
+	}
+	if pct, ok := cfg.QOSReservedMemory(); ok {
+		treeCfg.MemoryReserve = &pct
+	}
+	p.tree = cgroups.NewTree(mgr, treeCfg)
 	if err := p.tree.SyncQoS(nil); err != nil {
 		// One line: the first failure says it (the others repeat it for the
 		// QoS cgroups below).

@@ -24,6 +24,9 @@ type TreeConfig struct {
 	PerQOS      bool            // cgroupsPerQOS: kubepods, QoS and pod cgroups
 	Pod         PodOptions      // values for pod cgroups
 	Allocatable *ResourceConfig // kubepods values (NodeAllocatableConfig)
+	// MemoryReserve is qosReserved's memory percentage (QOSReservedMemory);
+	// nil leaves the QoS cgroups' memory alone.
+	MemoryReserve *int64
 }
 
 // Tree lays out and keeps correct the QoS cgroup tree. Methods are safe for
@@ -124,14 +127,43 @@ func (t *Tree) syncQoS(active []*corev1.Pod) error {
 	if err := t.mgr.Set(t.Kubepods(), t.cfg.Allocatable); err != nil {
 		errs = append(errs, fmt.Errorf("node allocatable: %w", err))
 	}
-	if err := t.mgr.Set(t.QoSParent(corev1.PodQOSBurstable), BurstableConfig(burstable)); err != nil {
-		errs = append(errs, err)
+	burstableCfg, bestEffortCfg := BurstableConfig(burstable), BestEffortConfig()
+	if pct := t.cfg.MemoryReserve; pct != nil && t.cfg.Allocatable != nil && t.cfg.Allocatable.Memory != nil && *t.cfg.Allocatable.Memory > 0 {
+		b, be := QOSReservedMemory(*t.cfg.Allocatable.Memory, *pct, active)
+		burstableCfg.Memory, bestEffortCfg.Memory = &b, &be
 	}
-	if err := t.mgr.Set(t.QoSParent(corev1.PodQOSBestEffort), BestEffortConfig()); err != nil {
-		errs = append(errs, err)
+	for _, q := range []struct {
+		class corev1.PodQOSClass
+		rc    *ResourceConfig
+	}{{corev1.PodQOSBurstable, burstableCfg}, {corev1.PodQOSBestEffort, bestEffortCfg}} {
+		if err := t.setQoS(t.QoSParent(q.class), q.rc); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	t.qosErr = errors.Join(errs...)
 	return t.qosErr
+}
+
+// setQoS writes a QoS cgroup. A memory limit below what the class already
+// uses cannot be written (the kernel fails to reclaim down to it); then, as
+// the kubelet does, the limit is set to the current usage, which stops
+// further growth until evictions bring it down and a later sync lowers it.
+func (t *Tree) setQoS(name Name, rc *ResourceConfig) error {
+	err := t.mgr.Set(name, rc)
+	if err == nil || rc.Memory == nil {
+		return err
+	}
+	st, serr := ReadMemoryStats(t.mgr, name)
+	if serr != nil || int64(st.Usage) <= *rc.Memory {
+		return err
+	}
+	capped := *rc
+	usage := int64(st.Usage)
+	capped.Memory = &usage
+	if err2 := t.mgr.Set(name, &capped); err2 != nil {
+		return errors.Join(err, err2)
+	}
+	return nil
 }
 
 // Healthy fails when the last write of kubepods or the QoS cgroups failed,

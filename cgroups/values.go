@@ -138,6 +138,26 @@ func BurstableConfig(burstablePods []*corev1.Pod) *ResourceConfig {
 	return &ResourceConfig{CPUShares: &shares}
 }
 
+// QOSReservedMemory is the kubelet's qosReserved for memory: the burstable
+// cgroup's limit is the allocatable memory less percent of the Guaranteed
+// pods' requests, and the besteffort cgroup's that less percent of the
+// Burstable pods' requests, so lower classes cannot burst into memory the
+// higher ones requested. As in the kubelet, nothing is clamped.
+func QOSReservedMemory(allocatable, percent int64, active []*corev1.Pod) (burstable, bestEffort int64) {
+	requested := map[corev1.PodQOSClass]int64{}
+	for _, p := range active {
+		class := qos.Class(p)
+		if class == corev1.PodQOSBestEffort {
+			continue
+		}
+		requests := qos.PodRequests(p)
+		requested[class] = sat.Add(requested[class], sat.Value(*requests.Memory()))
+	}
+	burstable = allocatable - sat.Mul(requested[corev1.PodQOSGuaranteed], percent)/100
+	bestEffort = burstable - sat.Mul(requested[corev1.PodQOSBurstable], percent)/100
+	return burstable, bestEffort
+}
+
 // BestEffortConfig is the besteffort QoS cgroup: always the minimum shares.
 func BestEffortConfig() *ResourceConfig {
 	shares := uint64(MinShares)

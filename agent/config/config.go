@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,9 +35,9 @@ var Honoured = []string{
 	"address", "allowedUnsafeSysctls", "authentication", "authorization", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS", "clusterDNS", "clusterDomain",
 	"containerLogMaxFiles", "containerLogMaxSize", "containerLogMonitorInterval", "containerRuntimeEndpoint", "cpuCFSQuota",
 	"crashLoopBackOff", "healthzBindAddress", "healthzPort", "singleProcessOOMKill", "enableProfilingHandler", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "cpuCFSQuotaPeriod", "enforceNodeAllocatable",
-	"evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMaxPodGracePeriod", "evictionMinimumReclaim",
+	"evictionHard", "evictionSoft", "featureGates", "evictionSoftGracePeriod", "evictionMaxPodGracePeriod", "evictionMinimumReclaim",
 	"evictionPressureTransitionPeriod", "fileCheckFrequency", "kubeReserved", "maxPods", "podCIDR", "podLogsDir",
-	"podPidsLimit", "port", "readOnlyPort", "resolvConf", "rotateCertificates", "serverTLSBootstrap", "runtimeRequestTimeout", "staticPodPath",
+	"podPidsLimit", "port", "qosReserved", "readOnlyPort", "resolvConf", "rotateCertificates", "serverTLSBootstrap", "runtimeRequestTimeout", "staticPodPath",
 	"syncFrequency", "systemReserved", "tlsCertFile", "tlsCipherSuites", "tlsMinVersion", "tlsPrivateKeyFile",
 	// API-server mode (--kubeconfig).
 	"kubeAPIBurst", "kubeAPIQPS", "nodeLeaseDurationSeconds", "nodeStatusMaxImages",
@@ -202,6 +203,13 @@ func (c *Config) decode(data []byte) error {
 			c.Warnings = append(c.Warnings, fmt.Sprintf("field %q is not supported by nodeagent and is ignored", k))
 		}
 	}
+	if gates, ok := raw["featureGates"].(map[string]any); ok {
+		for _, g := range slices.Sorted(maps.Keys(gates)) {
+			if !slices.Contains(ActedOnGates, g) {
+				c.Warnings = append(c.Warnings, fmt.Sprintf("featureGates.%s: nodeagent does not act on this gate; ignored", g))
+			}
+		}
+	}
 	// Decoding over the defaults keeps them for every field the file omits.
 	// Maps are replaced, not merged: a file's evictionHard is the whole set.
 	if _, ok := raw["evictionHard"]; ok {
@@ -213,7 +221,23 @@ func (c *Config) decode(data []byte) error {
 	if err := yaml.Unmarshal(data, &c.KubeletConfiguration); err != nil {
 		return err
 	}
+	if len(c.QOSReserved) > 0 && !c.FeatureGates["QOSReserved"] {
+		c.Warnings = append(c.Warnings, "qosReserved is not applied: as in the kubelet, it needs featureGates: {QOSReserved: true}")
+	}
 	return nil
+}
+
+// ActedOnGates are the feature gates nodeagent reads (featureGates in
+// the file); every other gate is ignored with a warning.
+var ActedOnGates = []string{"QOSReserved"}
+
+// parsePercent reads the kubelet's "NN%" form, 0 to 100.
+func parsePercent(v string) (int64, error) {
+	n, err := strconv.ParseInt(strings.TrimSuffix(v, "%"), 10, 64)
+	if !strings.HasSuffix(v, "%") || err != nil || n < 0 || n > 100 {
+		return 0, errors.New("want a percentage from 0% to 100%")
+	}
+	return n, nil
 }
 
 // jsonFields lists the JSON names of a struct's fields (inlined ones too).
@@ -276,6 +300,13 @@ func (c *Config) Validate() error {
 		// one would let a pod change the host.
 		if sysctl.Namespace(strings.TrimSuffix(p, "*")) == "" {
 			bad(fmt.Sprintf("allowedUnsafeSysctls[%d]", i), p, "is not known to be namespaced (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*)")
+		}
+	}
+	for res, v := range c.QOSReserved {
+		if res != "memory" {
+			bad("qosReserved", res, "only memory can be reserved")
+		} else if _, err := parsePercent(v); err != nil {
+			bad("qosReserved.memory", v, err.Error())
 		}
 	}
 	if c.HealthzPort != nil && (*c.HealthzPort < 0 || *c.HealthzPort > 65535) {

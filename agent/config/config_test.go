@@ -110,6 +110,9 @@ func TestErrorsNameFieldAndValue(t *testing.T) {
 		{"containerLogMaxFiles: 1\n", `containerLogMaxFiles: invalid value "1": must be >= 2`},
 		{"containerLogMonitorInterval: 0s\n", `containerLogMonitorInterval: invalid value "0s"`},
 		{"maxPods: many\n", `maxPods`},
+		{"qosReserved:\n  memory: 150%\n", `qosReserved.memory: invalid value "150%": want a percentage from 0% to 100%`},
+		{"qosReserved:\n  memory: 1Gi\n", `qosReserved.memory: invalid value "1Gi"`},
+		{"qosReserved:\n  cpu: 50%\n", `qosReserved: invalid value "cpu": only memory can be reserved`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.want, func(t *testing.T) {
@@ -169,7 +172,7 @@ func TestReloadTakesOnlyTheReloadableFields(t *testing.T) {
 	files, gcHigh := int32(9), int32(90)
 	b.ContainerLogMaxFiles, b.ImageGCHighThresholdPercent = &files, &gcHigh
 	b.CgroupRoot = "/elsewhere"
-	b.FeatureGates = map[string]bool{"X": true} // not honoured: not reported
+	b.StaticPodURL = "http://elsewhere" // not honoured: not reported
 	eff, reload, restart, err := Reload(&a, &b)
 	if err != nil {
 		t.Fatal(err)
@@ -177,9 +180,9 @@ func TestReloadTakesOnlyTheReloadableFields(t *testing.T) {
 	if !slices.Equal(reload, []string{"containerLogMaxFiles", "imageGCHighThresholdPercent"}) || !slices.Equal(restart, []string{"cgroupRoot"}) {
 		t.Errorf("reloadable %v, restart %v", reload, restart)
 	}
-	if *eff.ContainerLogMaxFiles != 9 || *eff.ImageGCHighThresholdPercent != 90 || eff.CgroupRoot != a.CgroupRoot || eff.FeatureGates != nil {
-		t.Errorf("effective: maxFiles %d, gcHigh %d, cgroupRoot %q, featureGates %v; want the two reloaded fields and the rest as running",
-			*eff.ContainerLogMaxFiles, *eff.ImageGCHighThresholdPercent, eff.CgroupRoot, eff.FeatureGates)
+	if *eff.ContainerLogMaxFiles != 9 || *eff.ImageGCHighThresholdPercent != 90 || eff.CgroupRoot != a.CgroupRoot || eff.StaticPodURL != "" {
+		t.Errorf("effective: maxFiles %d, gcHigh %d, cgroupRoot %q, staticPodURL %q; want the two reloaded fields and the rest as running",
+			*eff.ContainerLogMaxFiles, *eff.ImageGCHighThresholdPercent, eff.CgroupRoot, eff.StaticPodURL)
 	}
 	if *a.ContainerLogMaxFiles == 9 {
 		t.Error("Reload changed the running configuration in place")
@@ -245,5 +248,26 @@ func TestServerFields(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: got %v, want an error with %q", body, err, want)
 		}
+	}
+}
+
+func TestQOSReservedNeedsItsFeatureGate(t *testing.T) {
+	cfg, err := Load(write(t, header+"qosReserved:\n  memory: 50%\nfeatureGates:\n  SomeOtherGate: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cfg.QOSReservedMemory(); ok {
+		t.Error("qosReserved applies without the QOSReserved gate; the kubelet needs the gate")
+	}
+	joined := strings.Join(cfg.Warnings, "\n")
+	if !strings.Contains(joined, "qosReserved is not applied") || !strings.Contains(joined, "featureGates.SomeOtherGate") {
+		t.Errorf("warnings %q: want the ungated qosReserved and the ignored gate named", cfg.Warnings)
+	}
+	cfg, err = Load(write(t, header+"qosReserved:\n  memory: 50%\nfeatureGates:\n  QOSReserved: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pct, ok := cfg.QOSReservedMemory(); !ok || pct != 50 || len(cfg.Warnings) != 0 {
+		t.Errorf("with the gate: %d%% applied %v, warnings %q; want 50%% applied, no warning", pct, ok, cfg.Warnings)
 	}
 }

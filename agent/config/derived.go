@@ -125,3 +125,14 @@ func (c *Config) ResolvConf() string {
 	}
 	return *c.ResolverConfig
 }
+
+// QOSReservedMemory is qosReserved's memory percentage, and whether it
+// applies: as in the kubelet, only with the QOSReserved feature gate on.
+func (c *Config) QOSReservedMemory() (percent int64, ok bool) {
+	v, set := c.QOSReserved["memory"]
+	if !set || !c.FeatureGates["QOSReserved"] {
+		return 0, false
+	}
+	percent, err := parsePercent(v)
+	return percent, err == nil
+}

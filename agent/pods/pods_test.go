@@ -142,6 +142,23 @@ func TestComputeStatusInitContainers(t *testing.T) {
 	}
 }
 
+// After an image update, status shows the image a container runs, not the
+// spec's: a finished init container keeps the one it ran with.
+func TestStatusImageIsTheOneTheContainerRuns(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyAlways, "app")
+	pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "new:2"}}
+	done := record("init", runtimeapi.ContainerState_CONTAINER_EXITED, 0, "0", t0)
+	done.Annotations[cri.AnnotationContainerImageRequest] = "old:1"
+	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()}, Containers: []*runtimeapi.ContainerStatus{done}}
+	st := podStatus(pod, rt, nil)
+	if got := st.InitContainerStatuses[0].Image; got != "old:1" {
+		t.Errorf("init container image %q, want old:1 (what it ran)", got)
+	}
+	if got := st.ContainerStatuses[0].Image; got != "img" {
+		t.Errorf("a container not yet created: image %q, want the spec's img", got)
+	}
+}
+
 func TestConditionTransitionTimeIsKept(t *testing.T) {
 	pod := testPod(corev1.RestartPolicyAlways, "a")
 	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()},

@@ -217,6 +217,11 @@ func (in statusInput) containerStatus(c *corev1.Container, defaultWaiting string
 		return cs
 	}
 	latest := recs[0]
+	// The image the container runs, as the kubelet reports it: after an
+	// image update, a container not yet replaced still runs the old one.
+	if img := latest.Annotations[cri.AnnotationContainerImageRequest]; img != "" {
+		cs.Image = img
+	}
 	cs.ContainerID = in.runtimeName + "://" + latest.Id
 	cs.ImageID = latest.ImageRef
 	if n, err := strconv.Atoi(latest.Annotations[cri.AnnotationRestartCount]); err == nil {

@@ -548,3 +548,38 @@ spec:
 		t.Errorf("the other pod was affected: %s", ok.Status.Phase)
 	}
 }
+
+// qosReserved (with its feature gate) caps the burstable and besteffort
+// cgroups so the memory Guaranteed and Burstable pods requested stays
+// theirs: the kubelet's formula on the real hierarchy, relaxed again when
+// the Guaranteed pod goes.
+func TestQOSReservedCapsTheLowerClasses(t *testing.T) {
+	n := newNode(t, "systemReserved:\n  memory: 256Mi\nqosReserved:\n  memory: 100%\nfeatureGates:\n  QOSReserved: true\n")
+	n.writeManifest("burstable.yaml", podManifest("bu", `    resources:
+      requests: {cpu: 50m, memory: 64Mi}
+`))
+	n.writeManifest("guaranteed.yaml", podManifest("gu", `    resources:
+      limits: {cpu: 100m, memory: 96Mi}
+`))
+	n.start()
+	n.waitRunning("bu")
+	n.waitRunning("gu")
+
+	kubepods := n.cgroupRoot + "/kubepods"
+	allocatable := memTotal(t) - 256<<20
+	limits := func(guaranteed int64) error {
+		burstable := allocatable - guaranteed
+		for class, want := range map[string]int64{"burstable": burstable, "besteffort": burstable - 64<<20} {
+			if got := cgroupFile(t, "memory", kubepods+"/"+class, "memory.limit_in_bytes"); got != strconv.FormatInt(want, 10) {
+				return fmt.Errorf("%s memory.limit_in_bytes %s, want %d", class, got, want)
+			}
+		}
+		return nil
+	}
+	if err := limits(96 << 20); err != nil {
+		t.Errorf("with a 96Mi Guaranteed and a 64Mi Burstable pod: %v", err)
+	}
+	n.removeManifest("guaranteed.yaml")
+	n.waitGone("gu")
+	n.eventually("the reserve relaxed without the Guaranteed pod", 90*time.Second, func() error { return limits(0) })
+}
