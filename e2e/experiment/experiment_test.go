@@ -16,8 +16,8 @@ const nodeMemory = 16 << 30
 
 func TestBuiltInScenariosLoad(t *testing.T) {
 	files, _ := filepath.Glob("../../examples/experiments/*.yaml")
-	if len(files) < 7 {
-		t.Fatalf("want the 7 built-in scenarios, found %v", files)
+	if len(files) < 8 {
+		t.Fatalf("want the 8 built-in scenarios, found %v", files)
 	}
 	for _, f := range files {
 		if _, err := Load(f, nodeMemory); err != nil {
@@ -34,7 +34,16 @@ func TestBadScenariosAreRefusedWithTheFieldPath(t *testing.T) {
 		{base + "pods: [{name: a, memhog: {size: 64Gi}}]\n", "pods[0].memhog.size: 64Gi: more than the node's 16Gi"},
 		{"name: x\nduration: 10s\nagent: {podsMemory: 20Gi}\npods: [{name: a}]\n", "agent.podsMemory: 20Gi: more than the node's 16Gi"},
 		{base + "pods: [{name: a, qos: Guaranteed, requests: {memory: 1Mi}}]\n", "pods[0].qos: Guaranteed, but its requests and limits make it Burstable"},
-		{base + "pods: [{name: a, memhog: {size: 1Mi}, pageCache: {size: 1Mi}}]\n", "pods[0]: memhog and pageCache both set"},
+		{base + "pods: [{name: a, memhog: {size: 1Mi}, pageCache: {size: 1Mi}}]\n", "pods[0]: memhog and pageCache set: a pod has one workload"},
+		{base + "pods: [{name: a, memhog: {size: 1Mi}, load: {cpuWorkers: 1}}]\n", "pods[0]: load and memhog set"},
+		{base + "pods: [{name: a, load: {cpuWorkers: -1}}]\n", "pods[0].load.cpuWorkers: -1: want 0.."},
+		{base + "pods: [{name: a}]\nhostLoad: {cpuWorkers: 100000}\n", "hostLoad.cpuWorkers: 100000: want 0.."},
+		{base + "pods: [{name: a}]\nhostLoad: {diskWriters: 1, diskWriteSize: 1Ki}\n", "hostLoad.diskWriteSize: 1Ki: want 1Mi..64Gi"},
+		{base + "pods: [{name: a}]\nhostLoad: {cpuWorkers: 1, nice: 40}\n", "hostLoad.nice: 40: want -20..19"},
+		{base + "pods: [{name: a, load: {cpuWorkers: 1, nice: 5}}]\n", "pods[0].load.nice: 5: only the host load has a niceness"},
+		{base + "pods: [{name: a}]\nhostLoad: {nice: 5}\n", "hostLoad: no load"},
+		{base + "pods: [{name: a}]\nhostLoad: {pageCacheChurn: 64Gi}\n", "hostLoad.pageCacheChurn: 64Gi: want 0 to the node's 16Gi"},
+		{base + "pods: [{name: a}]\nhostLoad: {cpuWorker: 1}\n", `unknown field "hostLoad.cpuWorker"`},
 		{base + "pods: [{name: a, requests: {memory: 2Gi}, limits: {memory: 1Gi}}]\n", "pods[0].requests.memory: 2Gi is more than the limit 1Gi"},
 		{base + "pods: [{name: a, requests: {memory: 600Mi}}, {name: b, requests: {memory: 600Mi}}]\n", "more than the 1Gi left to pods"},
 		{base + "pods: [{name: a, memhog: {size: 1Mi, pattern: burst}}]\n", `pods[0].memhog.pattern: "burst": want hold, grow or leak`},

@@ -31,7 +31,10 @@ type Run struct {
 	Evictions []eviction.Trace `json:"evictions"`
 	// SampleHz is the rate the sampler achieved.
 	SampleHz float64 `json:"sampleHz"`
-	Error    string  `json:"error,omitempty"`
+	// AgentRunQueueWait is how long the agent's threads waited for a CPU
+	// while the run lasted (schedstat run_delay): its scheduling delay.
+	AgentRunQueueWait time.Duration `json:"agentRunQueueWaitNs"`
+	Error             string        `json:"error,omitempty"`
 }
 
 // Event is a kill on the timeline: by the agent (an eviction) or by the
@@ -104,7 +107,19 @@ func runOnce(ctx context.Context, s *Scenario, env Env, mgr cgroups.Manager, dir
 		return r, err
 	}
 	nodeName = node.Name
+	var load *hostLoad
+	if s.HostLoad != nil {
+		if load, err = startHostLoad(s.HostLoad, filepath.Join(dir, "host-load")); err != nil {
+			a.stop()
+			return r, err
+		}
+	}
 	defer func() {
+		if load != nil {
+			if err := load.stop(); err != nil {
+				r.Error = strings.TrimSpace(r.Error + "; host load cleanup: " + err.Error())
+			}
+		}
 		// Pods first, so the agent itself lets them go; then the agent.
 		if err := a.removePods(2 * time.Minute); err != nil {
 			r.Error = strings.TrimSpace(r.Error + "; cleanup: " + err.Error())
@@ -129,6 +144,7 @@ func runOnce(ctx context.Context, s *Scenario, env Env, mgr cgroups.Manager, dir
 	}
 	runCtx, cancel := context.WithTimeout(ctx, s.Duration.Duration)
 	defer cancel()
+	waitBefore, waitErr := runQueueWait(a.Pid())
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -165,6 +181,9 @@ func runOnce(ctx context.Context, s *Scenario, env Env, mgr cgroups.Manager, dir
 		}
 	}()
 	wg.Wait()
+	if after, err := runQueueWait(a.Pid()); err == nil && waitErr == nil {
+		r.AgentRunQueueWait = after - waitBefore
+	}
 	if n := len(r.Samples); n > 1 {
 		r.SampleHz = float64(n-1) / (r.Samples[n-1].T - r.Samples[0].T)
 	}

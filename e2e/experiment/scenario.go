@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"sort"
 	"strings"
 	"time"
 
@@ -31,6 +32,8 @@ type Scenario struct {
 	Repetitions int             `json:"repetitions,omitempty"` // default 1
 	SampleHz    int             `json:"sampleHz,omitempty"`    // default 100
 	Pods        []Pod           `json:"pods"`
+	// HostLoad runs on the host, outside kubepods, for every run.
+	HostLoad *Background `json:"hostLoad,omitempty"`
 	// Expect is the outcome the scenario is written for; the report
 	// judges each run against it, beside the fixed checks.
 	Expect Expect `json:"expect,omitempty"`
@@ -75,8 +78,9 @@ type Pod struct {
 	Requests corev1.ResourceList `json:"requests,omitempty"`
 	Limits   corev1.ResourceList `json:"limits,omitempty"`
 	// Exactly one workload, or none (an idle pod).
-	Memhog    *Memhog    `json:"memhog,omitempty"`
-	PageCache *PageCache `json:"pageCache,omitempty"`
+	Memhog    *Memhog     `json:"memhog,omitempty"`
+	PageCache *PageCache  `json:"pageCache,omitempty"`
+	Load      *Background `json:"load,omitempty"`
 }
 
 // Memhog allocates anonymous memory (cmd/memhog).
@@ -219,8 +223,18 @@ func (s *Scenario) Validate(nodeMemory int64) error {
 				bad(path+".qos", "%s, but its requests and limits make it %s", p.QOS, got)
 			}
 		}
-		if p.Memhog != nil && p.PageCache != nil {
-			bad(path, "memhog and pageCache both set: a pod has one workload")
+		var workloads []string
+		for name, set := range map[string]bool{"memhog": p.Memhog != nil, "pageCache": p.PageCache != nil, "load": p.Load != nil} {
+			if set {
+				workloads = append(workloads, name)
+			}
+		}
+		if len(workloads) > 1 {
+			sort.Strings(workloads)
+			bad(path, "%s set: a pod has one workload", strings.Join(workloads, " and "))
+		}
+		if p.Load != nil {
+			p.Load.validate(path+".load", false, nodeMemory, bad)
 		}
 		if m := p.Memhog; m != nil {
 			if m.Size.Value() <= 0 && m.Pattern != "leak" {
@@ -262,6 +276,9 @@ func (s *Scenario) Validate(nodeMemory int64) error {
 			}
 		}
 	}
+	if s.HostLoad != nil {
+		s.HostLoad.validate("hostLoad", true, nodeMemory, bad)
+	}
 	if k := s.Expect.KernelOOMKills; k != "none" && k != "allowed" && k != "expected" {
 		bad("expect.kernelOOMKills", "%q: want none, allowed or expected", k)
 	}
@@ -293,7 +310,7 @@ func (p Pod) pod(name, image string) *corev1.Pod {
 				Resources: corev1.ResourceRequirements{Requests: p.Requests, Limits: p.Limits}}},
 		},
 	}
-	if p.PageCache != nil {
+	if p.PageCache != nil || p.Load != nil {
 		pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 	}
@@ -306,6 +323,8 @@ func (p Pod) command() []string {
 		m := p.Memhog
 		return []string{"memhog", "--mb", fmt.Sprint(max(m.Size.Value()>>20, 1)), "--rate", fmt.Sprint(float64(m.Rate.Value()) / (1 << 20)),
 			"--pattern", m.Pattern, "--start-delay", m.StartDelay.Duration.String(), "--report", "1h"}
+	case p.Load != nil:
+		return []string{"sh", "-c", p.Load.script("/data")}
 	case p.PageCache != nil:
 		c := p.PageCache
 		return []string{"sh", "-c", fmt.Sprintf("sleep %.3f; dd if=/dev/zero of=/data/f bs=1M count=%d 2>/dev/null; while true; do cat /data/f >/dev/null; done",

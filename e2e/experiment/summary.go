@@ -45,6 +45,9 @@ type RunSummary struct {
 	KilledGroups       []string `json:"killedGroups"`
 	PeakPodsWorkingSet int64    `json:"peakPodsWorkingSet"`
 	SampleHz           float64  `json:"sampleHz"`
+	// AgentRunQueueMs is the agent's scheduling delay over the run: how
+	// long its threads waited for a CPU, in milliseconds.
+	AgentRunQueueMs float64 `json:"agentRunQueueMs"`
 	Error              string   `json:"error,omitempty"`
 }
 
@@ -70,7 +73,8 @@ func Summarize(s *Scenario, runs []Run) Summary {
 	sum := Summary{Scenario: s.Name, Latencies: map[string]Dist{}}
 	all := map[string][]float64{}
 	for _, r := range runs {
-		rs := RunSummary{Run: r.Index, SampleHz: r.SampleHz, Error: r.Error, Kills: []Event{}, Evicted: []string{}, OOMKilled: []string{}}
+		rs := RunSummary{Run: r.Index, SampleHz: r.SampleHz, Error: r.Error, Kills: []Event{}, Evicted: []string{}, OOMKilled: []string{},
+			AgentRunQueueMs: ms(r.AgentRunQueueWait)}
 		for _, e := range r.Events {
 			rs.Kills = append(rs.Kills, e)
 			if e.Kind == "eviction" {
@@ -221,7 +225,10 @@ func Report(s *Scenario, sum Summary) string {
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s |\n", p.Name, p.Count, p.QOSClass(), prio,
 			resources(p.Requests), resources(p.Limits), workload(p))
 	}
-	b.WriteString("\n## Runs\n\n| run | killed, in order | kernel OOM kills | peak pods working set | decision p50 (ms) | sample rate |\n|---|---|---|---|---|---|\n")
+	if s.HostLoad != nil {
+		fmt.Fprintf(&b, "\nOn the host, outside kubepods: %s.\n", s.HostLoad.String())
+	}
+	b.WriteString("\n## Runs\n\n| run | killed, in order | kernel OOM kills | peak pods working set | decision p50 (ms) | agent run-queue wait (ms) | sample rate |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range sum.Runs {
 		var kills []string
 		for _, k := range r.Kills {
@@ -234,14 +241,14 @@ func Report(s *Scenario, sum Summary) string {
 		if r.Error != "" {
 			text += " — error: " + r.Error
 		}
-		fmt.Fprintf(&b, "| %d | %s | %d | %s | %.2f | %.0f Hz |\n", r.Run, text, r.KernelOOMKills, quantityMiB(r.PeakPodsWorkingSet), dist(r.DecisionMs).P50, r.SampleHz)
+		fmt.Fprintf(&b, "| %d | %s | %d | %s | %.2f | %.1f | %.0f Hz |\n", r.Run, text, r.KernelOOMKills, quantityMiB(r.PeakPodsWorkingSet), dist(r.DecisionMs).P50, r.AgentRunQueueMs, r.SampleHz)
 	}
 	b.WriteString("\n## Latencies across runs (ms)\n\n| stage | n | p50 | p99 | max |\n|---|---|---|---|---|\n")
 	for _, k := range []string{"detection", "decision", "kill", "reclaim"} {
 		d := sum.Latencies[k]
 		fmt.Fprintf(&b, "| %s | %d | %.2f | %.2f | %.2f |\n", k, d.N, d.P50, d.P99, d.Max)
 	}
-	b.WriteString("\ndetection: kernel notification to the agent awake; decision: awake to decided; kill: decided to the kill sent; reclaim: kill sent to the victims gone.\n\n## Verdicts\n\n")
+	b.WriteString("\ndetection: kernel notification to the agent awake (its wake-up latency); decision: awake to decided; kill: decided to the kill sent; reclaim: kill sent to the victims gone. The agent's run-queue wait (above, per run) is how long its threads waited for a CPU during the run.\n\n## Verdicts\n\n")
 	for _, v := range sum.Verdicts {
 		mark := "PASS"
 		if !v.Pass {
@@ -279,6 +286,8 @@ func workload(p Pod) string {
 		return fmt.Sprintf("memhog %s %s at %s, after %s", m.Pattern, m.Size.String(), rate, m.StartDelay.Duration)
 	case p.PageCache != nil:
 		return fmt.Sprintf("page cache reader of %s", p.PageCache.Size.String())
+	case p.Load != nil:
+		return "load: " + p.Load.String()
 	}
 	return "idle"
 }
