@@ -46,6 +46,9 @@ type Options struct {
 	// EvictionPollPeriod is the eviction manager's safety-net poll under
 	// the kernel's notifications (default 1 s).
 	EvictionPollPeriod time.Duration
+	// EvictionThreadNice is the niceness the eviction manager decides at
+	// (--eviction-thread-nice; 0 leaves it).
+	EvictionThreadNice int
 	// Reload signals a config reload (SIGHUP): the reloadable fields of the
 	// config file are taken, the others logged as needing a restart.
 	Reload <-chan struct{}

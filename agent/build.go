@@ -253,7 +253,7 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 	p.evictor = eviction.NewManager(eviction.Options{
 		Thresholds: thresholds, MaxPodGracePeriod: int64(cfg.EvictionMaxPodGracePeriod),
 		Pressure: pressure, Alarm: p.alarm, Ranking: eviction.Ranking(a.opts.EvictionRanking),
-		Period: a.opts.EvictionPollPeriod, Clock: a.opts.Clock, Log: log.With("component", "eviction"),
+		Period: a.opts.EvictionPollPeriod, ThreadNice: a.opts.EvictionThreadNice, Clock: a.opts.Clock, Log: log.With("component", "eviction"),
 		Event: func(eventType, reason, message string) {
 			p.recorder.Event(p.recorder.NodeRef(), eventType, reason, message)
 		},

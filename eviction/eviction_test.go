@@ -556,3 +556,38 @@ func TestPIDAndImageFsPressureEvictByTheirOwnMeasure(t *testing.T) {
 		t.Fatalf("imagefs pressure evicted %v, want layers", pods.evicted)
 	}
 }
+
+// armingSource records when its notifications are armed, against the
+// evictions.
+type armingSource struct {
+	*fakeSource
+	pods    *fakePods
+	armedAt []int // number of evictions when Arm ran
+}
+
+func (a *armingSource) Arm() error {
+	a.pods.mu.Lock()
+	defer a.pods.mu.Unlock()
+	a.armedAt = append(a.armedAt, len(a.pods.evicted))
+	return nil
+}
+
+// Registering a memcg threshold waits for an RCU grace period: the kernel
+// notifications are armed after the kills are out, never before.
+func TestNotificationsAreArmedAfterTheKills(t *testing.T) {
+	mi := int64(1 << 20)
+	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	pods := &fakePods{pods: []*corev1.Pod{pod("hog", corev1.PodQOSBestEffort, 0)}, usage: map[types.UID]int64{"hog": 400 * mi},
+		evicted: map[types.UID]int64{}, msgs: map[types.UID]string{}}
+	src := &armingSource{fakeSource: &fakeSource{obs: Observations{}}, pods: pods}
+	ts, _ := ParseThresholds(Config{Hard: map[string]string{"memory.available": "100Mi"}})
+	m := NewManager(Options{Thresholds: ts, Clock: clock}, src, pods, pods)
+
+	src.set(MemoryAvailable, 500*mi, 1000*mi, clock.Now())
+	m.Synchronize(context.Background())
+	src.set(MemoryAvailable, 60*mi, 1000*mi, clock.Now())
+	m.Synchronize(context.Background())
+	if len(src.armedAt) != 2 || src.armedAt[0] != 0 || src.armedAt[1] != 1 {
+		t.Errorf("armed with %v evictions out, want once per synchronize, the second after the hog's eviction ([0 1])", src.armedAt)
+	}
+}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
@@ -74,6 +76,10 @@ type Options struct {
 	// LocalStoragePeriod is how often emptyDir sizeLimits are checked
 	// (default 10 s, the kubelet's monitoring interval).
 	LocalStoragePeriod time.Duration
+	// ThreadNice is the niceness of the OS thread Run decides on (-20..19;
+	// 0 leaves it). Under CPU contention a normal thread is preempted
+	// several times within one decision; a raised one is not.
+	ThreadNice int
 }
 
 // Manager watches the signals and evicts pods when thresholds are met. The
@@ -146,6 +152,14 @@ func NewManager(opts Options, node NodeSource, pods Pods, usage PodUsage) *Manag
 // Run synchronizes every period and whenever the alarm rings, until ctx
 // ends.
 func (m *Manager) Run(ctx context.Context) {
+	// Decide on a thread of its own, never unlocked: the runtime ends it
+	// with this goroutine, so its priority goes nowhere else.
+	runtime.LockOSThread()
+	if n := m.opts.ThreadNice; n != 0 {
+		if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), n); err != nil {
+			m.opts.Log.Warn("cannot raise the eviction thread's priority; decisions may wait for a CPU on a busy node", "nice", n, "err", err)
+		}
+	}
 	ticker := m.opts.Clock.NewTicker(m.opts.Period)
 	defer ticker.Stop()
 	for {
@@ -216,6 +230,12 @@ func (m *Manager) Synchronize(ctx context.Context) {
 	}
 	if plan != nil {
 		m.execute(plan)
+	}
+	// The readings' kernel notifications, once the kills are out.
+	if a, ok := m.node.(interface{ Arm() error }); ok {
+		if err := a.Arm(); err != nil {
+			m.opts.Log.Debug("some eviction notifications could not be armed; the poll still reads their signals", "err", err)
+		}
 	}
 }
 
@@ -392,19 +412,30 @@ func (m *Manager) execute(p *evictionPlan) {
 	var wg sync.WaitGroup
 	results := make([]error, len(p.victims))
 	res := Signal(p.trace.Signal).Resource()
-	for i, v := range p.trace.Victims {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Read here, off the decision path: cadvisor takes a while
-			// per container.
-			if res == corev1.ResourceMemory {
-				p.trace.Victims[i].Message += containersMessage(p.victims[i].Pod, m.usage.Containers(p.victims[i].Pod))
-			}
-			results[i] = m.pods.Evict(v.UID, v.Grace, p.trace.Victims[i].Message)
-		}()
+	evict := func(i int) {
+		// Read here, off the decision path: cadvisor takes a while per
+		// container.
+		v := p.trace.Victims[i]
+		if res == corev1.ResourceMemory {
+			v.Message += containersMessage(p.victims[i].Pod, m.usage.Containers(p.victims[i].Pod))
+			p.trace.Victims[i].Message = v.Message
+		}
+		results[i] = m.pods.Evict(v.UID, v.Grace, v.Message)
 	}
-	wg.Wait()
+	if len(p.victims) == 1 {
+		// The common case stays on the manager's own (raised) thread: a
+		// new goroutine waits for a CPU on a busy node.
+		evict(0)
+	} else {
+		for i := range p.trace.Victims {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				evict(i)
+			}()
+		}
+		wg.Wait()
+	}
 	p.trace.KillSentAt = m.opts.Clock.Now()
 	m.Metrics.decided(&p.trace)
 	m.mu.Lock()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,8 +45,11 @@ func NewMemcgThresholds(onCross func(at time.Time, by string)) *MemcgThresholds 
 }
 
 // Arm sets the line for key: notify when memory.usage_in_bytes of the
-// memory cgroup dir crosses usage bytes.
-func (m *MemcgThresholds) Arm(key, dir string, usage int64) error {
+// memory cgroup dir crosses usage bytes. observed is the usage the line was
+// computed from: the kernel only reports crossings after the registration,
+// so a climb past the line in between (registering waits for an RCU grace
+// period) is reported here, as a crossing.
+func (m *MemcgThresholds) Arm(key, dir string, usage, observed int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if old, ok := m.armed[key]; ok {
@@ -57,7 +62,23 @@ func (m *MemcgThresholds) Arm(key, dir string, usage int64) error {
 	if usage <= 0 {
 		return fmt.Errorf("memcg threshold %d on %s: must be positive", usage, dir)
 	}
-	return m.armLocked(key, dir, "memory.usage_in_bytes", usage)
+	if err := m.armLocked(key, dir, "memory.usage_in_bytes", usage); err != nil {
+		return err
+	}
+	if observed < usage {
+		if now, err := readInt(filepath.Join(dir, "memory.usage_in_bytes")); err == nil && now >= usage {
+			go m.onCross(time.Now(), WokenByMemcgThreshold)
+		}
+	}
+	return nil
+}
+
+func readInt(path string) (int64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
 }
 
 // ArmOOM asks for a notification when the memory cgroup dir (or a cgroup

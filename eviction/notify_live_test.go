@@ -3,7 +3,9 @@
 package eviction
 
 import (
+	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -62,7 +64,7 @@ func TestKernelNotificationsLive(t *testing.T) {
 	if m.Version() == 1 {
 		memcg := NewMemcgThresholds(w.note)
 		defer memcg.Close()
-		if err := memcg.Arm("line", dir, 16<<20); err != nil {
+		if err := memcg.Arm("line", dir, 16<<20, 0); err != nil {
 			t.Fatal(err)
 		}
 		if err := memcg.ArmOOM("oom", dir); err != nil {
@@ -122,5 +124,62 @@ func TestNodePressureTriggerLive(t *testing.T) {
 	case <-closed:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not end the PSI poll")
+	}
+}
+
+// A line registered after usage already climbed past it gets no crossing
+// from the kernel: Arm reports it, when the reading it came from was below.
+func TestMemcgLinePassedWhileArmingIsReportedLive(t *testing.T) {
+	m, err := cgroups.NewManager("cgroupfs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Version() != 1 {
+		t.Skip("memcg usage thresholds are cgroup v1's; v2 arms memory.high tripwires")
+	}
+	name := cgroups.Name{"nodeagent-arm-test-" + strconv.Itoa(os.Getpid())}
+	limit := int64(64 << 20)
+	if err := m.Set(name, &cgroups.ResourceConfig{Memory: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Remove(name) })
+	dir := m.Path(name)
+	// 8 MiB of page cache charged to the cgroup, by a shell that joins it
+	// first and then stays.
+	file := filepath.Join(t.TempDir(), "cache")
+	sh := exec.Command("sh", "-c", `echo $$ > "$1/cgroup.procs" && head -c 8388608 /dev/zero > "$2" && echo ready && exec sleep 60`, "sh", dir, file)
+	out, _ := sh.StdoutPipe()
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.Process.Kill(); sh.Wait() })
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatalf("the page-cache writer did not get ready: %v", err)
+	}
+	usage, err := readInt(filepath.Join(dir, "memory.usage_in_bytes"))
+	if err != nil || usage < 4<<20 {
+		t.Fatalf("usage %d (%v): want the writer's 8 MiB of page cache", usage, err)
+	}
+	w := &wakeups{by: map[string]int{}}
+	memcg := NewMemcgThresholds(w.note)
+	defer memcg.Close()
+	// Read above the line: the caller has seen it, no extra wake-up.
+	if err := memcg.Arm("seen", dir, usage/2, usage); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := w.count(WokenByMemcgThreshold); n != 0 {
+		t.Fatalf("%d wake-ups for a line the reading was already past", n)
+	}
+	// Read below the line, past it by the time it is armed.
+	if err := memcg.Arm("missed", dir, usage/2, 0); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for w.count(WokenByMemcgThreshold) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if w.count(WokenByMemcgThreshold) == 0 {
+		t.Error("no wake-up for a line usage passed between the reading and the arming")
 	}
 }

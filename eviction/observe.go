@@ -62,13 +62,33 @@ type HostSource struct {
 	Thresholds []Threshold
 
 	imageFsMount string // learned from ImageFs on the first answer
+	arms         []func() error
+}
+
+// Arm sets the kernel notifications the last Observe computed: memcg
+// thresholds and kubepods' OOM notification (v1), the memory.high
+// tripwire (v2). It is separate because registering a memcg threshold
+// waits for an RCU grace period, tens of milliseconds on a busy node: the
+// eviction manager arms after it has decided and acted.
+func (h *HostSource) Arm() error {
+	arms := h.arms
+	h.arms = nil
+	var errs []error
+	for _, arm := range arms {
+		if err := arm(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Observe implements NodeSource. Errors on one signal leave it missing and
-// are returned joined; the other signals are still observed.
+// are returned joined; the other signals are still observed. The
+// notifications the readings call for are left to Arm.
 func (h *HostSource) Observe(ctx context.Context) (Observations, error) {
 	obs := Observations{}
 	var errs []error
+	h.arms = h.arms[:0]
 	now := h.Now()
 	for _, m := range []struct {
 		signal   Signal
@@ -91,25 +111,36 @@ func (h *HostSource) Observe(ctx context.Context) (Observations, error) {
 				}
 			}
 			if lowest > 0 {
-				if err := h.Tripwires.Arm(h.Cgroups.Path(m.name), lowest); err != nil {
-					errs = append(errs, fmt.Errorf("%s tripwire: %w", m.signal, err))
-				}
+				dir, signal := h.Cgroups.Path(m.name), m.signal
+				h.arms = append(h.arms, func() error {
+					if err := h.Tripwires.Arm(dir, lowest); err != nil {
+						return fmt.Errorf("%s tripwire: %w", signal, err)
+					}
+					return nil
+				})
 			}
 		}
 		if h.Memcg != nil && h.Cgroups.Version() == 1 {
+			dir := h.Cgroups.Path(m.name)
 			if m.signal == AllocatableMemoryAvailable {
-				if err := h.Memcg.ArmOOM("oom", h.Cgroups.Path(m.name)); err != nil {
-					errs = append(errs, fmt.Errorf("kubepods OOM notification: %w", err))
-				}
+				h.arms = append(h.arms, func() error {
+					if err := h.Memcg.ArmOOM("oom", dir); err != nil {
+						return fmt.Errorf("kubepods OOM notification: %w", err)
+					}
+					return nil
+				})
 			}
 			for _, t := range h.Thresholds {
 				if t.Signal != m.signal {
 					continue
 				}
 				line := usageLine(m.capacity, t.Value.Of(m.capacity), int64(st.InactiveFile))
-				if err := h.Memcg.Arm(key(t), h.Cgroups.Path(m.name), line); err != nil {
-					errs = append(errs, fmt.Errorf("%s: %w", t, err))
-				}
+				h.arms = append(h.arms, func() error {
+					if err := h.Memcg.Arm(key(t), dir, line, int64(st.Usage)); err != nil {
+						return fmt.Errorf("%s: %w", t, err)
+					}
+					return nil
+				})
 			}
 		}
 	}

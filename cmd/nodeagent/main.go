@@ -61,6 +61,7 @@ Flags:
 	imageGCPeriod := fs.Duration("image-gc-period", 5*time.Minute, "how often unused images are garbage-collected")
 	evictionRanking := fs.String("eviction-ranking", "kubelet", "eviction order: kubelet (usage over request, priority, overage) or qos (BestEffort, Burstable, Guaranteed, then the kubelet's keys)")
 	evictionPoll := fs.Duration("eviction-poll-period", time.Second, "how often the eviction manager reads the node's signals when no kernel notification woke it (at least 100ms)")
+	evictionNice := fs.Int("eviction-thread-nice", -20, "niceness of the thread the eviction manager decides on, -20..19 (0 leaves it; raising needs CAP_SYS_NICE): a busy node's CPUs must not delay the decision")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -113,6 +114,10 @@ Flags:
 	}
 	if *evictionRanking != "kubelet" && *evictionRanking != "qos" {
 		fmt.Fprintf(os.Stderr, "nodeagent: --eviction-ranking %q: want kubelet or qos\n", *evictionRanking)
+		return 2
+	}
+	if *evictionNice < -20 || *evictionNice > 19 {
+		fmt.Fprintf(os.Stderr, "nodeagent: --eviction-thread-nice %d: want -20..19\n", *evictionNice)
 		return 2
 	}
 	if *evictionPoll < 100*time.Millisecond {
@@ -168,7 +173,7 @@ Flags:
 		}
 	}()
 	a, err := agent.New(cfg, agent.Options{NodeName: name, RootDir: *rootDir, CNIConfDir: *cniConfDir, CNIBinDirs: binDirs, ControlSocket: *controlSocket,
-		ImageGCPeriod: *imageGCPeriod, EvictionRanking: *evictionRanking, EvictionPollPeriod: *evictionPoll, Reload: reload, Logger: log, Cluster: clusterOpts, NodeIP: *nodeIP})
+		ImageGCPeriod: *imageGCPeriod, EvictionRanking: *evictionRanking, EvictionPollPeriod: *evictionPoll, EvictionThreadNice: *evictionNice, Reload: reload, Logger: log, Cluster: clusterOpts, NodeIP: *nodeIP})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodeagent:", err)
 		return 1
