@@ -48,7 +48,7 @@ type RunSummary struct {
 	// AgentRunQueueMs is the agent's scheduling delay over the run: how
 	// long its threads waited for a CPU, in milliseconds.
 	AgentRunQueueMs float64 `json:"agentRunQueueMs"`
-	Error              string   `json:"error,omitempty"`
+	Error           string  `json:"error,omitempty"`
 }
 
 // Dist is a latency distribution in milliseconds.

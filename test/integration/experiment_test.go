@@ -135,3 +135,32 @@ func TestInterruptedExperimentCleansUpAndKeepsWhatItHas(t *testing.T) {
 		t.Errorf("the experiment's agent still runs: %s", out)
 	}
 }
+
+// The bomb under contention (bomb-under-load: two busy loops per core, an
+// fsync writer and page-cache churn on the host): the agent still acts
+// before the kernel OOM killer, in both runs, and the report shows its
+// scheduling delay. An experiment that failed a verdict exits non-zero,
+// which fails this test with its report.
+func TestBombUnderLoadExperimentEndToEnd(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "bomb-under-load")
+	cmd := exec.Command(nodectlBin, "experiment", "run", "../../examples/experiments/bomb-under-load.yaml", "--duration", "10s", "--repetitions", "2",
+		"--out", out, "--agent-bin", agentBin, "--runtime-endpoint", criEndpoint, "--image", testImage)
+	output, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("nodectl experiment run: %v\n%s", err, output)
+	}
+	var sum experiment.Summary
+	if err := json.Unmarshal(mustRead(t, filepath.Join(out, "summary.json")), &sum); err != nil || len(sum.Runs) != 2 {
+		t.Fatalf("summary.json: %v %+v", err, sum)
+	}
+	for _, r := range sum.Runs {
+		if r.KernelOOMKills != 0 || len(r.Evicted) == 0 || r.Evicted[0] != "bomb" || r.AgentRunQueueMs <= 0 {
+			t.Errorf("run %d: %d kernel OOM kills, evicted %v, agent run-queue wait %.1f ms; want 0, the bomb, a measured wait",
+				r.Run, r.KernelOOMKills, r.Evicted, r.AgentRunQueueMs)
+		}
+	}
+	report := string(mustRead(t, filepath.Join(out, "report.md")))
+	if !strings.Contains(report, "On the host, outside kubepods: 4 busy loops, 1 fsync writers of 1536Mi, page-cache churn of 512Mi.") {
+		t.Errorf("report.md does not state the host load:\n%s", report)
+	}
+}
