@@ -125,13 +125,20 @@ func startHostLoad(l *Background, dir string) (*hostLoad, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("nice", "-n", strconv.Itoa(l.Nice), "sh", "-c", l.script(dir))
+	cmd := exec.Command("sh", "-c", l.script(dir))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("host load: %w", err)
 	}
-	return &hostLoad{cmd: cmd, dir: dir}, nil
+	h := &hostLoad{cmd: cmd, dir: dir}
+	// The niceness is absolute (nice(1) would add to ours): set on the
+	// whole group, workers forked later inherit it from the shell.
+	if err := syscall.Setpriority(syscall.PRIO_PGRP, cmd.Process.Pid, l.Nice); err != nil {
+		h.stop()
+		return nil, fmt.Errorf("host load: nice %d: %w", l.Nice, err)
+	}
+	return h, nil
 }
 
 // stop kills the whole group, waits for it and removes its files.
