@@ -19,13 +19,7 @@ import (
 // evicted by the agent and nobody else is touched, and every file is
 // there and parses.
 func TestBestEffortBombExperimentEndToEnd(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "bomb")
-	cmd := exec.Command(nodectlBin, "experiment", "run", "../../examples/experiments/besteffort-bomb.yaml", "--duration", "10s", "--repetitions", "2",
-		"--out", out, "--agent-bin", agentBin, "--runtime-endpoint", criEndpoint, "--image", testImage)
-	output, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("nodectl experiment run: %v\n%s", err, output)
-	}
+	out, output := runShortExperiment(t, "besteffort-bomb")
 	if !strings.Contains(string(output), "run 2 of 2:") {
 		t.Errorf("no progress lines for run 2:\n%s", output)
 	}
@@ -142,13 +136,7 @@ func TestInterruptedExperimentCleansUpAndKeepsWhatItHas(t *testing.T) {
 // scheduling delay. An experiment that failed a verdict exits non-zero,
 // which fails this test with its report.
 func TestBombUnderLoadExperimentEndToEnd(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "bomb-under-load")
-	cmd := exec.Command(nodectlBin, "experiment", "run", "../../examples/experiments/bomb-under-load.yaml", "--duration", "10s", "--repetitions", "2",
-		"--out", out, "--agent-bin", agentBin, "--runtime-endpoint", criEndpoint, "--image", testImage)
-	output, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("nodectl experiment run: %v\n%s", err, output)
-	}
+	out, _ := runShortExperiment(t, "bomb-under-load")
 	var sum experiment.Summary
 	if err := json.Unmarshal(mustRead(t, filepath.Join(out, "summary.json")), &sum); err != nil || len(sum.Runs) != 2 {
 		t.Fatalf("summary.json: %v %+v", err, sum)
@@ -163,4 +151,19 @@ func TestBombUnderLoadExperimentEndToEnd(t *testing.T) {
 	if !strings.Contains(report, "On the host, outside kubepods: 4 busy loops, 1 fsync writers of 1536Mi, page-cache churn of 512Mi.") {
 		t.Errorf("report.md does not state the host load:\n%s", report)
 	}
+}
+
+// runShortExperiment runs a built-in scenario through nodectl, 2 runs of
+// 10 s, and returns its results directory and output. A failed run or
+// verdict makes the command, and the test, fail.
+func runShortExperiment(t *testing.T, scenario string) (out string, output []byte) {
+	t.Helper()
+	out = filepath.Join(t.TempDir(), scenario)
+	cmd := exec.Command(nodectlBin, "experiment", "run", "../../examples/experiments/"+scenario+".yaml", "--duration", "10s", "--repetitions", "2",
+		"--out", out, "--agent-bin", agentBin, "--runtime-endpoint", criEndpoint, "--image", testImage)
+	output, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("nodectl experiment run %s: %v\n%s", scenario, err, output)
+	}
+	return out, output
 }
