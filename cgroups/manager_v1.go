@@ -152,3 +152,16 @@ func (m *V1) Remove(name Name) error {
 
 // CgroupParent implements Manager: the cgroupfs path.
 func (m *V1) CgroupParent(name Name) string { return name.Cgroupfs() }
+
+// controllerDir is the mount of the hierarchy a controller is in
+// ("cpuacct" may be mounted alone or as "cpu,cpuacct").
+func (m *V1) controllerDir(controller string) (string, bool) {
+	for _, h := range m.hierarchies {
+		for _, c := range strings.Split(filepath.Base(h), ",") {
+			if c == controller {
+				return h, true
+			}
+		}
+	}
+	return "", false
+}

@@ -114,3 +114,46 @@ func TestMemoryStatsLive(t *testing.T) {
 	}
 	t.Logf("root: usage %d MiB, working set %d MiB, inactive_file %d MiB", root.Usage>>20, root.WorkingSet()>>20, root.InactiveFile>>20)
 }
+
+// TestCPUUsageIsCadvisorsCounterLive: the cheap CPU reading the stats
+// sampler keeps rates with is the counter cadvisor reports, on the node
+// and on a pod-like cgroup.
+func TestCPUUsageIsCadvisorsCounterLive(t *testing.T) {
+	m, err := NewManager("cgroupfs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := Name{"nodeagent-cpu-test-" + strconv.Itoa(os.Getpid())}
+	if err := m.Set(name, &ResourceConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Remove(name); err != nil {
+			t.Error(err)
+		}
+	})
+	cad, err := NewCadvisor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cg := range []string{"/", CadvisorName(m, m.Path(name))} {
+		before, err := CPUUsage(m, cg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := cad.Stats(cg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, err := CPUUsage(m, cg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Cpu.Usage.Total; got < before || got > after {
+			t.Errorf("%s: cadvisor's CPU total %d is not between the cheap readings %d and %d", cg, got, before, after)
+		}
+		if cg == "/" && before == 0 {
+			t.Error("the node's CPU counter reads 0")
+		}
+	}
+}

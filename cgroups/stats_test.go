@@ -93,3 +93,38 @@ func TestWorkingSetNeverNegative(t *testing.T) {
 		t.Errorf("working set %d", ws)
 	}
 }
+
+func TestCPUUsageReadsTheCounterOfEachVersion(t *testing.T) {
+	root := t.TempDir()
+	write := func(path, body string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// v1 with cpu and cpuacct mounted together, as some distributions do.
+	v1 := &V1{mountpoint: root, hierarchies: []string{filepath.Join(root, "cpu,cpuacct"), filepath.Join(root, "memory")}}
+	write(filepath.Join(root, "cpu,cpuacct", "kubepods", "cpuacct.usage"), "123456789\n")
+	if got, err := CPUUsage(v1, "/kubepods"); err != nil || got != 123456789 {
+		t.Errorf("v1: %d, %v; want 123456789", got, err)
+	}
+	if _, err := CPUUsage(&V1{mountpoint: root, hierarchies: []string{filepath.Join(root, "memory")}}, "/kubepods"); err == nil {
+		t.Error("v1 without a cpuacct hierarchy: no error")
+	}
+
+	v2 := NewV2(filepath.Join(root, "unified"))
+	write(filepath.Join(root, "unified", "kubepods", "cpu.stat"), "usage_usec 2500\nuser_usec 2000\nsystem_usec 500\n")
+	if got, err := CPUUsage(v2, "/kubepods"); err != nil || got != 2500000 {
+		t.Errorf("v2: %d, %v; want 2500000 ns", got, err)
+	}
+	write(filepath.Join(root, "unified", "empty", "cpu.stat"), "nr_periods 0\n")
+	if _, err := CPUUsage(v2, "/empty"); err == nil {
+		t.Error("v2 cpu.stat without usage_usec: no error")
+	}
+	if _, err := CPUUsage(v2, "/gone"); err == nil {
+		t.Error("a missing cgroup: no error")
+	}
+}

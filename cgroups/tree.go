@@ -52,6 +52,10 @@ func (t *Tree) CadvisorName(dir string) string { return CadvisorName(t.mgr, dir)
 // MemoryStats reads a cgroup's memory use.
 func (t *Tree) MemoryStats(name Name) (MemoryStats, error) { return ReadMemoryStats(t.mgr, name) }
 
+// CPUUsage is the cumulative CPU time, in ns, of the cgroup cadvisor
+// names name.
+func (t *Tree) CPUUsage(name string) (uint64, error) { return CPUUsage(t.mgr, name) }
+
 // Pids lists the processes in a cgroup.
 func (t *Tree) Pids(name Name) ([]int, error) { return t.mgr.Pids(name) }
 

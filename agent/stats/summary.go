@@ -48,9 +48,37 @@ type Provider struct {
 	rates cpuRates
 }
 
-// Sample reads the cgroups once, so the first scrape has CPU rates; the
-// agent calls it periodically, as the kubelet's cadvisor housekeeping does.
-func (p *Provider) Sample() { p.readCgroups() }
+// Sample reads the CPU counter of every cgroup a scrape reads, so the
+// first scrape has CPU rates; the agent calls it periodically, as the
+// kubelet's cadvisor housekeeping keeps rates. Only the counter is read:
+// a whole cadvisor reading of 110 pods' cgroups cost about 200 ms of CPU
+// per pass, most of an idle node's.
+func (p *Provider) Sample() {
+	seen := map[string]bool{}
+	observe := func(name string) {
+		if total, err := p.Tree.CPUUsage(name); err == nil {
+			p.rates.observe(name, time.Now(), total, seen)
+		}
+	}
+	observe("/")
+	observe(p.Tree.CadvisorName(p.Tree.Dir(p.Tree.Kubepods())))
+	pods := p.Pods()
+	for i := range pods {
+		name, ok := p.Tree.PodCgroup(&pods[i])
+		if !ok {
+			continue
+		}
+		dir := p.Tree.Dir(name)
+		observe(p.Tree.CadvisorName(dir))
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if e.IsDir() { // the containers' and the sandbox's
+				observe(p.Tree.CadvisorName(filepath.Join(dir, e.Name())))
+			}
+		}
+	}
+	p.rates.forget(seen)
+}
 
 // Summary is /stats/summary.
 func (p *Provider) Summary(ctx context.Context) (*statsapi.Summary, error) {

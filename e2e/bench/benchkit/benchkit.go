@@ -4,6 +4,7 @@
 package benchkit
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -225,6 +226,72 @@ func (a *Agent) SaveProfile(d time.Duration, file string) {
 	defer f.Close()
 	_, err = io.Copy(f, resp.Body)
 	Check(err)
+}
+
+// Metrics is one scrape of the agent's /metrics: "name{labels}" -> value.
+type Metrics map[string]float64
+
+// Scrape reads the agent's /metrics.
+func (a *Agent) Scrape() Metrics {
+	resp, err := http.Get(a.URL("/metrics"))
+	Check(err)
+	defer resp.Body.Close()
+	m := Metrics{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") || line == "" {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err == nil {
+			m[line[:i]] = v
+		}
+	}
+	Check(sc.Err())
+	return m
+}
+
+// Sum adds every series of a metric.
+func (m Metrics) Sum(name string) float64 {
+	total := 0.0
+	for k, v := range m {
+		if k == name || strings.HasPrefix(k, name+"{") {
+			total += v
+		}
+	}
+	return total
+}
+
+// SaveHeapProfile saves the agent's in-use heap, after a collection, to
+// file; the agent needs enableProfilingHandler.
+func (a *Agent) SaveHeapProfile(file string) {
+	resp, err := http.Get(a.URL("/debug/pprof/heap?gc=1"))
+	Check(err)
+	defer resp.Body.Close()
+	f, err := os.Create(file)
+	Check(err)
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	Check(err)
+}
+
+// HeapInUse is the least of three readings, a second apart, of the agent's
+// go_memstats_heap_inuse_bytes: the live heap with as little garbage as
+// the collector leaves.
+func (a *Agent) HeapInUse() float64 {
+	least := 0.0
+	for i := 0; i < 3; i++ {
+		if i > 0 {
+			time.Sleep(time.Second)
+		}
+		if v := a.Scrape().Sum("go_memstats_heap_inuse_bytes"); i == 0 || v < least {
+			least = v
+		}
+	}
+	return least
 }
 
 // Stop sends SIGTERM and waits for the agent to exit.

@@ -66,7 +66,7 @@ func startAPINode(ctx context.Context, rt *cri.Client, bin string) *apiNode {
 	kubeconfig := filepath.Join(dir, "node.kubeconfig")
 	check(cp.NodeKubeconfig(name, kubeconfig))
 	extra := ""
-	if *profile != "" {
+	if *profiles != "" {
 		extra = "enableProfilingHandler: true\n"
 	}
 	n.a = env.StartAgent(rt, name, extra, "--kubeconfig", kubeconfig)
@@ -322,8 +322,8 @@ func measureAPI(ctx context.Context, rt *cri.Client) *apiResults {
 	n.started(ctx, names)
 	progress(fmt.Sprintf("API mode: %d pods idle for %s", r.idlePods, *idle))
 	before = n.requests()
-	if *profile != "" {
-		go n.a.SaveProfile(*idle-2*time.Second, *profile)
+	if *profiles != "" {
+		go n.a.SaveProfile(*idle-2*time.Second, filepath.Join(*profiles, "api-idle-cpu.pprof"))
 	}
 	r.rss, r.cpu = n.a.Watch(*idle)
 	r.anon, r.file = benchkit.RSSParts(n.a.Pid())

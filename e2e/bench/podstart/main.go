@@ -40,12 +40,15 @@ var (
 var (
 	env       = benchkit.Flags()
 	singles   = flag.Int("singles", 20, "pods started one at a time, per side")
-	batch     = flag.Int("batch", 30, "pods started at once, per side")
+	batch     = flag.Int("batch", 110, "pods started at once, per side (110: the kubelet's maxPods, the shape of its density test)")
 	idle      = flag.Duration("idle", 60*time.Second, "how long to watch the agent with the pods idle")
 	apiIdle   = flag.Int("api-idle-pods", 100, "pods the API-server mode agent idles with")
-	profile   = flag.String("cpuprofile", "", "save a CPU profile of the API-server mode agent, taken while its pods idle, to this file")
+	profiles  = flag.String("profile-dir", "", "save CPU and heap profiles of the agents, taken while their pods idle, into this directory")
 	cpBin     = flag.String("controlplane", os.Getenv("CONTROLPLANE_BIN"), "bin/controlplane, for the API-server mode side; empty skips it")
 	node      = "bench-" + strconv.Itoa(os.Getpid())
+	// emptyIdle is how long the agent is watched with no pods, the base the
+	// per-pod footprint is taken from.
+	emptyIdle = 20 * time.Second
 	floorRoot = "/nodeagent-bench-floor"
 )
 
@@ -76,7 +79,15 @@ func main() {
 	floorBatch := f.startBatch(ctx, *batch)
 	f.cleanup(ctx)
 
-	a := &agent{env.StartAgent(rt, node, "")}
+	extra := ""
+	if *profiles != "" {
+		check(os.MkdirAll(*profiles, 0o755))
+		extra = "enableProfilingHandler: true\n"
+	}
+	a := &agent{env.StartAgent(rt, node, extra)}
+	progress(fmt.Sprintf("nodeagent: no pods, idle for %s", emptyIdle))
+	_, emptyCPU := a.Watch(emptyIdle)
+	emptyRSS, emptyHeap := benchkit.RSS(a.Pid()), a.HeapInUse()
 	progress(fmt.Sprintf("nodeagent: %d pods one at a time", *singles))
 	agentSingle := make([]time.Duration, 0, *singles)
 	for i := 0; i < *singles; i++ {
@@ -97,8 +108,15 @@ func main() {
 	agentBatch := a.waitStarted(ctx, names, t0)
 
 	progress(fmt.Sprintf("nodeagent: %d pods idle for %s", *batch, *idle))
+	if *profiles != "" {
+		go a.SaveProfile(*idle-2*time.Second, filepath.Join(*profiles, "standalone-idle-cpu.pprof"))
+	}
 	rss, cpu := a.Watch(*idle)
 	anon, file := benchkit.RSSParts(a.Pid())
+	heap := a.HeapInUse()
+	if *profiles != "" {
+		a.SaveHeapProfile(filepath.Join(*profiles, "standalone-idle-heap.pprof"))
+	}
 	progress("nodeagent: removing the pods")
 	a.RemoveAll(true)
 
@@ -137,9 +155,16 @@ func main() {
 	}
 	fmt.Println()
 	sort.Slice(rss, func(i, j int) bool { return rss[i] < rss[j] })
-	fmt.Printf("nodeagent footprint with %d pods idle for %s (target RSS <= 40 MiB)\n", *batch, *idle)
+	fmt.Printf("nodeagent footprint with %d pods idle for %s (targets RSS <= 30 MiB, CPU <= 0.01 core)\n", *batch, *idle)
 	fmt.Printf("  RSS MiB: p50 %.1f  max %.1f (at the end: %.1f anonymous, %.1f the binary's pages)   CPU time: %.2f s (%.4f cores)\n",
 		mib(rss[len(rss)/2]), mib(rss[len(rss)-1]), mib(anon), mib(file), cpu.Seconds(), cpu.Seconds()/idle.Seconds())
+	fmt.Printf("  with no pods (%s): RSS %.1f MiB, Go heap in use %.1f MiB, CPU %.4f cores\n",
+		emptyIdle, mib(emptyRSS), emptyHeap/(1<<20), emptyCPU.Seconds()/emptyIdle.Seconds())
+	fmt.Printf("  per pod: RSS %.1f KiB, Go heap in use %.1f KiB (Go heap with %d pods: %.1f MiB)\n",
+		float64(rss[len(rss)-1]-emptyRSS)/1024/float64(*batch), (heap-emptyHeap)/1024/float64(*batch), *batch, heap/(1<<20))
+	if *profiles != "" {
+		fmt.Printf("  profiles: %s (go tool pprof -top FILE)\n", *profiles)
+	}
 	if api != nil {
 		api.print(floorBatch, agentBatch)
 	} else {

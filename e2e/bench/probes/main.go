@@ -9,7 +9,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -31,7 +30,7 @@ import (
 
 var (
 	env      = benchkit.Flags()
-	pods     = flag.Int("pods", 100, "pods, each with an HTTP readiness and a TCP liveness probe")
+	pods     = flag.Int("pods", 110, "pods, each with an HTTP readiness and a TCP liveness probe")
 	watch    = flag.Duration("duration", 60*time.Second, "how long to watch the agent probing")
 	floorFor = flag.Duration("floor", 20*time.Second, "how long to run the floor")
 	profile  = flag.String("cpuprofile", "", "save a 20 s CPU profile of the agent, taken while it probes, to this file")
@@ -59,12 +58,12 @@ func main() {
 	ips := waitReady(a)
 
 	benchkit.Progress(fmt.Sprintf("watching the agent probe %d pods for %s", len(ips), *watch))
-	before := scrape(a)
+	before := a.Scrape()
 	if *profile != "" {
 		go a.SaveProfile(20*time.Second, *profile)
 	}
 	rss, cpu := a.Watch(*watch)
-	after := scrape(a)
+	after := a.Scrape()
 	if restarted := restarts(a); restarted > 0 {
 		fmt.Printf("warning: %d container restarts during the run (liveness failures under load)\n", restarted)
 	}
@@ -77,9 +76,9 @@ func main() {
 	env.StartAgent(rt, node, "").RemoveAll(true)
 
 	expected := float64(2*len(ips)) * watch.Seconds()
-	runs := after.sum("prober_probe_total") - before.sum("prober_probe_total")
-	missed := after.sum("nodeagent_prober_missed_periods_total") - before.sum("nodeagent_prober_missed_periods_total")
-	hist := after.histogram("prober_probe_duration_seconds").minus(before.histogram("prober_probe_duration_seconds"))
+	runs := after.Sum("prober_probe_total") - before.Sum("prober_probe_total")
+	missed := after.Sum("nodeagent_prober_missed_periods_total") - before.Sum("nodeagent_prober_missed_periods_total")
+	hist := histogram(after, "prober_probe_duration_seconds").minus(histogram(before, "prober_probe_duration_seconds"))
 	floorHist := bucketize(floorLat, hist.bounds)
 	sort.Slice(rss, func(i, j int) bool { return rss[i] < rss[j] })
 
@@ -189,47 +188,13 @@ func floor(ips []string, d time.Duration) ([]time.Duration, float64, int) {
 	return lat, (benchkit.CPUTime(pid) - cpu0).Seconds() / d.Seconds(), len(lat)
 }
 
-// metrics is one scrape of the agent's /metrics.
-type metrics map[string]float64 // "name{labels}" -> value
-
-func scrape(a *benchkit.Agent) metrics {
-	resp, err := http.Get(a.URL("/metrics"))
-	benchkit.Check(err)
-	defer resp.Body.Close()
-	m := metrics{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") || line == "" {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err == nil {
-			m[line[:i]] = v
-		}
-	}
-	return m
-}
-
-// sum adds every series of a metric.
-func (m metrics) sum(name string) float64 {
-	total := 0.0
-	for k, v := range m {
-		if k == name || strings.HasPrefix(k, name+"{") {
-			total += v
-		}
-	}
-	return total
-}
-
 // hist is a cumulative histogram summed over probe types.
 type hist struct {
 	bounds []float64 // upper bounds, +Inf last
 	counts []float64 // cumulative
 }
 
-func (m metrics) histogram(name string) hist {
+func histogram(m benchkit.Metrics, name string) hist {
 	byBound := map[float64]float64{}
 	for k, v := range m {
 		if !strings.HasPrefix(k, name+"_bucket{") {
