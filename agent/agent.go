@@ -49,6 +49,11 @@ type Options struct {
 	// EvictionThreadNice is the niceness the eviction manager decides at
 	// (--eviction-thread-nice; 0 leaves it).
 	EvictionThreadNice int
+	// EvictionGracefulHardMemory leaves the victims of hard memory
+	// thresholds to their pod workers (SIGTERM, a second, SIGKILL through
+	// the runtime) as the kubelet does, instead of killing them through
+	// their cgroups at once (--eviction-hard-memory-kill=runtime).
+	EvictionGracefulHardMemory bool
 	// Reload signals a config reload (SIGHUP): the reloadable fields of the
 	// config file are taken, the others logged as needing a restart.
 	Reload <-chan struct{}

@@ -258,6 +258,7 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 			p.recorder.Event(p.recorder.NodeRef(), eventType, reason, message)
 		},
 		Reclaim: p.reclaim,
+		KillPod: p.killPod(cfg.PerQOS(), a.opts.EvictionGracefulHardMemory),
 	}, signals, p.manager, eviction.NewHostUsage(ctx, rt, p.tree, cad, p.cache.ContainerNames, a.opts.RootDir, cfg.PodLogsDir))
 
 	if err := p.cache.Relist(ctx); err != nil {
@@ -478,4 +479,14 @@ func runtimeImages(rt *cri.Client) func(context.Context) ([]corev1.ContainerImag
 		}
 		return out, nil
 	}
+}
+
+// killPod is how the eviction manager kills a hard memory threshold's
+// victims at once: through their pod cgroups, unless the operator chose
+// the kubelet's graceful stop or there are no pod cgroups.
+func (p *parts) killPod(perQOS, graceful bool) func(*corev1.Pod) (int, error) {
+	if graceful || !perQOS {
+		return nil
+	}
+	return p.tree.KillPod
 }

@@ -83,6 +83,15 @@ type EvictionVictim struct {
 	Grace    int64              `json:"gracePeriodSeconds"`
 	Message  string             `json:"message"`
 	Error    string             `json:"error,omitempty"`
+	// KilledAt is when the agent killed the pod's processes through its
+	// cgroup (hard memory thresholds); zero: its pod worker stopped it
+	// through the runtime. Sigkilled is how many processes the agent
+	// signalled itself (0 where the kernel's cgroup.kill did it).
+	KilledAt  time.Time `json:"killedAt,omitzero"`
+	Sigkilled int       `json:"sigkilled,omitempty"`
+	// KillError is why the cgroup kill failed; the pod worker still stops
+	// the pod.
+	KillError string `json:"killError,omitempty"`
 }
 
 // CgroupValues are one cgroup's settings and use.

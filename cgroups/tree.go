@@ -56,6 +56,16 @@ func (t *Tree) MemoryStats(name Name) (MemoryStats, error) { return ReadMemorySt
 // names name.
 func (t *Tree) CPUUsage(name string) (uint64, error) { return CPUUsage(t.mgr, name) }
 
+// KillPod SIGKILLs every process in the pod's cgroup (see Kill); a pod
+// without one (cgroupsPerQOS off) is an error.
+func (t *Tree) KillPod(pod *corev1.Pod) (int, error) {
+	name, ok := t.PodCgroup(pod)
+	if !ok {
+		return 0, fmt.Errorf("pod %s/%s has no pod cgroup (cgroupsPerQOS is off)", pod.Namespace, pod.Name)
+	}
+	return Kill(t.mgr.Path(name))
+}
+
 // Pids lists the processes in a cgroup.
 func (t *Tree) Pids(name Name) ([]int, error) { return t.mgr.Pids(name) }
 

@@ -591,3 +591,70 @@ func TestNotificationsAreArmedAfterTheKills(t *testing.T) {
 		t.Errorf("armed with %v evictions out, want once per synchronize, the second after the hog's eviction ([0 1])", src.armedAt)
 	}
 }
+
+// TestHardMemoryVictimsAreKilledThroughTheirCgroups: a hard memory
+// threshold's victims are killed at once, after their eviction is
+// recorded; soft memory and hard disk thresholds leave the kill to the
+// pod workers, and a failed cgroup kill still counts as an eviction.
+func TestHardMemoryVictimsAreKilledThroughTheirCgroups(t *testing.T) {
+	mi := int64(1 << 20)
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		signal   Signal
+		killErr  error
+		wantKill bool
+	}{
+		{"hard memory", Config{Hard: map[string]string{"memory.available": "100Mi"}}, MemoryAvailable, nil, true},
+		{"hard memory, kill fails", Config{Hard: map[string]string{"memory.available": "100Mi"}}, MemoryAvailable, errors.New("no cgroup"), true},
+		{"soft memory", Config{Soft: map[string]string{"memory.available": "100Mi"}, SoftGracePeriod: map[string]string{"memory.available": "0s"}}, MemoryAvailable, nil, false},
+		{"hard disk", Config{Hard: map[string]string{"nodefs.available": "100Mi"}}, NodeFsAvailable, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
+			pods := &fakePods{pods: []*corev1.Pod{pod("hog", corev1.PodQOSBestEffort, 0)},
+				usage: map[types.UID]int64{"hog": 400 * mi}, disk: map[types.UID]int64{"hog": 400 * mi},
+				evicted: map[types.UID]int64{}, msgs: map[types.UID]string{}}
+			src := &fakeSource{obs: Observations{}}
+			ts, err := ParseThresholds(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var killed []string
+			kill := func(p *corev1.Pod) (int, error) {
+				pods.mu.Lock()
+				_, evicted := pods.evicted[p.UID]
+				pods.mu.Unlock()
+				if !evicted {
+					t.Errorf("%s killed before its eviction was recorded", p.Name)
+				}
+				killed = append(killed, p.Name)
+				return 2, tc.killErr
+			}
+			m := NewManager(Options{Thresholds: ts, Clock: clock, KillPod: kill}, src, pods, pods)
+			src.set(tc.signal, 60*mi, 1000*mi, clock.Now())
+			m.Synchronize(context.Background())
+
+			traces := m.Traces()
+			if len(traces) != 1 || len(traces[0].Victims) != 1 {
+				t.Fatalf("traces %+v, want one decision with one victim", traces)
+			}
+			v := traces[0].Victims[0]
+			if v.Error != "" {
+				t.Errorf("victim error %q: the eviction itself succeeded", v.Error)
+			}
+			if !tc.wantKill {
+				if len(killed) != 0 || !v.KilledAt.IsZero() {
+					t.Errorf("killed %v (at %v), want the pod worker to stop it", killed, v.KilledAt)
+				}
+				return
+			}
+			if len(killed) != 1 || killed[0] != "hog" || v.KilledAt.IsZero() || v.Sigkilled != 2 {
+				t.Errorf("killed %v, victim %+v; want hog killed through its cgroup, 2 processes", killed, v)
+			}
+			if (tc.killErr != nil) != (v.KillError != "") {
+				t.Errorf("kill error %q, want one exactly when the kill failed (%v)", v.KillError, tc.killErr)
+			}
+		})
+	}
+}

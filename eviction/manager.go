@@ -80,6 +80,13 @@ type Options struct {
 	// 0 leaves it). Under CPU contention a normal thread is preempted
 	// several times within one decision; a raised one is not.
 	ThreadNice int
+	// KillPod ends every process of a pod at once through its cgroup
+	// (SIGKILL) and returns how many the agent signalled itself; nil leaves
+	// the kill to the pod workers (SIGTERM, the grace period, SIGKILL
+	// through the runtime). It is used for the victims of hard memory
+	// thresholds, right after their eviction is recorded: at 1 GiB/s a
+	// second of grace is a gigabyte.
+	KillPod func(pod *corev1.Pod) (int, error)
 }
 
 // Manager watches the signals and evicts pods when thresholds are met. The
@@ -333,6 +340,7 @@ type evictionPlan struct {
 	reclaim Signal
 	trace   Trace
 	victims []Candidate
+	killNow bool // a hard memory threshold: the victims are killed through their cgroups
 }
 
 // planLocked picks the smallest set of pods, in rank order, whose usage
@@ -400,7 +408,7 @@ func (m *Manager) planLocked(active []*corev1.Pod, t Threshold, o Observation, w
 	}
 	m.opts.Log.Info("evicting pods", "threshold", t.String(), "available", o.Available, "need", need, "victims", len(victims),
 		"decide_us", decided.Sub(woke).Microseconds())
-	return &evictionPlan{trace: tr, victims: victims}
+	return &evictionPlan{trace: tr, victims: victims, killNow: t.Hard && res == corev1.ResourceMemory}
 }
 
 // execute sends the evictions in parallel (Evict only records the order
@@ -421,6 +429,16 @@ func (m *Manager) execute(p *evictionPlan) {
 			p.trace.Victims[i].Message = v.Message
 		}
 		results[i] = m.pods.Evict(v.UID, v.Grace, v.Message)
+		if results[i] == nil && p.killNow && m.opts.KillPod != nil {
+			// After Evict: the worker knows the pod is evicted before it
+			// sees its containers die, and does not restart them.
+			n, err := m.opts.KillPod(p.victims[i].Pod)
+			p.trace.Victims[i].KilledAt = m.opts.Clock.Now()
+			p.trace.Victims[i].Sigkilled = n
+			if err != nil {
+				p.trace.Victims[i].KillError = err.Error()
+			}
+		}
 	}
 	if len(p.victims) == 1 {
 		// The common case stays on the manager's own (raised) thread: a

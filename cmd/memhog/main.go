@@ -5,6 +5,7 @@
 //	memhog --mb 256 --rate 64 --pattern hold   reach 256 MiB at 64 MiB/s, then hold
 //	memhog --mb 64 --rate 8 --pattern grow     reach 64 MiB, then keep growing at 8 MiB/s
 //	memhog --rate 1 --pattern leak             grow forever in 64 KiB steps at 1 MiB/s
+//	memhog --rate 0 --term-grace 30s           on SIGTERM, go on for 30 s (a server draining)
 package main
 
 import (
@@ -25,6 +26,7 @@ func main() {
 	pattern := flag.String("pattern", "hold", "hold | grow | leak")
 	delay := flag.Duration("start-delay", 0, "wait this long before allocating")
 	report := flag.Duration("report", time.Second, "how often to print the allocated size")
+	termGrace := flag.Duration("term-grace", 0, "on SIGTERM or SIGINT, keep allocating this long before exiting, as a server draining its requests does")
 	flag.Parse()
 
 	chunk := mib
@@ -46,7 +48,14 @@ func main() {
 
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, unix.SIGTERM, unix.SIGINT)
-	go func() { <-stop; os.Exit(0) }()
+	go func() {
+		<-stop
+		if *termGrace > 0 {
+			fmt.Printf("memhog: terminating in %s\n", *termGrace)
+			time.Sleep(*termGrace)
+		}
+		os.Exit(0)
+	}()
 
 	time.Sleep(*delay)
 	h := &hog{chunk: chunk}

@@ -62,6 +62,7 @@ Flags:
 	evictionRanking := fs.String("eviction-ranking", "kubelet", "eviction order: kubelet (usage over request, priority, overage) or qos (BestEffort, Burstable, Guaranteed, then the kubelet's keys)")
 	evictionPoll := fs.Duration("eviction-poll-period", time.Second, "how often the eviction manager reads the node's signals when no kernel notification woke it (at least 100ms)")
 	evictionNice := fs.Int("eviction-thread-nice", -20, "niceness of the thread the eviction manager decides on, -20..19 (0 leaves it; raising needs CAP_SYS_NICE): a busy node's CPUs must not delay the decision")
+	hardMemoryKill := fs.String("eviction-hard-memory-kill", "cgroup", "how the victims of hard memory thresholds end: cgroup (SIGKILL to every process of the pod through its cgroup at once, then the runtime is told) or runtime (the kubelet's: SIGTERM, 1 s, then SIGKILL through the runtime)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -120,6 +121,10 @@ Flags:
 		fmt.Fprintf(os.Stderr, "nodeagent: --eviction-thread-nice %d: want -20..19\n", *evictionNice)
 		return 2
 	}
+	if *hardMemoryKill != "cgroup" && *hardMemoryKill != "runtime" {
+		fmt.Fprintf(os.Stderr, "nodeagent: --eviction-hard-memory-kill %q: want cgroup or runtime\n", *hardMemoryKill)
+		return 2
+	}
 	if *evictionPoll < 100*time.Millisecond {
 		fmt.Fprintf(os.Stderr, "nodeagent: --eviction-poll-period %s: want at least 100ms\n", *evictionPoll)
 		return 2
@@ -173,7 +178,7 @@ Flags:
 		}
 	}()
 	a, err := agent.New(cfg, agent.Options{NodeName: name, RootDir: *rootDir, CNIConfDir: *cniConfDir, CNIBinDirs: binDirs, ControlSocket: *controlSocket,
-		ImageGCPeriod: *imageGCPeriod, EvictionRanking: *evictionRanking, EvictionPollPeriod: *evictionPoll, EvictionThreadNice: *evictionNice, Reload: reload, Logger: log, Cluster: clusterOpts, NodeIP: *nodeIP})
+		ImageGCPeriod: *imageGCPeriod, EvictionRanking: *evictionRanking, EvictionPollPeriod: *evictionPoll, EvictionThreadNice: *evictionNice, EvictionGracefulHardMemory: *hardMemoryKill == "runtime", Reload: reload, Logger: log, Cluster: clusterOpts, NodeIP: *nodeIP})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodeagent:", err)
 		return 1

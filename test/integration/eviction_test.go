@@ -358,3 +358,51 @@ func TestBurstableOverRequestGoesFirst(t *testing.T) {
 		t.Errorf("the pod under its request was evicted: %s %s", u.Status.Phase, u.Status.Message)
 	}
 }
+
+// TestHardMemoryVictimIsKilledAtOnce: a hog that drains for 30 s on
+// SIGTERM, allocating as fast as it can towards 2 GiB, twice what the pods
+// may use. The kubelet's hard eviction would
+// give it SIGTERM and a second (a gigabyte at this rate); the agent kills
+// its processes through the pod cgroup as soon as it is chosen, so it
+// dies of SIGKILL and the kernel OOM killer never acts. With
+// --eviction-hard-memory-kill=runtime the pod worker stops it instead.
+func TestHardMemoryVictimIsKilledAtOnce(t *testing.T) {
+	for _, mode := range []string{"cgroup", "runtime"} {
+		t.Run(mode, func(t *testing.T) {
+			n := evictionNode(t, "")
+			n.args = append(n.args, "--eviction-hard-memory-kill="+mode)
+			n.start()
+			before := vmstatOOMKills(t)
+			n.writeManifest("hog.yaml", strings.Replace(hogPod("hog", "", ""), `"900", "--rate", "150"`, `"2048", "--rate", "0", "--term-grace", "30s"`, 1))
+			p := n.waitEvicted("hog")
+			tr := n.evictions()
+			if len(tr) == 0 || len(tr[0].Victims) == 0 || !strings.Contains(tr[0].Victims[0].Pod, "/hog") {
+				t.Fatalf("no eviction of the hog in the traces: %+v", tr)
+			}
+			v := tr[0].Victims[0]
+			after := vmstatOOMKills(t)
+			t.Logf("%s: kernel OOM kills %q -> %q", mode, before, after)
+			if !v.KilledAt.IsZero() {
+				t.Logf("%s: killed through the cgroup %v after the decision, %d processes signalled by the agent", mode, v.KilledAt.Sub(tr[0].DecidedAt), v.Sigkilled)
+			}
+			if st := p.Status.ContainerStatuses; len(st) == 1 && st[0].State.Terminated != nil {
+				t.Logf("%s: the hog ended with exit code %d (%s)", mode, st[0].State.Terminated.ExitCode, st[0].State.Terminated.Reason)
+			}
+			if mode == "runtime" {
+				if !v.KilledAt.IsZero() {
+					t.Errorf("killed through the cgroup at %v with the runtime mode", v.KilledAt)
+				}
+				return
+			}
+			if v.KilledAt.IsZero() || v.KillError != "" {
+				t.Errorf("victim %+v: want it killed through its cgroup", v)
+			}
+			if after != before {
+				t.Errorf("kernel OOM kills on the node went from %q to %q", before, after)
+			}
+			if st := p.Status.ContainerStatuses; len(st) != 1 || st[0].State.Terminated == nil || st[0].State.Terminated.ExitCode != 137 {
+				t.Errorf("container status %+v, want terminated by SIGKILL (137), not drained after SIGTERM", st)
+			}
+		})
+	}
+}
