@@ -24,7 +24,7 @@ LDFLAGS  := -X nodeagent/internal/version.Version=$(VERSION)
 export RUNTIME_DIR RUNTIME_RUN_DIR REGISTRY PAUSE_IMAGE TEST_IMAGE BIN_DIR NODE_ADDRESS
 
 .DEFAULT_GOAL := help
-.PHONY: controlplane conformance-upstream conformance-upstream-quick upstream-build cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 vm-image bench lint clean
+.PHONY: integration-loaded controlplane conformance-upstream conformance-upstream-quick upstream-build cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 vm-image bench lint clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -115,6 +115,15 @@ integration: build runtime-up controlplane ## integration tests in test/ against
 		TEST_IMAGE=$(TEST_IMAGE) PAUSE_IMAGE=$(PAUSE_IMAGE) $(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration/ 2>&1 | tee $(BIN_DIR)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; \
 		exit $${PIPESTATUS[0]}
 	$(GO) test -count=1 -tags integration -run Live -v ./cgroups/ ./eviction/ ./internal/mounts/
+
+# The eviction tests of make test, run again with the CPUs saturated (2 busy
+# loops per core started by the tests): .ci/run runs them once so.
+EVICTION_TESTS = ^Test(MemoryAllocatableEviction|EvictionOrder|FastHogIsEvictedBeforeTheOOMKiller|HardMemoryVictimIsKilledAtOnce|DiskPressureEvictsTheWriter|EmptyDirOverItsSizeLimitIsEvicted|BurstableOverRequestGoesFirst|QOSReservedCapsTheLowerClasses|BestEffortBombExperimentEndToEnd)$$
+
+integration-loaded: build runtime-up controlplane ## the eviction integration tests with the CPUs saturated (2 busy loops per core)
+	NODEAGENT_TEST_CPU_LOAD=2 CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent NODECTL_BIN=$(CURDIR)/$(BIN_DIR)/nodectl CONTROLPLANE_BIN=$(CURDIR)/$(BIN_DIR)/controlplane \
+		TEST_IMAGE=$(TEST_IMAGE) PAUSE_IMAGE=$(PAUSE_IMAGE) $(GO) test -count=1 -tags integration -timeout 20m -v -run '$(EVICTION_TESTS)' ./test/integration/ 2>&1 | tee $(BIN_DIR)/integration-loaded.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|busy node)|_test.go'; \
+		exit $${PIPESTATUS[0]}
 
 conformance: build runtime-up ## run the node conformance suite against an agent started on this node (ARGS="--focus RE ...")
 	@mkdir -p $(BIN_DIR)/conformance

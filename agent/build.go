@@ -259,7 +259,7 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		},
 		Reclaim: p.reclaim,
 		KillPod: p.killPod(cfg.PerQOS(), a.opts.EvictionGracefulHardMemory),
-	}, signals, p.manager, eviction.NewHostUsage(ctx, rt, p.tree, cad, p.cache.ContainerNames, a.opts.RootDir, cfg.PodLogsDir))
+	}, signals, p.manager, eviction.NewHostUsage(ctx, rt, p.tree, p.cache.ContainerNames, a.opts.RootDir, cfg.PodLogsDir))
 
 	if err := p.cache.Relist(ctx); err != nil {
 		return p, fmt.Errorf("list the runtime's pods: %w", err)

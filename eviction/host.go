@@ -38,12 +38,12 @@ func RuntimeImageFs(rt RuntimeStats) ImageFs {
 	}
 }
 
-// NewHostUsage measures pods on this host: cgroups (through cadvisor for
-// containers, named by containerNames), their directories under rootDir
+// NewHostUsage measures pods on this host: cgroups (containers named by
+// containerNames), their directories under rootDir
 // and logsDir, and the runtime's writable layers.
-func NewHostUsage(ctx context.Context, rt RuntimeStats, tree *cgroups.Tree, cad *cgroups.Cadvisor,
+func NewHostUsage(ctx context.Context, rt RuntimeStats, tree *cgroups.Tree,
 	containerNames func(types.UID) map[string]string, rootDir, logsDir string) HostUsage {
-	u := HostUsage{Tree: tree, RootDir: rootDir, LogsDir: logsDir, Stats: cad, ContainerNames: containerNames,
+	u := HostUsage{Tree: tree, RootDir: rootDir, LogsDir: logsDir, ContainerNames: containerNames,
 		WritableLayers: func(uid types.UID) (bytes, inodes int64, err error) {
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()

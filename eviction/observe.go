@@ -187,16 +187,15 @@ func statfs(obs Observations, path string, bytes, inodes Signal, now time.Time) 
 }
 
 // HostUsage reads pods' usage on the host: memory from their pod cgroups,
-// per-container memory and process counts through cadvisor, disk from
+// per-container memory and process counts from the containers' cgroups
+// (not through cadvisor: they are read between a decision and its kill),
+// disk from
 // their emptyDir volumes and log directories, and writable layers from the
 // runtime's container stats.
 type HostUsage struct {
 	Tree    *cgroups.Tree
 	RootDir string // emptyDirs under <RootDir>/pods/<uid>/volumes
 	LogsDir string // logs under <LogsDir>/<ns>_<name>_<uid>
-	// Stats reads container cgroups (nil: no per-container memory in
-	// eviction messages and no pid eviction).
-	Stats *cgroups.Cadvisor
 	// ContainerNames maps the pod's container IDs to container names.
 	ContainerNames func(uid types.UID) map[string]string
 	// WritableLayers gives the pod's containers' writable layers (the
@@ -224,28 +223,30 @@ func (u HostUsage) Memory(pod *corev1.Pod) (int64, bool) {
 // process count, by container name.
 func (u HostUsage) Containers(pod *corev1.Pod) map[string]ContainerUsage {
 	name, ok := u.Tree.PodCgroup(pod)
-	if !ok || u.Stats == nil || u.ContainerNames == nil {
+	if !ok || u.ContainerNames == nil {
 		return nil
 	}
 	names := u.ContainerNames(pod.UID)
-	dir := u.Tree.Dir(name)
-	entries, err := os.ReadDir(dir)
+	entries, err := os.ReadDir(u.Tree.Dir(name))
 	if err != nil {
 		return nil
 	}
-	// cadvisor names a cgroup by its path below the hierarchy's root.
-	rel := u.Tree.CadvisorName(dir)
 	out := map[string]ContainerUsage{}
 	for _, e := range entries {
 		container, ok := names[cgroups.ContainerIDOf(e.Name())]
 		if !e.IsDir() || !ok {
 			continue // the sandbox, or not a container's cgroup
 		}
-		st, err := u.Stats.Stats(rel + "/" + e.Name())
-		if err != nil || st == nil {
+		cg := name.Child(e.Name())
+		st, err := u.Tree.MemoryStats(cg)
+		if err != nil {
 			continue
 		}
-		out[container] = ContainerUsage{WorkingSet: int64(st.Memory.WorkingSet), Processes: int64(st.Processes.ProcessCount)}
+		pids, err := u.Tree.Pids(cg)
+		if err != nil {
+			continue
+		}
+		out[container] = ContainerUsage{WorkingSet: int64(st.WorkingSet()), Processes: int64(len(pids))}
 	}
 	return out
 }

@@ -113,15 +113,16 @@ func (l *Background) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// hostLoad is a running host load: one shell and its workers, in their
+// HostLoad is a running host load: one shell and its workers, in their
 // own process group.
-type hostLoad struct {
+type HostLoad struct {
 	cmd *exec.Cmd
 	dir string
 }
 
-// startHostLoad runs l on the host, its files under dir.
-func startHostLoad(l *Background, dir string) (*hostLoad, error) {
+// StartHostLoad runs l on the host, its files under dir (also the
+// integration tests' busy-node mode).
+func StartHostLoad(l *Background, dir string) (*HostLoad, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -131,18 +132,18 @@ func startHostLoad(l *Background, dir string) (*hostLoad, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("host load: %w", err)
 	}
-	h := &hostLoad{cmd: cmd, dir: dir}
+	h := &HostLoad{cmd: cmd, dir: dir}
 	// The niceness is absolute (nice(1) would add to ours): set on the
 	// whole group, workers forked later inherit it from the shell.
 	if err := syscall.Setpriority(syscall.PRIO_PGRP, cmd.Process.Pid, l.Nice); err != nil {
-		h.stop()
+		h.Stop()
 		return nil, fmt.Errorf("host load: nice %d: %w", l.Nice, err)
 	}
 	return h, nil
 }
 
-// stop kills the whole group, waits for it and removes its files.
-func (h *hostLoad) stop() error {
+// Stop kills the whole group, waits for it and removes its files.
+func (h *HostLoad) Stop() error {
 	syscall.Kill(-h.cmd.Process.Pid, syscall.SIGKILL)
 	h.cmd.Wait()
 	// Workers of the group may outlive the shell for a moment.

@@ -14,7 +14,7 @@ func TestHostLoadRunsAndLeavesNothingBehind(t *testing.T) {
 	mi := resource.MustParse("1Mi")
 	l := &Background{CPUWorkers: 1, DiskWriters: 1, DiskWriteSize: &mi, PageCacheChurn: &mi, Nice: 5}
 	dir := filepath.Join(t.TempDir(), "load")
-	h, err := startHostLoad(l, dir)
+	h, err := StartHostLoad(l, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func TestHostLoadRunsAndLeavesNothingBehind(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			h.stop()
+			h.Stop()
 			t.Fatal("the disk writer wrote nothing in 10 s")
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -35,7 +35,7 @@ func TestHostLoadRunsAndLeavesNothingBehind(t *testing.T) {
 	if prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, pgid); err != nil || 20-prio != 5 {
 		t.Errorf("host load niceness: getpriority %d (%v), want nice 5 (20 − 15)", prio, err)
 	}
-	if err := h.stop(); err != nil {
+	if err := h.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	if syscall.Kill(-pgid, 0) == nil {

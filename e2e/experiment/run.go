@@ -107,16 +107,16 @@ func runOnce(ctx context.Context, s *Scenario, env Env, mgr cgroups.Manager, dir
 		return r, err
 	}
 	nodeName = node.Name
-	var load *hostLoad
+	var load *HostLoad
 	if s.HostLoad != nil {
-		if load, err = startHostLoad(s.HostLoad, filepath.Join(dir, "host-load")); err != nil {
+		if load, err = StartHostLoad(s.HostLoad, filepath.Join(dir, "host-load")); err != nil {
 			a.stop()
 			return r, err
 		}
 	}
 	defer func() {
 		if load != nil {
-			if err := load.stop(); err != nil {
+			if err := load.Stop(); err != nil {
 				r.Error = strings.TrimSpace(r.Error + "; host load cleanup: " + err.Error())
 			}
 		}

@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +28,7 @@ import (
 
 	"nodeagent/api"
 	"nodeagent/cri"
+	"nodeagent/e2e/experiment"
 	"nodeagent/e2e/launch"
 	"nodeagent/internal/mounts"
 )
@@ -55,7 +58,16 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "integration tests need CRI_ENDPOINT, NODEAGENT_BIN and CONTROLPLANE_BIN: run them with `make integration`")
 		os.Exit(1)
 	}
+	stopLoad, err := startBusyNode()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
+	if err := stopLoad(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the CPU load:", err)
+		code = 1
+	}
 	if sharedCP != nil {
 		sharedCP.Stop()
 		if code == 0 {
@@ -415,4 +427,29 @@ func (n *node) nodeObject() corev1.Node {
 	var node corev1.Node
 	n.getJSON("/node", &node)
 	return node
+}
+
+// startBusyNode saturates the CPUs for the whole run when
+// NODEAGENT_TEST_CPU_LOAD=N (N busy loops per core, on the host outside
+// kubepods; `make integration-loaded`): eviction and probe timing must
+// hold on a busy node, not only on a quiet one.
+func startBusyNode() (stop func() error, err error) {
+	v := os.Getenv("NODEAGENT_TEST_CPU_LOAD")
+	if v == "" {
+		return func() error { return nil }, nil
+	}
+	perCore, err := strconv.Atoi(v)
+	if err != nil || perCore < 1 || perCore > 64 {
+		return nil, fmt.Errorf("NODEAGENT_TEST_CPU_LOAD=%q: want busy loops per core, 1..64", v)
+	}
+	dir, err := os.MkdirTemp("", "nodeagent-test-load-")
+	if err != nil {
+		return nil, err
+	}
+	load, err := experiment.StartHostLoad(&experiment.Background{CPUWorkers: perCore * runtime.NumCPU()}, dir)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "busy node: %d busy loops on %d cores for the whole run\n", perCore*runtime.NumCPU(), runtime.NumCPU())
+	return load.Stop, nil
 }
