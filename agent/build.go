@@ -220,27 +220,30 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		Log: log.With("component", "probes"),
 	})
 	p.manager = pods.NewManager(pods.Options{
-		NodeName:             a.opts.NodeName,
-		NodeIP:               nodeIP,
-		RuntimeName:          ver.RuntimeName,
-		PodLogsDir:           cfg.PodLogsDir,
-		RootDir:              a.opts.RootDir,
-		MaxPods:              int(cfg.MaxPods),
-		Allocatable:          allocatable,
-		MemoryCapacity:       machine.MemoryBytes,
-		OOMRange:             oomRange,
-		EnforceCPULimits:     cfg.EnforceCPULimits(),
-		CPUPeriod:            cfg.CPUPeriodMicros(),
-		ClusterDNS:           cfg.ClusterDNS,
-		ClusterDomain:        cfg.ClusterDomain,
-		ResolvConf:           cfg.ResolvConf(),
-		MaxRestartBackOff:    cfg.MaxRestartBackOff(),
-		Sources:              sources,
-		SerializeImagePulls:  cfg.SerializeImagePulls == nil || *cfg.SerializeImagePulls,
-		OOMGroupKill:         p.mgr.Version() == 2 && (cfg.SingleProcessOOMKill == nil || !*cfg.SingleProcessOOMKill),
-		AppArmor:             pods.AppArmorEnabled(),
-		AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls,
-		ContainerLogLinks:    "/var/log/containers",
+		NodeName:               a.opts.NodeName,
+		NodeIP:                 nodeIP,
+		RuntimeName:            ver.RuntimeName,
+		PodLogsDir:             cfg.PodLogsDir,
+		RootDir:                a.opts.RootDir,
+		MaxPods:                int(cfg.MaxPods),
+		Allocatable:            allocatable,
+		MemoryCapacity:         machine.MemoryBytes,
+		OOMRange:               oomRange,
+		EnforceCPULimits:       cfg.EnforceCPULimits(),
+		CPUPeriod:              cfg.CPUPeriodMicros(),
+		ClusterDNS:             cfg.ClusterDNS,
+		ClusterDomain:          cfg.ClusterDomain,
+		ResolvConf:             cfg.ResolvConf(),
+		MaxRestartBackOff:      cfg.MaxRestartBackOff(),
+		Sources:                sources,
+		SerializeImagePulls:    cfg.SerializeImagePulls == nil || *cfg.SerializeImagePulls,
+		OOMGroupKill:           p.mgr.Version() == 2 && (cfg.SingleProcessOOMKill == nil || !*cfg.SingleProcessOOMKill),
+		MemoryQoS:              p.mgr.Version() == 2 && cfg.MemoryQoS(),
+		MemoryThrottlingFactor: cfg.ThrottlingFactor(),
+		AllocatableMemory:      absoluteAllocatableMemory(capacity, cfg.Reserved()),
+		AppArmor:               pods.AppArmorEnabled(),
+		AllowedUnsafeSysctls:   cfg.AllowedUnsafeSysctls,
+		ContainerLogLinks:      "/var/log/containers",
 	}, pods.Deps{Runtime: rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		Probes: p.prober, Hooks: hooks, Pressure: pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,
 		PodStarted: p.metrics.podStarted, Gone: gone, Objects: objects, Devices: p.devices,
@@ -319,6 +322,12 @@ func (a *Agent) buildCgroups(p *parts, capacity corev1.ResourceList) error {
 	}
 	if pct, ok := cfg.QOSReservedMemory(); ok {
 		treeCfg.MemoryReserve = &pct
+	}
+	switch {
+	case cfg.MemoryQoS() && mgr.Version() == 2:
+		treeCfg.MemoryQoS, treeCfg.Pod.MemoryQoS = true, true
+	case cfg.MemoryQoS():
+		a.log.Warn("featureGates.MemoryQoS is not applied: as in the kubelet, it needs cgroup v2 (memory.min and memory.high); this host has v1")
 	}
 	p.tree = cgroups.NewTree(mgr, treeCfg)
 	if err := p.tree.SyncQoS(nil); err != nil {
@@ -489,4 +498,15 @@ func (p *parts) killPod(perQOS, graceful bool) func(*corev1.Pod) (int, error) {
 		return nil
 	}
 	return p.tree.KillPod
+}
+
+// absoluteAllocatableMemory is the node's memory less the reserved, what
+// memoryQoS throttles a container without a limit towards (the kubelet's
+// GetNodeAllocatableAbsolute).
+func absoluteAllocatableMemory(capacity corev1.ResourceList, reserved []corev1.ResourceList) int64 {
+	rc := cgroups.NodeAllocatableConfig(capacity, reserved, true)
+	if rc == nil || rc.Memory == nil {
+		return 0
+	}
+	return *rc.Memory
 }

@@ -139,6 +139,9 @@ func SystemdProperties(rc *ResourceConfig) []systemd.Property {
 	if rc.Memory != nil && *rc.Memory > 0 {
 		add("MemoryMax", uint64(*rc.Memory))
 	}
+	if rc.MemoryMin != nil && *rc.MemoryMin >= 0 {
+		add("MemoryMin", uint64(*rc.MemoryMin))
+	}
 	if rc.PidsLimit != nil && *rc.PidsLimit > 0 {
 		add("TasksMax", uint64(*rc.PidsLimit))
 	}

@@ -74,6 +74,12 @@ func V2Resources(rc *ResourceConfig) *cgroup2.Resources {
 	if rc.Memory != nil && *rc.Memory > 0 {
 		r.Memory = &cgroup2.Memory{Max: rc.Memory}
 	}
+	if rc.MemoryMin != nil && *rc.MemoryMin >= 0 {
+		if r.Memory == nil {
+			r.Memory = &cgroup2.Memory{}
+		}
+		r.Memory.Min = rc.MemoryMin
+	}
 	if rc.PidsLimit != nil && *rc.PidsLimit > 0 {
 		r.Pids = &cgroup2.Pids{Max: *rc.PidsLimit}
 	}

@@ -27,6 +27,9 @@ type TreeConfig struct {
 	// MemoryReserve is qosReserved's memory percentage (QOSReservedMemory);
 	// nil leaves the QoS cgroups' memory alone.
 	MemoryReserve *int64
+	// MemoryQoS sets memory.min on kubepods and the burstable cgroup from
+	// the active pods' requests (MemoryQoSMinimums); cgroup v2 only.
+	MemoryQoS bool
 }
 
 // Tree lays out and keeps correct the QoS cgroup tree. Methods are safe for
@@ -138,10 +141,21 @@ func (t *Tree) syncQoS(active []*corev1.Pod) error {
 		}
 	}
 	var errs []error
-	if err := t.mgr.Set(t.Kubepods(), t.cfg.Allocatable); err != nil {
+	kubepodsCfg, burstableCfg, bestEffortCfg := t.cfg.Allocatable, BurstableConfig(burstable), BestEffortConfig()
+	if t.cfg.MemoryQoS {
+		// Written also when a sum fell to 0, so no protection outlives
+		// the pods that asked for it.
+		kubepodsMin, burstableMin := MemoryQoSMinimums(active)
+		withMin := ResourceConfig{}
+		if kubepodsCfg != nil {
+			withMin = *kubepodsCfg
+		}
+		withMin.MemoryMin = &kubepodsMin
+		kubepodsCfg, burstableCfg.MemoryMin = &withMin, &burstableMin
+	}
+	if err := t.mgr.Set(t.Kubepods(), kubepodsCfg); err != nil {
 		errs = append(errs, fmt.Errorf("node allocatable: %w", err))
 	}
-	burstableCfg, bestEffortCfg := BurstableConfig(burstable), BestEffortConfig()
 	if pct := t.cfg.MemoryReserve; pct != nil && t.cfg.Allocatable != nil && t.cfg.Allocatable.Memory != nil && *t.cfg.Allocatable.Memory > 0 {
 		b, be := QOSReservedMemory(*t.cfg.Allocatable.Memory, *pct, active)
 		burstableCfg.Memory, bestEffortCfg.Memory = &b, &be

@@ -1,6 +1,8 @@
 package cgroups
 
 import (
+	"math"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"nodeagent/internal/qos"
@@ -28,6 +30,9 @@ type ResourceConfig struct {
 	CPUQuota  *int64  // µs per period, -1 = unlimited
 	CPUPeriod *uint64 // µs
 	Memory    *int64  // bytes
+	// MemoryMin is memory.min (memoryQoS; cgroup v2 only, v1 has no such
+	// protection): bytes the kernel does not reclaim from the cgroup.
+	MemoryMin *int64
 	PidsLimit *int64
 }
 
@@ -83,6 +88,9 @@ type PodOptions struct {
 	EnforceCPULimits bool   // cpuCFSQuota
 	CPUPeriod        uint64 // cpuCFSQuotaPeriod in µs; 0 means 100000
 	PidsLimit        int64  // podPidsLimit; <= 0 leaves pids.max alone
+	// MemoryQoS protects the pod's summed memory requests (memory.min),
+	// as the kubelet's MemoryQoS gate does on cgroup v2.
+	MemoryQoS bool
 }
 
 // PodConfig is the kubelet's ResourceConfigForPod: shares from the summed cpu
@@ -123,7 +131,49 @@ func PodConfig(pod *corev1.Pod, opts PodOptions) *ResourceConfig {
 		pids := opts.PidsLimit
 		rc.PidsLimit = &pids
 	}
+	if min := sat.Value(*requests.Memory()); opts.MemoryQoS && min > 0 {
+		rc.MemoryMin = &min
+	}
 	return rc
+}
+
+// MemoryQoSMinimums are the kubelet's memoryQoS values of the QoS level:
+// memory.min of the burstable cgroup is the Burstable pods' summed memory
+// requests, and of kubepods those plus the Guaranteed pods'.
+func MemoryQoSMinimums(active []*corev1.Pod) (kubepods, burstable int64) {
+	for _, p := range active {
+		requests := qos.PodRequests(p)
+		switch qos.Class(p) {
+		case corev1.PodQOSBurstable:
+			burstable = sat.Add(burstable, sat.Value(*requests.Memory()))
+		case corev1.PodQOSGuaranteed:
+			kubepods = sat.Add(kubepods, sat.Value(*requests.Memory()))
+		}
+	}
+	return sat.Add(kubepods, burstable), burstable
+}
+
+// MemoryQoSHigh is the kubelet's memory.high for a container under
+// memoryQoS: its request plus factor of the way to its limit (or, without
+// one, to the node's allocatable memory), rounded down to a page. It is 0
+// (none) for a container whose request equals its limit, and where the
+// result would not be above the request.
+func MemoryQoSHigh(request, limit, allocatable int64, factor float64, pageSize int64) int64 {
+	if request == limit {
+		return 0
+	}
+	ceiling := limit
+	if ceiling == 0 {
+		ceiling = allocatable
+	}
+	if ceiling <= 0 {
+		return 0
+	}
+	high := int64(math.Floor((float64(request)+(float64(ceiling)-float64(request))*factor)/float64(pageSize))) * pageSize
+	if high <= request {
+		return 0
+	}
+	return high
 }
 
 // BurstableConfig is the burstable QoS cgroup: shares for the summed cpu

@@ -36,7 +36,7 @@ var Honoured = []string{
 	"containerLogMaxFiles", "containerLogMaxSize", "containerLogMonitorInterval", "containerRuntimeEndpoint", "cpuCFSQuota",
 	"crashLoopBackOff", "healthzBindAddress", "healthzPort", "singleProcessOOMKill", "enableProfilingHandler", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "cpuCFSQuotaPeriod", "enforceNodeAllocatable",
 	"evictionHard", "evictionSoft", "featureGates", "evictionSoftGracePeriod", "evictionMaxPodGracePeriod", "evictionMinimumReclaim",
-	"evictionPressureTransitionPeriod", "fileCheckFrequency", "kubeReserved", "maxPods", "podCIDR", "podLogsDir",
+	"evictionPressureTransitionPeriod", "fileCheckFrequency", "kubeReserved", "maxPods", "memoryThrottlingFactor", "podCIDR", "podLogsDir",
 	"podPidsLimit", "port", "qosReserved", "readOnlyPort", "resolvConf", "rotateCertificates", "serverTLSBootstrap", "runtimeRequestTimeout", "staticPodPath",
 	"syncFrequency", "systemReserved", "tlsCertFile", "tlsCipherSuites", "tlsMinVersion", "tlsPrivateKeyFile",
 	// API-server mode (--kubeconfig).
@@ -68,6 +68,7 @@ func Defaults() Config {
 	logFiles := int32(5)
 	gcHigh, gcLow := int32(85), int32(80)
 	healthzPort := int32(10248)
+	throttling := 0.9 // the kubelet's DefaultMemoryThrottlingFactor
 	c := Config{KubeletConfiguration: kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:                         metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
 		StaticPodPath:                    "/etc/nodeagent/manifests",
@@ -103,6 +104,7 @@ func Defaults() Config {
 		NodeLeaseDurationSeconds:         40,
 		NodeStatusMaxImages:              &maxImages,
 		SerializeImagePulls:              &yes,
+		MemoryThrottlingFactor:           &throttling,
 		KubeAPIQPS:                       &qps,
 		KubeAPIBurst:                     100,
 		EvictionHard: map[string]string{
@@ -229,7 +231,7 @@ func (c *Config) decode(data []byte) error {
 
 // ActedOnGates are the feature gates nodeagent reads (featureGates in
 // the file); every other gate is ignored with a warning.
-var ActedOnGates = []string{"QOSReserved"}
+var ActedOnGates = []string{"MemoryQoS", "QOSReserved"}
 
 // parsePercent reads the kubelet's "NN%" form, 0 to 100.
 func parsePercent(v string) (int64, error) {
@@ -301,6 +303,9 @@ func (c *Config) Validate() error {
 		if sysctl.Namespace(strings.TrimSuffix(p, "*")) == "" {
 			bad(fmt.Sprintf("allowedUnsafeSysctls[%d]", i), p, "is not known to be namespaced (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*)")
 		}
+	}
+	if f := c.MemoryThrottlingFactor; f != nil && (*f <= 0 || *f > 1 || math.IsNaN(*f)) {
+		bad("memoryThrottlingFactor", *f, "must be greater than 0 and at most 1.0")
 	}
 	for res, v := range c.QOSReserved {
 		if res != "memory" {

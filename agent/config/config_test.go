@@ -271,3 +271,26 @@ func TestQOSReservedNeedsItsFeatureGate(t *testing.T) {
 		t.Errorf("with the gate: %d%% applied %v, warnings %q; want 50%% applied, no warning", pct, ok, cfg.Warnings)
 	}
 }
+
+func TestMemoryQoSGateAndThrottlingFactor(t *testing.T) {
+	cfg, err := Load(write(t, header+"featureGates:\n  MemoryQoS: true\nmemoryThrottlingFactor: 0.8\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.MemoryQoS() || cfg.ThrottlingFactor() != 0.8 || len(cfg.Warnings) != 0 {
+		t.Errorf("MemoryQoS %v factor %v warnings %q; want the gate on, 0.8, no warning", cfg.MemoryQoS(), cfg.ThrottlingFactor(), cfg.Warnings)
+	}
+	cfg, err = Load(write(t, header))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MemoryQoS() || cfg.ThrottlingFactor() != 0.9 {
+		t.Errorf("defaults: MemoryQoS %v factor %v, want off and the kubelet's 0.9", cfg.MemoryQoS(), cfg.ThrottlingFactor())
+	}
+	for _, v := range []string{"0", "-0.5", "1.1"} {
+		_, err := Load(write(t, header+"memoryThrottlingFactor: "+v+"\n"))
+		if err == nil || !strings.Contains(err.Error(), "memoryThrottlingFactor") || !strings.Contains(err.Error(), v) {
+			t.Errorf("memoryThrottlingFactor %s: %v, want an error naming the field and value", v, err)
+		}
+	}
+}

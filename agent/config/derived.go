@@ -126,6 +126,18 @@ func (c *Config) ResolvConf() string {
 	return *c.ResolverConfig
 }
 
+// MemoryQoS tells whether the MemoryQoS feature gate is on; it applies on
+// cgroup v2 only, as in the kubelet.
+func (c *Config) MemoryQoS() bool { return c.FeatureGates["MemoryQoS"] }
+
+// ThrottlingFactor is memoryThrottlingFactor (default 0.9).
+func (c *Config) ThrottlingFactor() float64 {
+	if c.MemoryThrottlingFactor == nil {
+		return 0.9
+	}
+	return *c.MemoryThrottlingFactor
+}
+
 // QOSReservedMemory is qosReserved's memory percentage, and whether it
 // applies: as in the kubelet, only with the QOSReserved feature gate on.
 func (c *Config) QOSReservedMemory() (percent int64, ok bool) {

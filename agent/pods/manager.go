@@ -61,6 +61,11 @@ type Options struct {
 	// singleProcessOOMKill): the kernel OOM killer then ends the whole
 	// container, as the kubelet arranges.
 	OOMGroupKill bool
+	// MemoryQoS, with MemoryThrottlingFactor and AllocatableMemory, sets
+	// memory.min and memory.high on containers (criconfig.Options).
+	MemoryQoS              bool
+	MemoryThrottlingFactor float64
+	AllocatableMemory      int64
 	// AppArmor: the host enforces AppArmor; without it, pods asking for a
 	// profile are refused.
 	AppArmor bool
@@ -201,6 +206,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 			NodeName: opts.NodeName, NodeIP: opts.NodeIP, PodLogsDir: opts.PodLogsDir,
 			MemoryCapacity: opts.MemoryCapacity, OOMRange: opts.OOMRange, Allocatable: opts.Allocatable,
 			EnforceCPULimits: opts.EnforceCPULimits, CPUPeriod: opts.CPUPeriod, OOMGroupKill: opts.OOMGroupKill,
+			MemoryQoS: opts.MemoryQoS, MemoryThrottlingFactor: opts.MemoryThrottlingFactor, AllocatableMemory: opts.AllocatableMemory,
 			ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain, ResolvConf: opts.ResolvConf,
 			SeccompRoot: filepath.Join(opts.RootDir, "seccomp"),
 		}, nodeFiles{root: opts.RootDir}, deps.Objects),

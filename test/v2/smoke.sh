@@ -68,7 +68,9 @@ mkdir -p /etc/nodeagent/manifests
 cp $W/examples/pods/*.yaml /etc/nodeagent/manifests/
 sed -e "s|@CRI_ENDPOINT@|unix:///run/nodeagent-runtime/containerd.sock|" -e "s|@MANIFESTS@|/etc/nodeagent/manifests|" \
 	$W/examples/nodeagent.yaml >/etc/nodeagent/config.yaml
-$W/bin/nodeagent --config /etc/nodeagent/config.yaml --hostname-override v2 >$W/agent.log 2>&1 &
+# This first agent also runs with the kubelet's MemoryQoS gate (v2 only).
+{ cat /etc/nodeagent/config.yaml; printf 'featureGates:\n  MemoryQoS: true\n'; } >/etc/nodeagent/memoryqos.yaml
+$W/bin/nodeagent --config /etc/nodeagent/memoryqos.yaml --hostname-override v2 >$W/agent.log 2>&1 &
 agent=$!
 for i in $(seq 300); do api && break; sleep 0.2; done
 running=0
@@ -108,6 +110,19 @@ check "burstable pod memory.max" "$(cat $b/memory.max)" 67108864
 check "burstable pod cpu.max" "$(cat $b/cpu.max)" "max 100000"
 e=$cg/besteffort/pod$(uid ticker)
 check "besteffort pod cpu.weight" "$(cat $e/cpu.weight)" 1
+
+echo "== memoryQoS values (featureGates: {MemoryQoS: true})"
+# health: Guaranteed, 64Mi; web: Burstable, request 32Mi, limit 64Mi.
+check "kubepods memory.min (Guaranteed + Burstable requests)" "$(cat $cg/memory.min)" $(((64 + 32) << 20))
+check "burstable memory.min (Burstable requests)" "$(cat $cg/burstable/memory.min)" $((32 << 20))
+check "besteffort memory.min" "$(cat $cg/besteffort/memory.min)" 0
+check "burstable pod memory.min" "$(cat $b/memory.min)" $((32 << 20))
+check "guaranteed pod memory.min" "$(cat $g/memory.min)" $((64 << 20))
+# Containers (and the pause sandbox beside them, with neither):
+# memory.high = floor((32Mi + 0.9 × 32Mi) / 4096) × 4096; none for Guaranteed.
+check "burstable containers' memory.min" "$(cat $b/*/memory.min | sort -n | tr '\n' ' ')" "0 $((32 << 20)) "
+check "burstable containers' memory.high" "$(cat $b/*/memory.high | sort | tr '\n' ' ')" "63750144 max "
+check "guaranteed containers' memory.high" "$(cat $g/*/memory.high | sort -u | tr '\n' ' ')" "max "
 
 # stats_check DRIVER DIR: nodectl top (from /stats/summary, through
 # cadvisor's raw handler) shows the health pod with CPU and a working set

@@ -26,10 +26,17 @@ type Options struct {
 	EnforceCPULimits bool
 	CPUPeriod        uint64
 	// OOMGroupKill sets memory.oom.group on containers (cgroup v2).
-	OOMGroupKill  bool
-	ClusterDNS    []string
-	ClusterDomain string
-	ResolvConf    string // the host's resolv.conf ("": no host DNS)
+	OOMGroupKill bool
+	// MemoryQoS sets memory.min (the request) and memory.high
+	// (cgroups.MemoryQoSHigh with MemoryThrottlingFactor, towards the limit
+	// or AllocatableMemory) on containers, as the kubelet's MemoryQoS gate
+	// does (cgroup v2).
+	MemoryQoS              bool
+	MemoryThrottlingFactor float64
+	AllocatableMemory      int64 // capacity less the reserved memory
+	ClusterDNS             []string
+	ClusterDomain          string
+	ResolvConf             string // the host's resolv.conf ("": no host DNS)
 	// SeccompRoot holds the localhost seccomp profiles (<root-dir>/seccomp).
 	SeccompRoot string
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -148,6 +149,21 @@ func (b *Builder) containerResources(c *corev1.Container, oomScoreAdj int) *runt
 	}
 	if b.opts.OOMGroupKill {
 		r.Unified = map[string]string{"memory.oom.group": "1"}
+	}
+	if b.opts.MemoryQoS {
+		request, limit := sat.Value(*c.Resources.Requests.Memory()), sat.Value(*c.Resources.Limits.Memory())
+		set := func(file string, v int64) {
+			if r.Unified == nil {
+				r.Unified = map[string]string{}
+			}
+			r.Unified[file] = strconv.FormatInt(v, 10)
+		}
+		if request > 0 {
+			set("memory.min", request)
+		}
+		if high := cgroups.MemoryQoSHigh(request, limit, b.opts.AllocatableMemory, b.opts.MemoryThrottlingFactor, int64(os.Getpagesize())); high > 0 {
+			set("memory.high", high)
+		}
 	}
 	if b.opts.EnforceCPULimits {
 		period := int64(b.opts.CPUPeriod)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -176,6 +177,18 @@ func TestContainerConfig(t *testing.T) {
 		t.Errorf("unified %v: want memory.oom.group=1 on cgroup v2", cfg.Linux.Resources.Unified)
 	}
 	b.opts.OOMGroupKill = false
+
+	// memoryQoS: memory.min is the request (1Gi), memory.high 0.9 of the
+	// way to the 2Gi limit, rounded down to a page.
+	b.opts.MemoryQoS, b.opts.MemoryThrottlingFactor = true, 0.9
+	cfg, _ = b.Container(context.Background(), NewPlan(pod, ""), c, "sha256:img", 0, "")
+	page := int64(os.Getpagesize())
+	gi := float64(1 << 30)
+	wantHigh := int64(gi+0.9*gi) / page * page // 1Gi + 0.9 × (2Gi - 1Gi)
+	if u := cfg.Linux.Resources.Unified; u["memory.min"] != "1073741824" || u["memory.high"] != strconv.FormatInt(wantHigh, 10) {
+		t.Errorf("memoryQoS unified %v, want memory.min 1073741824 and memory.high %d", u, wantHigh)
+	}
+	b.opts.MemoryQoS = false
 
 	// Guaranteed on a host that refuses negative scores gets the floor.
 	c.Resources.Requests = c.Resources.Limits.DeepCopy()
