@@ -200,7 +200,7 @@ func (a *Agent) loops(p *parts) []func(context.Context) {
 			source.Observed(c.pods, func(u source.Update) { c.objects.Track(u.Pods) }),
 		}
 		loops = append(loops, c.node.Run, c.status.Run, c.mirrors.Run, c.objects.Run,
-			func(ctx context.Context) { c.events.Run(ctx, c.node.Client) })
+			func(ctx context.Context) { c.events.Run(ctx, c.node.EventClient) })
 	}
 	for _, src := range sources {
 		loops = append(loops, func(ctx context.Context) { src.Run(ctx, updates) })

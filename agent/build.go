@@ -436,6 +436,11 @@ func (a *Agent) buildCluster(p *parts, wake func(types.UID)) {
 	if cfg.KubeAPIQPS != nil {
 		qps = float32(*cfg.KubeAPIQPS)
 	}
+	// The kubelet's eventRecordQPS: 0 means no limit (client-go's is < 0).
+	eventQPS := float32(-1)
+	if cfg.EventRecordQPS != nil && *cfg.EventRecordQPS > 0 {
+		eventQPS = float32(*cfg.EventRecordQPS)
+	}
 	maxImages := 50
 	if cfg.NodeStatusMaxImages != nil {
 		maxImages = int(*cfg.NodeStatusMaxImages)
@@ -452,6 +457,7 @@ func (a *Agent) buildCluster(p *parts, wake func(types.UID)) {
 	c.node = cluster.New(cluster.Options{
 		Bootstrap: bootstrap,
 		Connection: cluster.Connection{Kubeconfig: a.opts.Cluster.Kubeconfig, QPS: qps, Burst: int(cfg.KubeAPIBurst), Node: a.opts.NodeName,
+			EventQPS: eventQPS, EventBurst: int(cfg.EventBurst),
 			Observe: p.metrics.apiRequest},
 		Node: cluster.NodeOptions{
 			Register: cfg.RegisterNode == nil || *cfg.RegisterNode, Labels: a.opts.Cluster.NodeLabels, Taints: cfg.RegisterWithTaints,

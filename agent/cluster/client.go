@@ -22,6 +22,12 @@ type Connection struct {
 	Kubeconfig string
 	QPS        float32
 	Burst      int
+	// EventQPS and EventBurst limit the events' own client (a negative
+	// QPS: no limit), as the kubelet's eventRecordQPS and eventBurst do:
+	// a burst of pod starts sends three events per pod, which must not
+	// queue the requests a pod start waits for (its TokenRequests).
+	EventQPS   float32
+	EventBurst int
 	Node       string
 	// Observe, if set, is told of every request: its method, the API
 	// server's host and its status code ("<error>" when none came).
@@ -55,6 +61,18 @@ func (c Connection) Client() (kubernetes.Interface, *rest.Config, error) {
 		return nil, nil, fmt.Errorf("kubeconfig %s: %w", c.Kubeconfig, err)
 	}
 	return client, cfg, nil
+}
+
+// EventClient is a clientset for events, with their own rate limit, over
+// the configuration Client returned.
+func (c Connection) EventClient(cfg *rest.Config) (kubernetes.Interface, error) {
+	ev := rest.CopyConfig(cfg)
+	ev.QPS, ev.Burst = c.EventQPS, c.EventBurst
+	client, err := kubernetes.NewForConfig(ev)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", c.Kubeconfig, err)
+	}
+	return client, nil
 }
 
 // observed counts requests as they are answered.

@@ -59,3 +59,42 @@ current-context: c
 		t.Errorf("observed %q, want %q", seen, want)
 	}
 }
+
+// Events have a client of their own, so a burst of pod starts' events
+// cannot hold up the requests a start waits for.
+func TestEventsHaveTheirOwnRateLimit(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://192.0.2.1:6443"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		eventQPS  float32
+		wantLimit bool
+	}{{7, true}, {-1, false}} {
+		conn := Connection{Kubeconfig: kubeconfig, QPS: 50, Burst: 100, EventQPS: tc.eventQPS, EventBurst: 20, Node: "n"}
+		client, cfg, err := conn.Client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, err := conn.EventClient(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		main, ev := client.CoreV1().RESTClient().GetRateLimiter(), events.CoreV1().RESTClient().GetRateLimiter()
+		if main == nil || main.QPS() != 50 {
+			t.Errorf("event QPS %v: the main client's limiter %v, want 50 QPS", tc.eventQPS, main)
+		}
+		switch {
+		case tc.wantLimit && (ev == nil || ev.QPS() != tc.eventQPS || ev == main):
+			t.Errorf("events' limiter %v, want its own at %v QPS", ev, tc.eventQPS)
+		case !tc.wantLimit && ev != nil:
+			t.Errorf("events' limiter %v (%v QPS), want none", ev, ev.QPS())
+		}
+	}
+}

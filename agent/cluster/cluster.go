@@ -46,6 +46,7 @@ type Cluster struct {
 
 	connected chan struct{} // closed once client is set and the node registered
 	client    kubernetes.Interface
+	events    kubernetes.Interface        // client with the events' rate limit
 	host      string                      // the API server's URL, from the kubeconfig
 	node      atomic.Pointer[corev1.Node] // as last registered or patched
 
@@ -64,6 +65,17 @@ func (c *Cluster) Client(ctx context.Context) (kubernetes.Interface, error) {
 	select {
 	case <-c.connected:
 		return c.client, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// EventClient is Client for events: the same server and credentials,
+// their own rate limit.
+func (c *Cluster) EventClient(ctx context.Context) (kubernetes.Interface, error) {
+	select {
+	case <-c.connected:
+		return c.events, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -158,13 +170,17 @@ func (c *Cluster) tryConnect(ctx context.Context) (*NodeSync, error) {
 	if err != nil {
 		return nil, err
 	}
+	events, err := c.opts.Connection.EventClient(cfg)
+	if err != nil {
+		return nil, err
+	}
 	nodes := NewNodeSync(client, c.opts.Connection.Node, c.opts.Node, c.opts.Build, c.opts.Images, c.opts.Clock, c.log.With("component", "node-status"))
 	callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := nodes.Sync(callCtx); err != nil {
 		return nil, explain(err)
 	}
-	c.client, c.host = client, cfg.Host
+	c.client, c.events, c.host = client, events, cfg.Host
 	c.node.Store(nodes.Registered())
 	return nodes, nil
 }

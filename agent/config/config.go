@@ -35,7 +35,7 @@ var Honoured = []string{
 	"address", "allowedUnsafeSysctls", "authentication", "authorization", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS", "clusterDNS", "clusterDomain",
 	"containerLogMaxFiles", "containerLogMaxSize", "containerLogMonitorInterval", "containerRuntimeEndpoint", "cpuCFSQuota",
 	"crashLoopBackOff", "healthzBindAddress", "healthzPort", "singleProcessOOMKill", "enableProfilingHandler", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "cpuCFSQuotaPeriod", "enforceNodeAllocatable",
-	"evictionHard", "evictionSoft", "featureGates", "evictionSoftGracePeriod", "evictionMaxPodGracePeriod", "evictionMinimumReclaim",
+	"eventRecordQPS", "eventBurst", "evictionHard", "evictionSoft", "featureGates", "evictionSoftGracePeriod", "evictionMaxPodGracePeriod", "evictionMinimumReclaim",
 	"evictionPressureTransitionPeriod", "fileCheckFrequency", "kubeReserved", "maxPods", "memoryThrottlingFactor", "podCIDR", "podLogsDir",
 	"podPidsLimit", "port", "qosReserved", "readOnlyPort", "resolvConf", "rotateCertificates", "serverTLSBootstrap", "runtimeRequestTimeout", "staticPodPath",
 	"syncFrequency", "systemReserved", "tlsCertFile", "tlsCipherSuites", "tlsMinVersion", "tlsPrivateKeyFile",
@@ -64,7 +64,7 @@ func Defaults() Config {
 	yes := true
 	pidsLimit := int64(-1)
 	resolv := "/etc/resolv.conf"
-	qps, maxImages := int32(50), int32(50)
+	qps, maxImages, eventQPS := int32(50), int32(50), int32(50)
 	logFiles := int32(5)
 	gcHigh, gcLow := int32(85), int32(80)
 	healthzPort := int32(10248)
@@ -107,6 +107,8 @@ func Defaults() Config {
 		MemoryThrottlingFactor:           &throttling,
 		KubeAPIQPS:                       &qps,
 		KubeAPIBurst:                     100,
+		EventRecordQPS:                   &eventQPS,
+		EventBurst:                       100,
 		EvictionHard: map[string]string{
 			"memory.available":  "100Mi",
 			"nodefs.available":  "10%",
@@ -303,6 +305,12 @@ func (c *Config) Validate() error {
 		if sysctl.Namespace(strings.TrimSuffix(p, "*")) == "" {
 			bad(fmt.Sprintf("allowedUnsafeSysctls[%d]", i), p, "is not known to be namespaced (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*)")
 		}
+	}
+	if c.EventRecordQPS != nil && *c.EventRecordQPS < 0 {
+		bad("eventRecordQPS", *c.EventRecordQPS, "must be >= 0 (0: no limit)")
+	}
+	if c.EventBurst < 0 {
+		bad("eventBurst", c.EventBurst, "must be >= 0")
 	}
 	if f := c.MemoryThrottlingFactor; f != nil && (*f <= 0 || *f > 1 || math.IsNaN(*f)) {
 		bad("memoryThrottlingFactor", *f, "must be greater than 0 and at most 1.0")
