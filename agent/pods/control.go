@@ -53,6 +53,13 @@ func (m *Manager) DeletePod(namespace, name string, grace *int64) error {
 		args = append(args, "grace_period", *grace)
 	}
 	m.log.Info("pod deleted on request", args...)
+	// Not desired any more, now: the worker may finish before the source
+	// sees the manifest go (inotify is late or absent, as on 9p), and a pod
+	// still desired then would be started again.
+	m.mu.Lock()
+	delete(m.pods, pod.UID)
+	m.deleted[pod.UID] = true
+	m.mu.Unlock()
 	if w != nil {
 		w.terminate(grace)
 	}

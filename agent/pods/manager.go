@@ -160,6 +160,10 @@ type Manager struct {
 	ctx      context.Context // the agent's lifetime; set by Run
 	pods     map[types.UID]*corev1.Pod
 	rejected map[types.UID]bool
+	// deleted are pods DeletePod took out of the desired set while their
+	// source may still list them (it has not seen the manifest go yet):
+	// until it stops listing them they are not admitted again.
+	deleted  map[types.UID]bool
 	workers  map[types.UID]*worker
 	synced   bool // every source delivered its first desired set
 	bySource map[string][]*corev1.Pod
@@ -217,6 +221,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 		housekeeping: 2 * time.Second,
 		pods:         map[types.UID]*corev1.Pod{},
 		rejected:     map[types.UID]bool{},
+		deleted:      map[types.UID]bool{},
 		workers:      map[types.UID]*worker{},
 		bySource:     map[string][]*corev1.Pod{},
 		goneTold:     map[types.UID]bool{},
@@ -297,6 +302,13 @@ func (m *Manager) apply(u source.Update, complete bool) {
 	}
 
 	m.mu.Lock()
+	for uid := range m.deleted {
+		if _, listed := desired[uid]; listed {
+			delete(desired, uid) // a scan from before the manifest went
+		} else {
+			delete(m.deleted, uid)
+		}
+	}
 	changed := false
 	for uid, p := range m.pods {
 		if _, ok := desired[uid]; ok {

@@ -29,6 +29,7 @@ import (
 	"nodeagent/cgroups"
 	"nodeagent/cri"
 	"nodeagent/cri/critest"
+	"nodeagent/manifest"
 )
 
 // attempts are the attempt numbers of every RunPodSandbox call.
@@ -376,4 +377,74 @@ func TestRemovedPodsRestartCountsAreKeptAMinute(t *testing.T) {
 	if _, ok := m.removedRestartCount(pod.UID, "a"); ok || len(m.removed) != 0 {
 		t.Errorf("restart counts kept past %v: %v", removedRetention, m.removed)
 	}
+}
+
+// A pod deleted on request leaves the desired set at once: when its worker
+// finishes before the file source has seen the manifest go (inotify late,
+// or absent as on 9p), the pod is not started again, nor by a scan taken
+// before the removal; a manifest written again is a new request.
+func TestDeletedPodIsNotRestartedBeforeItsSourceCatchesUp(t *testing.T) {
+	rt := critest.New()
+	m, store := newTestManager(t, rt, nil)
+	file := filepath.Join(t.TempDir(), "a.yaml")
+	if err := os.WriteFile(file, []byte("kind: Pod\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	pod.Annotations = map[string]string{manifest.AnnotationManifest: file}
+	pod.Spec.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
+	pod.Spec.Containers[0].TerminationMessagePolicy = corev1.TerminationMessageReadFile
+	worker := func() *worker {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.workers[pod.UID]
+	}
+	desired := func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		_, ok := m.pods[pod.UID]
+		return ok
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	updates := make(chan source.Update)
+	done := make(chan struct{})
+	go func() { m.Run(ctx, updates); close(done) }()
+	defer func() { cancel(); <-done }()
+	updates <- source.Update{Source: "file", Pods: []*corev1.Pod{pod}}
+	waitFor("the pod's worker", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.rejected[pod.UID] {
+			p, _ := store.Get(pod.UID)
+			t.Fatalf("the pod was rejected: %s", p.Status.Message)
+		}
+		return m.workers[pod.UID] != nil
+	})
+
+	if err := m.DeletePod(pod.Namespace, pod.Name, new(int64)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("manifest still there: %v", err)
+	}
+	waitFor("the worker to finish", func() bool { return worker() == nil })
+	// A scan taken before the removal, delivered late.
+	updates <- source.Update{Source: "file", Pods: []*corev1.Pod{pod}}
+	time.Sleep(300 * time.Millisecond)
+	if w := worker(); w != nil || desired() {
+		t.Fatalf("the deleted pod is desired again (worker %v, desired %v) before its source saw the manifest go", w != nil, desired())
+	}
+	// The source catches up; then the same manifest written again runs.
+	updates <- source.Update{Source: "file"}
+	updates <- source.Update{Source: "file", Pods: []*corev1.Pod{pod}}
+	waitFor("the re-added pod's worker", func() bool { return worker() != nil })
 }

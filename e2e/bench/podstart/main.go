@@ -70,10 +70,13 @@ func main() {
 
 	progress(fmt.Sprintf("direct CRI: %d pods one at a time", *singles))
 	floorSingle := make([]time.Duration, 0, *singles)
+	var floorPhases, agentPhases phases
 	for i := 0; i < *singles; i++ {
-		d, err := f.start(ctx, fmt.Sprintf("single-%d", i))
+		t0 := time.Now()
+		d, err := f.startSince(ctx, fmt.Sprintf("single-%d", i), t0)
 		check(err)
 		floorSingle = append(floorSingle, d)
+		floorPhases.add(ctx, rt, f.lastSandbox, f.lastContainer, t0)
 	}
 	progress(fmt.Sprintf("direct CRI: a batch of %d pods", *batch))
 	floorBatch := f.startBatch(ctx, *batch)
@@ -93,7 +96,9 @@ func main() {
 	for i := 0; i < *singles; i++ {
 		t0 := time.Now()
 		a.write(fmt.Sprintf("single-%d", i))
-		agentSingle = append(agentSingle, a.waitStarted(ctx, []string{fmt.Sprintf("single-%d", i)}, t0)...)
+		d, cs := a.waitStarted(ctx, []string{fmt.Sprintf("single-%d", i)}, t0)
+		agentSingle = append(agentSingle, d...)
+		agentPhases.add(ctx, rt, cs[0].PodSandboxId, cs[0].Id, t0)
 	}
 	progress("nodeagent: removing the single pods")
 	a.RemoveAll(false)
@@ -105,7 +110,7 @@ func main() {
 		names = append(names, name)
 		a.write(name)
 	}
-	agentBatch := a.waitStarted(ctx, names, t0)
+	agentBatch, _ := a.waitStarted(ctx, names, t0)
 
 	progress(fmt.Sprintf("nodeagent: %d pods idle for %s", *batch, *idle))
 	if *profiles != "" {
@@ -140,6 +145,16 @@ func main() {
 	row(fmt.Sprintf("nodeagent, batch of %d", *batch), agentBatch)
 	if api != nil {
 		row(fmt.Sprintf("API mode, batch of %d", *batch), api.batch)
+	}
+	fmt.Println()
+	fmt.Println("One pod's path, split at the runtime's timestamps (p50 / p99): before the sandbox's creation (the agent:")
+	fmt.Println("the manifest read, admission, the pod cgroup), sandbox with its network to the container's creation, creation to start")
+	for _, p := range []struct {
+		name string
+		ph   phases
+	}{{"direct CRI", floorPhases}, {"nodeagent", agentPhases}} {
+		fmt.Printf("  %-12s %9s / %-9s %9s / %-9s %9s / %-9s\n", p.name, pct(p.ph.before, 50), pct(p.ph.before, 99),
+			pct(p.ph.sandbox, 50), pct(p.ph.sandbox, 99), pct(p.ph.create, 50), pct(p.ph.create, 99))
 	}
 	ratio := func(a, b []time.Duration, p float64) string {
 		return fmt.Sprintf("%.2f", float64(pctD(a, p))/float64(pctD(b, p)))
@@ -177,6 +192,23 @@ type floor struct {
 	rt      *cri.Client
 	mu      sync.Mutex
 	sandbox []string
+	// lastSandbox and lastContainer are the latest start's, for phases.
+	lastSandbox, lastContainer string
+}
+
+// phases splits single pod starts at the runtime's own timestamps: from
+// t0 to the sandbox's creation, to the container's creation, to its start.
+type phases struct{ before, sandbox, create []time.Duration }
+
+func (p *phases) add(ctx context.Context, rt *cri.Client, sandboxID, containerID string, t0 time.Time) {
+	sb, err := rt.PodSandboxStatus(ctx, sandboxID)
+	check(err)
+	st, err := rt.ContainerStatus(ctx, containerID)
+	check(err)
+	sbAt, createdAt, startedAt := time.Unix(0, sb.CreatedAt), time.Unix(0, st.CreatedAt), time.Unix(0, st.StartedAt)
+	p.before = append(p.before, sbAt.Sub(t0))
+	p.sandbox = append(p.sandbox, createdAt.Sub(sbAt))
+	p.create = append(p.create, startedAt.Sub(createdAt))
 }
 
 // start runs one pod and returns its container's start time minus t0.
@@ -213,6 +245,9 @@ func (f *floor) startSince(ctx context.Context, name string, t0 time.Time) (time
 	if err := f.rt.StartContainer(ctx, cid); err != nil {
 		return 0, err
 	}
+	f.mu.Lock()
+	f.lastSandbox, f.lastContainer = id, cid
+	f.mu.Unlock()
 	st, err := f.rt.ContainerStatus(ctx, cid)
 	if err != nil {
 		return 0, err
@@ -262,8 +297,9 @@ func (a *agent) write(name string) {
 `)
 }
 
-// waitStarted returns, per pod, the container's start time minus t0.
-func (a *agent) waitStarted(ctx context.Context, names []string, t0 time.Time) []time.Duration {
+// waitStarted returns, per pod, the container's start time minus t0, and
+// the containers.
+func (a *agent) waitStarted(ctx context.Context, names []string, t0 time.Time) ([]time.Duration, []*runtimeapi.Container) {
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n+"-"+a.Node] = true
@@ -281,6 +317,7 @@ func (a *agent) waitStarted(ctx context.Context, names []string, t0 time.Time) [
 		})
 		check(err)
 		var out []time.Duration
+		var found []*runtimeapi.Container
 		for _, c := range cs {
 			if !want[c.Labels[cri.LabelPodName]] {
 				continue
@@ -288,12 +325,13 @@ func (a *agent) waitStarted(ctx context.Context, names []string, t0 time.Time) [
 			st, err := a.RT.ContainerStatus(ctx, c.Id)
 			check(err)
 			out = append(out, time.Unix(0, st.StartedAt).Sub(t0))
+			found = append(found, c)
 		}
 		if len(out) == len(names) {
-			return out
+			return out, found
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	fail("pods did not start within 5 minutes; log: " + a.LogPath())
-	return nil
+	return nil, nil
 }
