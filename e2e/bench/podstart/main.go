@@ -38,14 +38,14 @@ var (
 )
 
 var (
-	env       = benchkit.Flags()
-	singles   = flag.Int("singles", 20, "pods started one at a time, per side")
-	batch     = flag.Int("batch", 110, "pods started at once, per side (110: the kubelet's maxPods, the shape of its density test)")
-	idle      = flag.Duration("idle", 60*time.Second, "how long to watch the agent with the pods idle")
-	apiIdle   = flag.Int("api-idle-pods", 100, "pods the API-server mode agent idles with")
-	profiles  = flag.String("profile-dir", "", "save CPU and heap profiles of the agents, taken while their pods idle, into this directory")
-	cpBin     = flag.String("controlplane", os.Getenv("CONTROLPLANE_BIN"), "bin/controlplane, for the API-server mode side; empty skips it")
-	node      = "bench-" + strconv.Itoa(os.Getpid())
+	env      = benchkit.Flags()
+	singles  = flag.Int("singles", 20, "pods started one at a time, per side")
+	batch    = flag.Int("batch", 110, "pods started at once, per side (110: the kubelet's maxPods, the shape of its density test)")
+	idle     = flag.Duration("idle", 60*time.Second, "how long to watch the agent with the pods idle")
+	apiIdle  = flag.Int("api-idle-pods", 100, "pods the API-server mode agent idles with")
+	profiles = flag.String("profile-dir", "", "save CPU and heap profiles of the agents, taken while their pods idle, into this directory")
+	cpBin    = flag.String("controlplane", os.Getenv("CONTROLPLANE_BIN"), "bin/controlplane, for the API-server mode side; empty skips it")
+	node     = "bench-" + strconv.Itoa(os.Getpid())
 	// emptyIdle is how long the agent is watched with no pods, the base the
 	// per-pod footprint is taken from.
 	emptyIdle = 20 * time.Second
