@@ -62,20 +62,20 @@ func New(opts Options) *Cluster {
 // Client waits until the node is registered and returns the clientset;
 // it returns ctx's error if ctx ends first.
 func (c *Cluster) Client(ctx context.Context) (kubernetes.Interface, error) {
-	select {
-	case <-c.connected:
-		return c.client, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return c.once(ctx, func() kubernetes.Interface { return c.client })
 }
 
 // EventClient is Client for events: the same server and credentials,
 // their own rate limit.
 func (c *Cluster) EventClient(ctx context.Context) (kubernetes.Interface, error) {
+	return c.once(ctx, func() kubernetes.Interface { return c.events })
+}
+
+// once waits until the node joined (or ctx ends) and returns which.
+func (c *Cluster) once(ctx context.Context, which func() kubernetes.Interface) (kubernetes.Interface, error) {
 	select {
 	case <-c.connected:
-		return c.events, nil
+		return which(), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

@@ -218,7 +218,12 @@ func (a *Agent) removePods() {
 // SaveProfile saves a CPU profile of the agent over d to file; the agent
 // needs enableProfilingHandler.
 func (a *Agent) SaveProfile(d time.Duration, file string) {
-	resp, err := http.Get(a.URL(fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds()))))
+	a.save(fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())), file)
+}
+
+// save writes the agent's answer at path to file.
+func (a *Agent) save(path, file string) {
+	resp, err := http.Get(a.URL(path))
 	Check(err)
 	defer resp.Body.Close()
 	f, err := os.Create(file)
@@ -267,16 +272,7 @@ func (m Metrics) Sum(name string) float64 {
 
 // SaveHeapProfile saves the agent's in-use heap, after a collection, to
 // file; the agent needs enableProfilingHandler.
-func (a *Agent) SaveHeapProfile(file string) {
-	resp, err := http.Get(a.URL("/debug/pprof/heap?gc=1"))
-	Check(err)
-	defer resp.Body.Close()
-	f, err := os.Create(file)
-	Check(err)
-	defer f.Close()
-	_, err = io.Copy(f, resp.Body)
-	Check(err)
-}
+func (a *Agent) SaveHeapProfile(file string) { a.save("/debug/pprof/heap?gc=1", file) }
 
 // HeapInUse is the least of three readings, a second apart, of the agent's
 // go_memstats_heap_inuse_bytes: the live heap with as little garbage as
