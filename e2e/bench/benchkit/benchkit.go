@@ -133,7 +133,12 @@ func (a *Agent) Write(name, body string) {
 // absent) with the given grace period; fields are the container's other
 // lines (command, resources, probes), each indented by four spaces.
 func (a *Agent) WritePod(name, image string, grace int, fields string) {
-	a.Write(name, fmt.Sprintf(`apiVersion: v1
+	a.Write(name, PodManifest(name, image, grace, fields))
+}
+
+// PodManifest is the manifest WritePod writes.
+func PodManifest(name, image string, grace int, fields string) string {
+	return fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: %s}
 spec:
@@ -142,7 +147,7 @@ spec:
   - name: main
     image: %s
     imagePullPolicy: IfNotPresent
-%s`, name, grace, image, fields))
+%s`, name, grace, image, fields)
 }
 
 // Watch samples the agent's RSS every second and its CPU time over d.

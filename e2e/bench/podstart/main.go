@@ -1,7 +1,10 @@
 // Command podstart is `make bench`: pod start latency through nodeagent
 // against a floor of the same work done by direct CRI calls in the same run
 // (RunPodSandbox + CreateContainer + StartContainer), for one pod at a time
-// and for a batch; then the agent's RSS and CPU time with the pods idle.
+// (also against a second floor making the same calls with the agent's own
+// configs, each pod's path split at the runtime's timestamps) and for a
+// batch of 110, the kubelet's density shape; then the agent's RSS, Go heap
+// and CPU time with no pods and with the batch idle, per pod.
 // Latency runs from the moment the manifest is written (or the pod created
 // in the API, or the first CRI call made) to the container's start time as
 // the runtime records it, with the image already present. The API-server
@@ -68,20 +71,6 @@ func main() {
 	_, err := f.start(ctx, "warmup")
 	check(err)
 
-	progress(fmt.Sprintf("direct CRI: %d pods one at a time", *singles))
-	floorSingle := make([]time.Duration, 0, *singles)
-	var floorPhases, agentPhases phases
-	for i := 0; i < *singles; i++ {
-		t0 := time.Now()
-		d, err := f.startSince(ctx, fmt.Sprintf("single-%d", i), t0)
-		check(err)
-		floorSingle = append(floorSingle, d)
-		floorPhases.add(ctx, rt, f.lastSandbox, f.lastContainer, t0)
-	}
-	progress(fmt.Sprintf("direct CRI: a batch of %d pods", *batch))
-	floorBatch := f.startBatch(ctx, *batch)
-	f.cleanup(ctx)
-
 	extra := ""
 	if *profiles != "" {
 		check(os.MkdirAll(*profiles, 0o755))
@@ -91,17 +80,41 @@ func main() {
 	progress(fmt.Sprintf("nodeagent: no pods, idle for %s", emptyIdle))
 	_, emptyCPU := a.Watch(emptyIdle)
 	emptyRSS, emptyHeap := benchkit.RSS(a.Pid()), a.HeapInUse()
-	progress(fmt.Sprintf("nodeagent: %d pods one at a time", *singles))
-	agentSingle := make([]time.Duration, 0, *singles)
+
+	// One at a time, the three sides take turns, so that each sees the
+	// runtime in the same state (a runtime that just removed 110 pods
+	// is slower for a while).
+	progress(fmt.Sprintf("%d pods one at a time: direct CRI, direct CRI with the agent's configs, nodeagent in turn", *singles))
+	cf := newConfigFloor(&floor{rt: rt})
+	var floorSingle, configSingle, agentSingle []time.Duration
+	var floorPhases, configPhases, agentPhases phases
 	for i := 0; i < *singles; i++ {
+		name := fmt.Sprintf("single-%d", i)
 		t0 := time.Now()
-		a.write(fmt.Sprintf("single-%d", i))
-		d, cs := a.waitStarted(ctx, []string{fmt.Sprintf("single-%d", i)}, t0)
-		agentSingle = append(agentSingle, d...)
+		d, err := f.startSince(ctx, name, t0)
+		check(err)
+		floorSingle = append(floorSingle, d)
+		floorPhases.add(ctx, rt, f.lastSandbox, f.lastContainer, t0)
+
+		t0 = time.Now()
+		d, err = cf.start(ctx, name, t0)
+		check(err)
+		configSingle = append(configSingle, d)
+		configPhases.add(ctx, rt, cf.lastSandbox, cf.lastContainer, t0)
+
+		t0 = time.Now()
+		a.write(name)
+		ds, cs := a.waitStarted(ctx, []string{name}, t0)
+		agentSingle = append(agentSingle, ds...)
 		agentPhases.add(ctx, rt, cs[0].PodSandboxId, cs[0].Id, t0)
 	}
-	progress("nodeagent: removing the single pods")
+	progress("removing the single pods")
 	a.RemoveAll(false)
+	cf.cleanup(ctx)
+	f.cleanup(ctx)
+	progress(fmt.Sprintf("direct CRI: a batch of %d pods", *batch))
+	floorBatch := f.startBatch(ctx, *batch)
+	f.cleanup(ctx)
 	progress(fmt.Sprintf("nodeagent: a batch of %d pods", *batch))
 	var names []string
 	t0 := time.Now()
@@ -137,6 +150,7 @@ func main() {
 		fmt.Printf("%-28s %5d %9s %9s %9s %9s\n", name, len(d), pct(d, 50), pct(d, 90), pct(d, 99), pct(d, 100))
 	}
 	row("direct CRI, one at a time", floorSingle)
+	row("  with the agent's configs", configSingle)
 	row("nodeagent, one at a time", agentSingle)
 	if api != nil {
 		row("API mode, one at a time", api.single)
@@ -152,7 +166,7 @@ func main() {
 	for _, p := range []struct {
 		name string
 		ph   phases
-	}{{"direct CRI", floorPhases}, {"nodeagent", agentPhases}} {
+	}{{"direct CRI", floorPhases}, {"  + configs", configPhases}, {"nodeagent", agentPhases}} {
 		fmt.Printf("  %-12s %9s / %-9s %9s / %-9s %9s / %-9s\n", p.name, pct(p.ph.before, 50), pct(p.ph.before, 99),
 			pct(p.ph.sandbox, 50), pct(p.ph.sandbox, 99), pct(p.ph.create, 50), pct(p.ph.create, 99))
 	}
@@ -162,6 +176,7 @@ func main() {
 	fmt.Println()
 	fmt.Println("Overhead ratio nodeagent / direct CRI (target <= 1.2)")
 	fmt.Printf("  one at a time: p50 %s  p99 %s\n", ratio(agentSingle, floorSingle, 50), ratio(agentSingle, floorSingle, 99))
+	fmt.Printf("  one at a time, against the floor with the agent's configs: p50 %s  p99 %s\n", ratio(agentSingle, configSingle, 50), ratio(agentSingle, configSingle, 99))
 	fmt.Printf("  batch of %d:   p50 %s  p99 %s\n", *batch, ratio(agentBatch, floorBatch, 50), ratio(agentBatch, floorBatch, 99))
 	if api != nil {
 		fmt.Println("Overhead ratio API mode / direct CRI")
@@ -289,8 +304,11 @@ func (f *floor) cleanup(ctx context.Context) {
 // agent is a nodeagent under measurement, with the pods it was given.
 type agent struct{ *benchkit.Agent }
 
-func (a *agent) write(name string) {
-	a.WritePod(name, env.Image, 2, `    command: ["sleep", "3600"]
+func (a *agent) write(name string) { a.Write(name, podManifest(name)) }
+
+// podManifest is every bench pod: Burstable, sleeping.
+func podManifest(name string) string {
+	return benchkit.PodManifest(name, env.Image, 2, `    command: ["sleep", "3600"]
     resources:
       requests: {cpu: 10m, memory: 16Mi}
       limits: {memory: 64Mi}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"nodeagent/agent/pods/criconfig"
+	"nodeagent/internal/qos"
+	"nodeagent/manifest"
+)
+
+// configFloor is the floor with the agent's own sandbox and container
+// configs (criconfig, as the agent builds them for the same manifest):
+// the same three CRI calls, asking the runtime for exactly what the agent
+// asks for. The gap between it and the plain floor is the runtime's work
+// for the kubelet's settings (DNS, hosts file, masked paths...); the gap
+// between the agent and it is the agent's own.
+type configFloor struct {
+	*floor
+	dir     string
+	builder *criconfig.Builder
+}
+
+func newConfigFloor(f *floor) *configFloor {
+	dir, err := os.MkdirTemp("", "nodeagent-bench-configs-")
+	check(err)
+	b := criconfig.New(criconfig.Options{
+		NodeName: "floor-configs", PodLogsDir: filepath.Join(dir, "logs"), MemoryCapacity: 1 << 40,
+		OOMRange: qos.OOMScoreRange{}, EnforceCPULimits: true, CPUPeriod: 100000, ResolvConf: "/etc/resolv.conf",
+		SeccompRoot: filepath.Join(dir, "seccomp"),
+	}, benchHost{dir}, nil)
+	return &configFloor{floor: f, dir: dir, builder: b}
+}
+
+// start runs the pod the agent would run for write(name), returning its
+// container's start time minus t0.
+func (f *configFloor) start(ctx context.Context, name string, t0 time.Time) (time.Duration, error) {
+	pod, _, err := manifest.ParseManifest([]byte(podManifest(name)), filepath.Join(f.dir, name+".yaml"), "floor-configs")
+	if err != nil {
+		return 0, err
+	}
+	plan := criconfig.NewPlan(pod, floorRoot+"/configs/pod"+string(pod.UID))
+	sbCfg, err := f.builder.Sandbox(plan, 0)
+	if err != nil {
+		return 0, err
+	}
+	check(os.MkdirAll(sbCfg.LogDirectory, 0o755))
+	id, err := f.rt.RunPodSandbox(ctx, sbCfg, "")
+	if err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	f.sandbox = append(f.sandbox, id)
+	f.mu.Unlock()
+	cfg, err := f.builder.Container(ctx, plan, &pod.Spec.Containers[0], env.Image, 0, "")
+	if err != nil {
+		return 0, err
+	}
+	cid, err := f.rt.CreateContainer(ctx, id, cfg, sbCfg)
+	if err != nil {
+		return 0, err
+	}
+	if err := f.rt.StartContainer(ctx, cid); err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	f.lastSandbox, f.lastContainer = id, cid
+	f.mu.Unlock()
+	st, err := f.rt.ContainerStatus(ctx, cid)
+	if err != nil {
+		return 0, err
+	}
+	return time.Unix(0, st.StartedAt).Sub(t0), nil
+}
+
+func (f *configFloor) cleanup(ctx context.Context) {
+	f.floor.cleanup(ctx)
+	os.RemoveAll(f.dir)
+}
+
+// benchHost makes the files a bench pod's containers mount.
+type benchHost struct{ dir string }
+
+func (h benchHost) podDir(pod *corev1.Pod, sub ...string) (string, error) {
+	dir := filepath.Join(append([]string{h.dir, "pods", string(pod.UID)}, sub...)...)
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+func (h benchHost) HostsFile(pod *corev1.Pod, content []byte) (string, error) {
+	dir, err := h.podDir(pod)
+	if err != nil {
+		return "", err
+	}
+	file := filepath.Join(dir, "etc-hosts")
+	return file, os.WriteFile(file, content, 0o644)
+}
+
+func (h benchHost) TerminationMessageFile(pod *corev1.Pod, container string) (string, error) {
+	dir, err := h.podDir(pod, "containers", container)
+	if err != nil {
+		return "", err
+	}
+	file := filepath.Join(dir, "termination-log")
+	return file, os.WriteFile(file, nil, 0o666)
+}
+
+var errNoVolumes = errors.New("the bench pods have no volumes")
+
+func (benchHost) EmptyDir(*corev1.Pod, *corev1.Volume) (string, error)      { return "", errNoVolumes }
+func (benchHost) HostPath(*corev1.HostPathVolumeSource) (string, error)     { return "", errNoVolumes }
+func (benchHost) ContentVolume(*corev1.Pod, *corev1.Volume) (string, error) { return "", errNoVolumes }
+func (benchHost) SubPath(*corev1.Pod, string, string, int, string, string) (string, error) {
+	return "", errNoVolumes
+}
