@@ -149,7 +149,7 @@ test-v2: build runtime-up vm-image ## boot the cgroup v2 VM and run the v2 smoke
 	@printf '#!/bin/sh\nexport PAUSE_IMAGE=$(PAUSE_IMAGE) TEST_IMAGE=$(TEST_IMAGE)\nexec /work/smoke.sh\n' > $(V2_WORK)/run.sh && chmod +x $(V2_WORK)/run.sh
 	@hack/vm.sh run $(CURDIR)/$(V2_WORK); code=$$?; grep -E '^(PASS|FAIL|==|  )' $(V2_WORK)/run.log; exit $$code
 
-bench: build runtime-up controlplane ## pod start latency (standalone and API-server mode) and footprint, 100 pods' probes, eviction latencies (reported, not asserted)
+bench: build runtime-up controlplane ## pod start latency (one pod; 110 at once, standalone and API-server mode) and footprint, 110 pods' probes, eviction latencies (reported, not asserted)
 	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent CONTROLPLANE_BIN=$(CURDIR)/$(BIN_DIR)/controlplane \
 		$(GO) run ./e2e/bench/podstart
 	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent TEST_IMAGE=$(TEST_IMAGE) \
