@@ -240,6 +240,18 @@ func (f *floor) startSince(ctx context.Context, name string, t0 time.Time) (time
 		Labels:       map[string]string{"bench": "floor"},
 		Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: floorRoot + "/pod" + uid},
 	}
+	return f.run(ctx, sbCfg, &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
+		Image:    &runtimeapi.ImageSpec{Image: env.Image},
+		Command:  []string{"sleep", "3600"},
+		LogPath:  "main/0.log",
+		Linux:    &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{CpuShares: 10, MemoryLimitInBytes: 64 << 20, OomScoreAdj: 999}},
+	}, t0)
+}
+
+// run makes the three CRI calls for one pod and returns its container's
+// start time minus t0.
+func (f *floor) run(ctx context.Context, sbCfg *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig, t0 time.Time) (time.Duration, error) {
 	id, err := f.rt.RunPodSandbox(ctx, sbCfg, "")
 	if err != nil {
 		return 0, err
@@ -247,13 +259,7 @@ func (f *floor) startSince(ctx context.Context, name string, t0 time.Time) (time
 	f.mu.Lock()
 	f.sandbox = append(f.sandbox, id)
 	f.mu.Unlock()
-	cid, err := f.rt.CreateContainer(ctx, id, &runtimeapi.ContainerConfig{
-		Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
-		Image:    &runtimeapi.ImageSpec{Image: env.Image},
-		Command:  []string{"sleep", "3600"},
-		LogPath:  "main/0.log",
-		Linux:    &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{CpuShares: 10, MemoryLimitInBytes: 64 << 20, OomScoreAdj: 999}},
-	}, sbCfg)
+	cid, err := f.rt.CreateContainer(ctx, id, cfg, sbCfg)
 	if err != nil {
 		return 0, err
 	}

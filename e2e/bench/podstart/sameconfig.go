@@ -50,32 +50,11 @@ func (f *configFloor) start(ctx context.Context, name string, t0 time.Time) (tim
 		return 0, err
 	}
 	check(os.MkdirAll(sbCfg.LogDirectory, 0o755))
-	id, err := f.rt.RunPodSandbox(ctx, sbCfg, "")
-	if err != nil {
-		return 0, err
-	}
-	f.mu.Lock()
-	f.sandbox = append(f.sandbox, id)
-	f.mu.Unlock()
 	cfg, err := f.builder.Container(ctx, plan, &pod.Spec.Containers[0], env.Image, 0, "")
 	if err != nil {
 		return 0, err
 	}
-	cid, err := f.rt.CreateContainer(ctx, id, cfg, sbCfg)
-	if err != nil {
-		return 0, err
-	}
-	if err := f.rt.StartContainer(ctx, cid); err != nil {
-		return 0, err
-	}
-	f.mu.Lock()
-	f.lastSandbox, f.lastContainer = id, cid
-	f.mu.Unlock()
-	st, err := f.rt.ContainerStatus(ctx, cid)
-	if err != nil {
-		return 0, err
-	}
-	return time.Unix(0, st.StartedAt).Sub(t0), nil
+	return f.run(ctx, sbCfg, cfg, t0)
 }
 
 func (f *configFloor) cleanup(ctx context.Context) {
