@@ -50,7 +50,7 @@ func Compare(w io.Writer, nameA, nameB string, a, b *Summary) error {
 		return strings.Join(parts, " ")
 	}
 	fmt.Fprintf(tw, "first killed per run\t%s\t%s\n", first(a), first(b))
-	for _, k := range []string{"detection", "decision", "kill", "reclaim"} {
+	for _, k := range Stages {
 		da, db := a.Latencies[k], b.Latencies[k]
 		fmt.Fprintf(tw, "%s p50 / p99 (ms)\t%.2f / %.2f\t%.2f / %.2f\n", k, da.P50, da.P99, db.P50, db.P99)
 	}

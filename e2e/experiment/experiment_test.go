@@ -67,7 +67,8 @@ func fakeRuns() []Run {
 	start := time.Unix(1000, 0)
 	trace := eviction.Trace{Signal: "allocatableMemory.available", TriggeredAt: start.Add(5 * time.Second), TriggeredBy: "memcg threshold",
 		WokeAt: start.Add(5*time.Second + 100*time.Microsecond), DecidedAt: start.Add(5*time.Second + 2*time.Millisecond),
-		KillSentAt: start.Add(5*time.Second + 4*time.Millisecond), FreedAt: start.Add(5*time.Second + 400*time.Millisecond)}
+		KillSentAt: start.Add(5*time.Second + 4*time.Millisecond), FreedAt: start.Add(5*time.Second + 400*time.Millisecond),
+		Victims: []eviction.Victim{{Pod: "default/bomb", KilledAt: start.Add(5*time.Second + 3*time.Millisecond)}}}
 	var runs []Run
 	for i := 1; i <= 2; i++ {
 		r := Run{Index: i, Start: start, SampleHz: 99, Evictions: []eviction.Trace{trace}}
@@ -100,6 +101,9 @@ func TestSummaryReportAndPlot(t *testing.T) {
 	}
 	if d := sum.Latencies["detection"]; d.N != 2 || d.P50 != 0.1 {
 		t.Errorf("detection latency %+v, want 0.1 ms", d)
+	}
+	if d := sum.Latencies["cgroup kill"]; d.N != 2 || d.P50 != 1 {
+		t.Errorf("cgroup kill latency %+v, want 1 ms (decided to killedAt)", d)
 	}
 	verdict := map[string]bool{}
 	for _, v := range sum.Verdicts {
