@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,13 +10,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"nodeagent/cgroups"
@@ -61,53 +62,48 @@ type Config struct {
 // and the static pod path and pod CIDR have nodeagent defaults (the kubelet
 // has none).
 func Defaults() Config {
-	yes := true
-	pidsLimit := int64(-1)
-	resolv := "/etc/resolv.conf"
-	qps, maxImages, eventQPS := int32(50), int32(50), int32(50)
-	logFiles := int32(5)
-	gcHigh, gcLow := int32(85), int32(80)
-	healthzPort := int32(10248)
-	throttling := 0.9 // the kubelet's DefaultMemoryThrottlingFactor
+	// Every pointer is its own: a caller that writes through one must not
+	// change another field.
+	yes := func() *bool { return ptr.To(true) }
 	c := Config{KubeletConfiguration: kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:                         metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
 		StaticPodPath:                    "/etc/nodeagent/manifests",
 		ContainerRuntimeEndpoint:         "unix:///run/containerd/containerd.sock",
 		CgroupRoot:                       "/",
-		CgroupsPerQOS:                    &yes,
+		CgroupsPerQOS:                    yes(),
 		CgroupDriver:                     "cgroupfs",
 		EnforceNodeAllocatable:           []string{"pods"},
-		PodPidsLimit:                     &pidsLimit,
+		PodPidsLimit:                     ptr.To(int64(-1)),
 		MaxPods:                          110,
 		PodCIDR:                          network.DefaultPodCIDR,
 		ReadOnlyPort:                     10255,
-		HealthzPort:                      &healthzPort,
+		HealthzPort:                      ptr.To(int32(10248)),
 		HealthzBindAddress:               "127.0.0.1",
 		Address:                          "127.0.0.1",
-		CPUCFSQuota:                      &yes,
+		CPUCFSQuota:                      yes(),
 		CPUCFSQuotaPeriod:                &metav1.Duration{Duration: 100 * time.Millisecond},
 		RuntimeRequestTimeout:            metav1.Duration{Duration: 2 * time.Minute},
 		FileCheckFrequency:               metav1.Duration{Duration: 20 * time.Second},
 		SyncFrequency:                    metav1.Duration{Duration: time.Minute},
-		ResolverConfig:                   &resolv,
+		ResolverConfig:                   ptr.To("/etc/resolv.conf"),
 		PodLogsDir:                       "/var/log/pods",
 		ContainerLogMaxSize:              "10Mi",
-		ContainerLogMaxFiles:             &logFiles,
+		ContainerLogMaxFiles:             ptr.To(int32(5)),
 		ContainerLogMonitorInterval:      &metav1.Duration{Duration: 10 * time.Second},
-		ImageGCHighThresholdPercent:      &gcHigh,
-		ImageGCLowThresholdPercent:       &gcLow,
+		ImageGCHighThresholdPercent:      ptr.To(int32(85)),
+		ImageGCLowThresholdPercent:       ptr.To(int32(80)),
 		ImageMinimumGCAge:                metav1.Duration{Duration: 2 * time.Minute},
 		EvictionPressureTransitionPeriod: metav1.Duration{Duration: 5 * time.Minute},
-		RegisterNode:                     &yes,
+		RegisterNode:                     yes(),
 		NodeStatusUpdateFrequency:        metav1.Duration{Duration: 10 * time.Second},
 		NodeStatusReportFrequency:        metav1.Duration{Duration: 5 * time.Minute},
 		NodeLeaseDurationSeconds:         40,
-		NodeStatusMaxImages:              &maxImages,
-		SerializeImagePulls:              &yes,
-		MemoryThrottlingFactor:           &throttling,
-		KubeAPIQPS:                       &qps,
+		NodeStatusMaxImages:              ptr.To(int32(50)),
+		SerializeImagePulls:              yes(),
+		MemoryThrottlingFactor:           ptr.To(0.9), // the kubelet's DefaultMemoryThrottlingFactor
+		KubeAPIQPS:                       ptr.To(int32(50)),
 		KubeAPIBurst:                     100,
-		EventRecordQPS:                   &eventQPS,
+		EventRecordQPS:                   ptr.To(int32(50)),
 		EventBurst:                       100,
 		EvictionHard: map[string]string{
 			"memory.available":  "100Mi",
@@ -174,7 +170,11 @@ func Load(file string) (*Config, error) {
 	return &cfg, nil
 }
 
-// decode overlays the file's fields on the defaults and records warnings.
+// decode reads the file's fields and defaults the rest with the kubelet's
+// rule: a field left out or set to its zero value ("0s", "", 0, {}) takes
+// the default, at every depth. kubeadm writes its configs that way.
+// readOnlyPort is the one exception: nodeagent's default is 10255, so an
+// explicit 0 must still turn it off.
 func (c *Config) decode(data []byte) error {
 	var raw map[string]any
 	if err := yaml.Unmarshal(data, &raw); err != nil {
@@ -189,24 +189,11 @@ func (c *Config) decode(data []byte) error {
 	if k, _ := raw["kind"].(string); k != Kind {
 		return fmt.Errorf("kind %q: want %q", k, Kind)
 	}
-	known := jsonFields(reflect.TypeOf(kubeletv1beta1.KubeletConfiguration{}))
-	honoured := map[string]bool{"apiVersion": true, "kind": true}
-	for _, f := range Honoured {
-		honoured[f] = true
+	var file kubeletv1beta1.KubeletConfiguration
+	if err := yaml.Unmarshal(data, &file); err != nil {
+		return err
 	}
-	keys := make([]string, 0, len(raw))
-	for k := range raw {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		switch {
-		case !known[k]:
-			c.Warnings = append(c.Warnings, fmt.Sprintf("unknown field %q: not a KubeletConfiguration field, ignored", k))
-		case !honoured[k]:
-			c.Warnings = append(c.Warnings, fmt.Sprintf("field %q is not supported by nodeagent and is ignored", k))
-		}
-	}
+	c.Warnings = append(c.Warnings, unhonouredWarnings(raw, &file)...)
 	if gates, ok := raw["featureGates"].(map[string]any); ok {
 		for _, g := range slices.Sorted(maps.Keys(gates)) {
 			if !slices.Contains(ActedOnGates, g) {
@@ -214,21 +201,165 @@ func (c *Config) decode(data []byte) error {
 			}
 		}
 	}
-	// Decoding over the defaults keeps them for every field the file omits.
-	// Maps are replaced, not merged: a file's evictionHard is the whole set.
-	if _, ok := raw["evictionHard"]; ok {
-		c.EvictionHard = nil
+	readOnlyPort := file.ReadOnlyPort
+	fillZero(reflect.ValueOf(&file).Elem(), reflect.ValueOf(&c.KubeletConfiguration).Elem())
+	if _, set := raw["readOnlyPort"]; set {
+		file.ReadOnlyPort = readOnlyPort
 	}
-	if _, ok := raw["enforceNodeAllocatable"]; ok {
-		c.EnforceNodeAllocatable = nil
-	}
-	if err := yaml.Unmarshal(data, &c.KubeletConfiguration); err != nil {
-		return err
-	}
+	c.KubeletConfiguration = file
 	if len(c.QOSReserved) > 0 && !c.FeatureGates["QOSReserved"] {
 		c.Warnings = append(c.Warnings, "qosReserved is not applied: as in the kubelet, it needs featureGates: {QOSReserved: true}")
 	}
+	c.Warnings = append(c.Warnings, c.enforcementWarnings()...)
 	return nil
+}
+
+// fillZero sets every zero field of dst to def's, descending into structs
+// (a nil pointer, map or slice is zero; an empty non-nil one is a value,
+// as evictionHard: {} is in the kubelet).
+func fillZero(dst, def reflect.Value) {
+	for i := 0; i < dst.NumField(); i++ {
+		f, d := dst.Field(i), def.Field(i)
+		switch {
+		case !f.CanSet():
+		case f.Kind() == reflect.Struct:
+			fillZero(f, d)
+		case f.IsZero():
+			f.Set(d)
+		}
+	}
+}
+
+// unhonouredWarnings names the fields nodeagent does not implement that the
+// file sets to something other than the kubelet's default: those would
+// change a kubelet's behaviour and do not change nodeagent's. A zero or
+// default value (kubeadm writes many) asks for nothing and is accepted
+// quietly, as is every honoured field.
+func unhonouredWarnings(raw map[string]any, file *kubeletv1beta1.KubeletConfiguration) []string {
+	known := jsonFields(reflect.TypeOf(kubeletv1beta1.KubeletConfiguration{}))
+	honoured := map[string]bool{"apiVersion": true, "kind": true}
+	for _, f := range Honoured {
+		honoured[f] = true
+	}
+	values := fieldValues(reflect.ValueOf(file).Elem())
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		switch {
+		case !known[k]:
+			out = append(out, fmt.Sprintf("unknown field %q: not a KubeletConfiguration field, ignored", k))
+		case honoured[k]:
+		case values[k].IsValid() && isZeroValue(values[k]), isKubeletDefault(k, raw[k]):
+		default:
+			out = append(out, fmt.Sprintf("%s: %s is not honoured by nodeagent and is ignored (it behaves as the kubelet's default)", k, brief(raw[k])))
+		}
+	}
+	return out
+}
+
+// isZeroValue reports whether v reads as its type's zero value: a
+// quantity parsed from "0" keeps its format, so reflect calls it non-zero.
+func isZeroValue(v reflect.Value) bool {
+	a, errA := json.Marshal(v.Interface())
+	b, errB := json.Marshal(reflect.Zero(v.Type()).Interface())
+	return errA == nil && errB == nil && string(a) == string(b)
+}
+
+// kubeletDefaults are the kubelet's non-zero defaults of fields nodeagent
+// does not implement (pkg/kubelet/apis/config/v1beta1/defaults.go): a
+// file that spells one out asks for what nodeagent does anyway.
+var kubeletDefaults = map[string]any{
+	"cpuManagerPolicy":               "none",
+	"cpuManagerReconcilePeriod":      "10s",
+	"memoryManagerPolicy":            "None",
+	"topologyManagerPolicy":          "none",
+	"topologyManagerScope":           "container",
+	"hairpinMode":                    "promiscuous-bridge",
+	"httpCheckFrequency":             "20s",
+	"streamingConnectionIdleTimeout": "4h",
+	"volumeStatsAggPeriod":           "1m",
+	"oomScoreAdj":                    -999.0,
+	"registryPullQPS":                5.0,
+	"registryBurst":                  10.0,
+	"maxOpenFiles":                   1000000.0,
+	"contentType":                    "application/vnd.kubernetes.protobuf",
+	"volumePluginDir":                "/usr/libexec/kubernetes/kubelet-plugins/volume/exec/",
+	"failSwapOn":                     true,
+	"enableControllerAttachDetach":   true,
+	"makeIPTablesUtilChains":         true,
+	"enableServer":                   true,
+	"enableDebuggingHandlers":        true,
+	"enableSystemLogHandler":         true,
+	"localStorageCapacityIsolation":  true,
+	"iptablesMasqueradeBit":          14.0,
+	"iptablesDropBit":                15.0,
+	"containerLogMaxWorkers":         1.0,
+	"mergeDefaultEvictionSettings":   false,
+}
+
+// isKubeletDefault reports whether a file's value is the kubelet's default
+// for the field; durations compare by length ("10s" is "0h0m10s").
+func isKubeletDefault(field string, v any) bool {
+	def, ok := kubeletDefaults[field]
+	if !ok {
+		return false
+	}
+	if a, b := fmt.Sprint(v), fmt.Sprint(def); a != b {
+		da, errA := time.ParseDuration(a)
+		db, errB := time.ParseDuration(b)
+		return errA == nil && errB == nil && da == db
+	}
+	return true
+}
+
+// brief prints a file's value for a warning, cut to one short line: the
+// value could be a long list.
+func brief(v any) string {
+	s := fmt.Sprintf("%v", v)
+	if b, err := yaml.Marshal(v); err == nil {
+		s = strings.TrimSpace(strings.ReplaceAll(string(b), "\n", " "))
+	}
+	if len(s) > 60 {
+		s = s[:57] + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// fieldValues maps a struct's JSON field names to its field values.
+func fieldValues(v reflect.Value) map[string]reflect.Value {
+	out := map[string]reflect.Value{}
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out[name] = v.Field(i)
+		}
+	}
+	return out
+}
+
+// enforcementWarnings say what nodeagent does for enforceNodeAllocatable
+// entries it does not enforce the kubelet's way: it keeps no limits on
+// systemReservedCgroup or kubeReservedCgroup.
+func (c *Config) enforcementWarnings() []string {
+	var out []string
+	for _, k := range c.EnforceNodeAllocatable {
+		switch k {
+		case "system-reserved", "kube-reserved", "system-reserved-compressible", "kube-reserved-compressible":
+			res := strings.TrimSuffix(k, "-compressible")
+			out = append(out, fmt.Sprintf("enforceNodeAllocatable: %s is not enforced: nodeagent sets no limits on the %sCgroup; "+
+				"the %s reservation is still taken out of allocatable and, with pods, out of the kubepods limits", k, camel(res), camel(res)))
+		}
+	}
+	return out
+}
+
+// camel turns "system-reserved" into "systemReserved", the field's name.
+func camel(s string) string {
+	head, tail, _ := strings.Cut(s, "-")
+	if tail == "" {
+		return head
+	}
+	return head + strings.ToUpper(tail[:1]) + tail[1:]
 }
 
 // ActedOnGates are the feature gates nodeagent reads (featureGates in

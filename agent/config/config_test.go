@@ -75,14 +75,14 @@ func TestWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	joined := strings.Join(cfg.Warnings, "\n")
-	if !strings.Contains(joined, `"staticPodURL" is not supported`) || !strings.Contains(joined, `unknown field "notAField"`) || len(cfg.Warnings) != 2 {
+	if !strings.Contains(joined, `staticPodURL: "http://x" is not honoured`) || !strings.Contains(joined, `unknown field "notAField"`) || len(cfg.Warnings) != 2 {
 		t.Errorf("warnings = %q", cfg.Warnings)
 	}
 }
 
 func TestErrorsNameFieldAndValue(t *testing.T) {
 	cases := []struct{ body, want string }{
-		{"maxPods: 0\n", `maxPods: invalid value "0"`},
+		{"maxPods: -1\n", `maxPods: invalid value "-1"`},
 		{"cgroupDriver: weird\n", `cgroupDriver: invalid value "weird"`},
 		{"cgroupRoot: rel/path\n", `cgroupRoot: invalid value "rel/path"`},
 		{"cgroupRoot: /has_underscore\n", `cgroupRoot: invalid value "/has_underscore"`},
@@ -236,7 +236,7 @@ func TestServerFields(t *testing.T) {
 		t.Errorf("cipher suites: %v", ids)
 	}
 	for body, want := range map[string]string{
-		"port: 0\n":                                        "port: invalid value \"0\"",
+		"port: -1\n":                                       "port: invalid value \"-1\"",
 		"port: 10255\n":                                    "must differ from readOnlyPort",
 		"tlsMinVersion: TLS1.2\n":                          "tlsMinVersion: invalid value \"TLS1.2\": want one of VersionTLS10",
 		"tlsCipherSuites: [RC5]\n":                         "tlsCipherSuites: invalid value \"RC5\"",

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 )
 
@@ -15,81 +16,86 @@ const (
 	backOffResetTime = 10 * time.Minute // a container that ran this long starts over
 )
 
-// backOff is the kubelet's per-key restart back-off: the first restart is
-// immediate, then 10 s doubling to 300 s; an entry expires when the
-// container ran for more than 10 minutes before its last exit.
+// backOff is client-go's flowcontrol.Backoff, as the kubelet uses it for
+// restarts and image pulls: the first attempt is immediate, then 10 s
+// doubling to the max. Keys are "<pod uid>/...": an index of each pod's
+// keys lets a pod that goes take its entries with it, and GC drops the
+// rest once they expire.
 type backOff struct {
-	clock        clock.PassiveClock
-	initial, max time.Duration
-	mu           sync.Mutex
-	entries      map[string]*backOffEntry
+	*flowcontrol.Backoff
+	mu   sync.Mutex
+	keys map[string]map[string]bool // pod UID → its keys
 }
 
-type backOffEntry struct {
-	delay      time.Duration
-	lastUpdate time.Time // when the last restart was allowed
-}
-
-// newBackOff returns the kubelet's back-off; a max below 10 s (the
-// kubelet's crashLoopBackOff.maxContainerRestartPeriod) caps the first
-// delay too. max <= 0 means 300 s.
-func newBackOff(clk clock.PassiveClock, max time.Duration) *backOff {
+// newRestartBackOff is the kubelet's crash-loop back-off: an entry
+// expires when the container ran for more than 10 minutes since the
+// restart that set it. A max below 10 s (crashLoopBackOff.
+// maxContainerRestartPeriod) caps the first delay too; max <= 0 means 300 s.
+func newRestartBackOff(clk clock.Clock, max time.Duration) *backOff {
 	if max <= 0 {
 		max = maxBackOff
 	}
-	return &backOff{clock: clk, initial: min(initialBackOff, max), max: max, entries: map[string]*backOffEntry{}}
+	b := &backOff{Backoff: flowcontrol.NewFakeBackOff(min(initialBackOff, max), max, clk), keys: map[string]map[string]bool{}}
+	b.HasExpiredFunc = func(eventTime, lastUpdate time.Time, _ time.Duration) bool {
+		return eventTime.Sub(lastUpdate) > backOffResetTime
+	}
+	return b
 }
 
-// expired: the container ran longer than the reset time since its restart.
-func (b *backOff) expired(e *backOffEntry, exitedAt time.Time) bool {
-	return exitedAt.Sub(e.lastUpdate) > backOffResetTime
+// newImagePullBackOff is the kubelet's image pull back-off, 10 s to 300 s;
+// an entry expires 10 minutes (twice the max) after the last attempt.
+func newImagePullBackOff(clk clock.Clock) *backOff {
+	return &backOff{Backoff: flowcontrol.NewFakeBackOff(initialBackOff, maxBackOff, clk), keys: map[string]map[string]bool{}}
 }
 
-// InBackOff reports whether a container that exited at exitedAt must still
-// wait, and until when.
-func (b *backOff) InBackOff(key string, exitedAt time.Time) (bool, time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e, ok := b.entries[key]
-	if !ok || b.expired(e, exitedAt) {
+// InBackOff reports whether a container that exited (or a pull that
+// failed) at since must still wait, and until when.
+func (b *backOff) InBackOff(key string, since time.Time) (bool, time.Time) {
+	if !b.IsInBackOffSince(key, since) {
 		return false, time.Time{}
 	}
-	until := exitedAt.Add(e.delay)
-	return b.clock.Now().Before(until), until
+	return true, since.Add(b.Get(key))
 }
 
-// Next records a restart and grows the delay for the one after.
-func (b *backOff) Next(key string, exitedAt time.Time) {
+// Next records an attempt and grows the delay for the one after.
+func (b *backOff) Next(key string, since time.Time) {
+	b.Backoff.Next(key, since)
+	uid, _, _ := strings.Cut(key, "/")
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e, ok := b.entries[key]
-	if !ok || b.expired(e, exitedAt) {
-		e = &backOffEntry{delay: b.initial}
-		b.entries[key] = e
-	} else {
-		e.delay = min(e.delay*2, b.max)
+	if b.keys[uid] == nil {
+		b.keys[uid] = map[string]bool{}
 	}
-	e.lastUpdate = b.clock.Now()
+	b.keys[uid][key] = true
 }
 
 // Delay is the current delay for key (0 without an entry).
-func (b *backOff) Delay(key string) time.Duration {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if e, ok := b.entries[key]; ok {
-		return e.delay
-	}
-	return 0
-}
+func (b *backOff) Delay(key string) time.Duration { return b.Get(key) }
 
-// Forget drops every entry of a pod (keys start with "<uid>/"): a pod
-// that is gone leaves nothing behind.
+// Forget drops every entry of a pod.
 func (b *backOff) Forget(uid string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for key := range b.entries {
-		if strings.HasPrefix(key, uid+"/") {
-			delete(b.entries, key)
+	for key := range b.keys[uid] {
+		b.DeleteEntry(key)
+	}
+	delete(b.keys, uid)
+}
+
+// GC drops the entries that expired (a restarted container that kept
+// running, a changed image's old key), and their index.
+func (b *backOff) GC() {
+	b.Backoff.GC()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for uid, keys := range b.keys {
+		for key := range keys {
+			if b.Get(key) == 0 {
+				delete(keys, key)
+			}
+		}
+		if len(keys) == 0 {
+			delete(b.keys, uid)
 		}
 	}
 }
@@ -98,5 +104,13 @@ func (b *backOff) Forget(uid string) {
 func (b *backOff) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.entries)
+	n := 0
+	for _, keys := range b.keys {
+		for key := range keys {
+			if b.Get(key) > 0 {
+				n++
+			}
+		}
+	}
+	return n
 }

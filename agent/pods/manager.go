@@ -216,8 +216,8 @@ func NewManager(opts Options, deps Deps) *Manager {
 		}, nodeFiles{root: opts.RootDir}, deps.Objects),
 		volumes:      volumes.New(opts.RootDir, deps.Objects, opts.Allocatable, opts.NodeIP, tmpfsMounter, deps.Clock),
 		objects:      deps.Objects,
-		restarts:     newBackOff(deps.Clock, opts.MaxRestartBackOff),
-		imagePulls:   newBackOff(deps.Clock, 0),
+		restarts:     newRestartBackOff(deps.Clock, opts.MaxRestartBackOff),
+		imagePulls:   newImagePullBackOff(deps.Clock),
 		housekeeping: 2 * time.Second,
 		pods:         map[types.UID]*corev1.Pod{},
 		rejected:     map[types.UID]bool{},
@@ -257,6 +257,8 @@ func (m *Manager) Run(ctx context.Context, updates <-chan source.Update) {
 			}
 		case <-housekeeping.C():
 			m.collectOrphans()
+			m.restarts.GC()
+			m.imagePulls.GC()
 		case <-reconcile.C():
 			m.Reconcile()
 		}

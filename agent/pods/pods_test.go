@@ -173,8 +173,8 @@ func TestConditionTransitionTimeIsKept(t *testing.T) {
 }
 
 func TestBackOff(t *testing.T) {
-	clk := clocktesting.NewFakePassiveClock(t0)
-	b := newBackOff(clk, 0)
+	clk := clocktesting.NewFakeClock(t0)
+	b := newRestartBackOff(clk, 0)
 	exit := t0
 	if in, _ := b.InBackOff("k", exit); in {
 		t.Fatal("first crash must restart at once")
@@ -343,8 +343,8 @@ func TestTerminationMessage(t *testing.T) {
 }
 
 func TestBackOffWithAShorterMax(t *testing.T) {
-	clk := clocktesting.NewFakePassiveClock(t0)
-	b := newBackOff(clk, 4*time.Second)
+	clk := clocktesting.NewFakeClock(t0)
+	b := newRestartBackOff(clk, 4*time.Second)
 	b.Next("k", t0)
 	if d := b.Delay("k"); d != 4*time.Second {
 		t.Errorf("first delay %s, want the 4s max", d)
@@ -623,5 +623,36 @@ func TestSysctlAdmission(t *testing.T) {
 	}
 	if r := sysctlAdmit(with(true, "net.ipv4.ip_local_port_range"), nil); r == nil || !strings.Contains(r.Message, "not allowed with host network enabled") {
 		t.Errorf("a net sysctl on a host-network pod: %+v", r)
+	}
+}
+
+// Entries are garbage-collected: a container that kept running past the
+// reset time, or the old key of a changed image, leaves nothing behind.
+func TestBackOffEntriesAreCollected(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	b := newRestartBackOff(clk, 0)
+	b.Next("uid1/a/img:1", t0)
+	b.Next("uid1/a/img:1", t0)
+	b.Next("uid2/b/img", t0)
+	clk.Step(5 * time.Minute)
+	b.Next("uid1/a/img:2", clk.Now()) // the image changed: a new key
+	b.GC()
+	if b.Len() != 3 {
+		t.Fatalf("GC dropped live entries: %d left, want 3", b.Len())
+	}
+	clk.Step(backOffResetTime - time.Minute)
+	b.GC()
+	if b.Len() != 1 || b.Delay("uid1/a/img:2") == 0 {
+		t.Errorf("after 14 minutes: %d entries, img:2 delay %s; want only img:2 kept", b.Len(), b.Delay("uid1/a/img:2"))
+	}
+	if len(b.keys) != 1 {
+		t.Errorf("the key index kept %d pods, want 1", len(b.keys))
+	}
+	pulls := newImagePullBackOff(clk)
+	pulls.Next("uid3/c/img", clk.Now())
+	clk.Step(2*maxBackOff + time.Second)
+	pulls.GC()
+	if pulls.Len() != 0 {
+		t.Error("an image pull entry outlived twice the max back-off")
 	}
 }
