@@ -24,7 +24,7 @@ LDFLAGS  := -X nodeagent/internal/version.Version=$(VERSION)
 export RUNTIME_DIR RUNTIME_RUN_DIR REGISTRY PAUSE_IMAGE TEST_IMAGE BIN_DIR NODE_ADDRESS
 
 .DEFAULT_GOAL := help
-.PHONY: integration-loaded controlplane conformance-upstream conformance-upstream-quick upstream-build cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 vm-image bench lint clean
+.PHONY: integration-loaded mixin-series controlplane conformance-upstream conformance-upstream-quick upstream-build cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 vm-image bench lint clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,6 +33,9 @@ build: ## build bin/nodeagent, bin/nodectl and bin/nodetest
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/nodeagent ./cmd/nodeagent
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/nodectl ./cmd/nodectl
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/nodetest ./cmd/nodetest
+
+mixin-series: ## build bin/mixin-series: the series the kubernetes-mixin's kubelet rules read (test/mixin, its own module)
+	cd test/mixin && $(GO) build -o $(CURDIR)/$(BIN_DIR)/mixin-series .
 
 install: build ## install binaries, the systemd unit and a default config under /etc/nodeagent (DESTDIR, PREFIX honoured)
 	@hack/install.sh install
@@ -110,8 +113,9 @@ test: verify unit integration ## make verify, unit tests, then integration tests
 unit: ## unit tests (no root, no daemons)
 	$(GO) test -count=1 ./...
 
-integration: build runtime-up controlplane ## integration tests in test/ against the real containerd, runc, CNI, cgroups and control plane
+integration: build mixin-series runtime-up controlplane ## integration tests in test/ against the real containerd, runc, CNI, cgroups and control plane
 	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent NODECTL_BIN=$(CURDIR)/$(BIN_DIR)/nodectl CONTROLPLANE_BIN=$(CURDIR)/$(BIN_DIR)/controlplane \
+		MIXIN_SERIES_BIN=$(CURDIR)/$(BIN_DIR)/mixin-series \
 		TEST_IMAGE=$(TEST_IMAGE) PAUSE_IMAGE=$(PAUSE_IMAGE) $(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration/ 2>&1 | tee $(BIN_DIR)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; \
 		exit $${PIPESTATUS[0]}
 	$(GO) test -count=1 -tags integration -run Live -v ./cgroups/ ./eviction/ ./internal/mounts/
@@ -120,8 +124,9 @@ integration: build runtime-up controlplane ## integration tests in test/ against
 # loops per core started by the tests): .ci/run runs them once so.
 EVICTION_TESTS = ^Test(MemoryAllocatableEviction|EvictionOrder|FastHogIsEvictedBeforeTheOOMKiller|HardMemoryVictimIsKilledAtOnce|DiskPressureEvictsTheWriter|EmptyDirOverItsSizeLimitIsEvicted|BurstableOverRequestGoesFirst|QOSReservedCapsTheLowerClasses|BestEffortBombExperimentEndToEnd)$$
 
-integration-loaded: build runtime-up controlplane ## the eviction integration tests with the CPUs saturated (2 busy loops per core)
+integration-loaded: build mixin-series runtime-up controlplane ## the eviction integration tests with the CPUs saturated (2 busy loops per core)
 	NODEAGENT_TEST_CPU_LOAD=2 CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent NODECTL_BIN=$(CURDIR)/$(BIN_DIR)/nodectl CONTROLPLANE_BIN=$(CURDIR)/$(BIN_DIR)/controlplane \
+		MIXIN_SERIES_BIN=$(CURDIR)/$(BIN_DIR)/mixin-series \
 		TEST_IMAGE=$(TEST_IMAGE) PAUSE_IMAGE=$(PAUSE_IMAGE) $(GO) test -count=1 -tags integration -timeout 20m -v -run '$(EVICTION_TESTS)' ./test/integration/ 2>&1 | tee $(BIN_DIR)/integration-loaded.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|busy node)|_test.go'; \
 		exit $${PIPESTATUS[0]}
 

@@ -96,7 +96,7 @@ func (p *parts) close() {
 // built is in p for close.
 func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 	cfg, log := a.cfg, a.log
-	p = &parts{metrics: newNodeMetrics()}
+	p = &parts{metrics: newNodeMetrics(a.opts.NodeName)}
 	if err := os.MkdirAll(a.opts.RootDir, 0o750); err != nil {
 		return p, fmt.Errorf("root directory: %w (set --root-dir to a directory the agent may create)", err)
 	}
@@ -209,7 +209,8 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 	}
 
 	p.cache = pleg.New(rt, pleg.Options{Node: a.opts.NodeName, Clock: a.opts.Clock, Log: log.With("component", "pleg"),
-		Notify: changes.Runtime.Add, RelistObserved: func(d time.Duration) { p.metrics.relist.Observe(d.Seconds()) }})
+		Notify: changes.Runtime.Add, RelistObserved: func(d time.Duration) { p.metrics.relist.Observe(d.Seconds()) },
+		RelistInterval: func(d time.Duration) { p.metrics.relistInterval.Observe(d.Seconds()) }})
 	hooks := probes.NewHandlers(rt)
 	p.prober = probes.NewManager(probes.Options{
 		Clock: a.opts.Clock, Handlers: hooks, StateDir: filepath.Join(a.opts.RootDir, "probes"),
@@ -246,7 +247,7 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		ContainerLogLinks:      "/var/log/containers",
 	}, pods.Deps{Runtime: rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		Probes: p.prober, Hooks: hooks, Pressure: pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,
-		PodStarted: p.metrics.podStarted, Gone: gone, Objects: objects, Devices: p.devices,
+		PodStarted: p.metrics.podStarted, PodSynced: p.metrics.podSynced, Gone: gone, Objects: objects, Devices: p.devices,
 	})
 
 	high, low := cfg.ImageGCThresholds()
@@ -421,7 +422,8 @@ func (a *Agent) onKernelOOM(p *parts) func(eviction.OOMKill) {
 		a.log.Warn("kernel OOM killer", "process", k.Process, "pid", k.PID, "cgroup", k.TaskMemcg, "limit_of", k.OOMMemcg, "constraint", k.Constraint)
 		p.alarm.Ring(k.Seen, eviction.WokenByKernelOOM)
 		if uid := eviction.PodUIDFromCgroup(k.TaskMemcg); uid != "" {
-			p.manager.KernelOOMKill(types.UID(uid), cgroups.ContainerIDOf(path.Base(k.TaskMemcg)))
+			what, why := k.Summary()
+			p.manager.KernelOOMKill(types.UID(uid), cgroups.ContainerIDOf(path.Base(k.TaskMemcg)), what, why)
 		}
 	}
 }
@@ -448,7 +450,8 @@ func (a *Agent) buildCluster(p *parts, wake func(types.UID)) {
 	var bootstrap *cluster.Bootstrap
 	if f := a.opts.Cluster.BootstrapKubeconfig; f != "" {
 		bootstrap = &cluster.Bootstrap{Kubeconfig: a.opts.Cluster.Kubeconfig, BootstrapKubeconfig: f, CertDir: a.certDir(), Node: a.opts.NodeName,
-			Rotate: cfg.RotateCertificates, Log: a.log.With("component", "tls-bootstrap")}
+			Rotate: cfg.RotateCertificates, Log: a.log.With("component", "tls-bootstrap"), RenewFailures: p.metrics.clientRenewErrors}
+		p.metrics.clientCert = bootstrap.Current
 		p.closers = append(p.closers, bootstrap.Stop)
 		if bootstrap.Rotate {
 			cluster.ShortenReload()

@@ -52,7 +52,7 @@ func (a *Agent) buildServers(p *parts, apiAddr string) error {
 		Summary:         summary,
 		ResourceMetrics: resourceMetrics,
 		CadvisorMetrics: cadvisorMetrics,
-		ProbeMetrics:    gatherer(p.prober.Metrics),
+		ProbeMetrics:    gatherer(p.prober.Metrics.PerContainer()),
 		Profiling:       cfg.EnableProfilingHandler != nil && *cfg.EnableProfilingHandler,
 		Evictions:       func() any { return p.evictor.Traces() },
 		Checks: append([]server.HealthCheck{
@@ -223,10 +223,11 @@ func (a *Agent) servingCertificate(p *parts) (func(*tls.ClientHelloInfo) (*tls.C
 	case cfg.TLSCertFile != "":
 		return server.FileCertificate(cfg.TLSCertFile, cfg.TLSPrivateKeyFile)
 	case cfg.ServerTLSBootstrap:
-		m, err := cluster.ServingManager(certDir, a.opts.NodeName, ips, p.cluster.node.Client)
+		m, err := cluster.ServingManager(certDir, a.opts.NodeName, ips, p.cluster.node.Client, p.metrics.serverRenewErrors)
 		if err != nil {
 			return nil, err
 		}
+		p.metrics.serverCert = m.Current
 		m.Start()
 		p.closers = append(p.closers, m.Stop)
 		return func(*tls.ClientHelloInfo) (*tls.Certificate, error) {

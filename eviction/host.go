@@ -71,16 +71,25 @@ func sameFilesystem(a, b string) bool {
 // OOMMessage names the OOM killer's victim, its cgroup and pod (podOf
 // finds it by UID), and whose limit was hit.
 func OOMMessage(k OOMKill, podOf func(types.UID) (*corev1.Pod, bool)) string {
-	msg := fmt.Sprintf("Killed process %d (%s) in cgroup %s", k.PID, k.Process, k.TaskMemcg)
+	what, why := k.Summary()
+	msg := what + " in cgroup " + k.TaskMemcg
 	if uid := PodUIDFromCgroup(k.TaskMemcg); uid != "" {
 		if pod, ok := podOf(types.UID(uid)); ok {
 			msg += fmt.Sprintf(" (pod %s/%s)", pod.Namespace, pod.Name)
 		}
 	}
+	return msg + why
+}
+
+// Summary is what the kernel killed ("Killed process 12 (app)") and why
+// (": the memory limit of /kubepods/... was reached", or ": the node ran
+// out of memory").
+func (k OOMKill) Summary() (what, why string) {
+	what = fmt.Sprintf("Killed process %d (%s)", k.PID, k.Process)
 	if k.Constraint == "CONSTRAINT_MEMCG" {
-		return msg + ": the memory limit of " + k.OOMMemcg + " was reached"
+		return what, ": the memory limit of " + k.OOMMemcg + " was reached"
 	}
-	return msg + ": the node ran out of memory"
+	return what, ": the node ran out of memory"
 }
 
 // WatchMemoryPressure arms the kernel notifications that ring alarm

@@ -151,7 +151,7 @@ func NewManager(opts Options, node NodeSource, pods Pods, usage PodUsage) *Manag
 		opts.Alarm = NewAlarm()
 	}
 	return &Manager{
-		opts: opts, node: node, pods: pods, usage: usage, Metrics: newMetrics(),
+		opts: opts, node: node, pods: pods, usage: usage, Metrics: newMetrics(opts.Thresholds),
 		firstObserved: map[string]time.Time{}, reclaiming: map[string]bool{}, pending: map[types.UID]pendingEviction{},
 	}
 }

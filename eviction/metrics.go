@@ -18,11 +18,14 @@ type Metrics struct {
 	Detection, Decision, Kill, Reclaim prometheus.Histogram
 }
 
-func newMetrics() *Metrics {
+// newMetrics starts kubelet_evictions at 0 for each configured signal: the
+// kubernetes-mixin's KubeNodeEviction reads the series, and a node that
+// never evicted still has it.
+func newMetrics(thresholds []Threshold) *Metrics {
 	latency := func(name, help string) prometheus.Histogram {
 		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: metrics.LatencyBuckets})
 	}
-	return &Metrics{
+	m := &Metrics{
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kubelet_evictions",
 			Help: "Pods evicted, by eviction signal."}, []string{"eviction_signal"}),
 		Detection: latency("nodeagent_eviction_detection_seconds",
@@ -31,6 +34,10 @@ func newMetrics() *Metrics {
 		Kill:     latency("nodeagent_eviction_kill_seconds", "Victims chosen to kills sent."),
 		Reclaim:  latency("nodeagent_eviction_reclaim_seconds", "Kills sent to every victim drained."),
 	}
+	for _, t := range thresholds {
+		m.evictions.WithLabelValues(string(t.Signal))
+	}
+	return m
 }
 
 func (m *Metrics) decided(t *Trace) {

@@ -28,6 +28,9 @@ if ! diff=$($GO mod tidy -diff 2>&1); then
 	fail "go mod tidy (run it and commit go.mod/go.sum)"
 fi
 
+rule "the test/mixin module: vet and tidy"
+(cd test/mixin && $GO vet ./... && $GO mod tidy -diff) || fail "test/mixin (vet, or go mod tidy there)"
+
 rule "staticcheck"
 $STATICCHECK -tags integration ./... || fail staticcheck
 

@@ -212,6 +212,7 @@ func (m *Manager) RemovePod(uid types.UID, forget bool) {
 			}
 		}
 		delete(m.pods, uid)
+		m.Metrics.forgetPod(pp.pod)
 	}
 	if forget && m.opts.StateDir != "" {
 		os.Remove(m.statePath(uid))

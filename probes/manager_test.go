@@ -2,6 +2,7 @@ package probes
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -384,5 +386,44 @@ func TestTornProbeStateIsRepaired(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("left behind: %v", entries)
+	}
+}
+
+// /metrics/probes carries the kubelet's per-container labels, and a pod's
+// series go with it.
+func TestPerContainerMetricsFollowThePod(t *testing.T) {
+	start := time.Unix(1000, 0)
+	b := newBed(t, "", start)
+	c := corev1.Container{Name: "app", ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3, ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{}}}}
+	pod := testPod(c)
+	b.m.AddPod(pod)
+	b.m.UpdatePod(pod.UID, "10.0.0.2", false, []ContainerState{{Name: "app", ID: "c1", Running: true, StartedAt: start}})
+	b.expectRun(Readiness)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(b.m.Metrics.PerContainer())
+	total := func() (float64, map[string]string) {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == "prober_probe_total" && len(f.Metric) > 0 {
+				labels := map[string]string{}
+				for _, l := range f.Metric[0].Label {
+					labels[l.GetName()] = l.GetValue()
+				}
+				return f.Metric[0].GetCounter().GetValue(), labels
+			}
+		}
+		return 0, nil
+	}
+	n, labels := total()
+	want := map[string]string{"probe_type": "Readiness", "result": "successful", "container": "app", "pod": pod.Name, "namespace": pod.Namespace, "pod_uid": string(pod.UID)}
+	if n != 1 || !maps.Equal(labels, want) {
+		t.Errorf("prober_probe_total = %v %v, want 1 %v", n, labels, want)
+	}
+	b.m.RemovePod(pod.UID, true)
+	if n, labels := total(); labels != nil {
+		t.Errorf("the removed pod's series remain: %v %v", n, labels)
 	}
 }

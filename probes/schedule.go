@@ -91,6 +91,9 @@ func (m *Manager) execute(ctx context.Context, p *probe, t Target) {
 
 	m.mu.Lock()
 	p.inflight = false
+	if !p.removed {
+		m.Metrics.observeContainer(p.kind, out.result, took, p.pod.pod, p.container.Name)
+	}
 	if p.removed || p.containerID != t.ContainerID {
 		m.mu.Unlock()
 		return // the container changed under the run: its result is moot

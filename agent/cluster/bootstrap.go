@@ -40,6 +40,8 @@ type Bootstrap struct {
 	// Wait bounds one Ensure's wait for the certificate (default 2 m).
 	Wait time.Duration
 	Log  *slog.Logger
+	// RenewFailures counts failed renewals (nil: not counted).
+	RenewFailures certificate.Counter
 
 	mu      sync.Mutex
 	manager certificate.Manager
@@ -121,6 +123,17 @@ func (b *Bootstrap) start() (certificate.Manager, error) {
 	return m, nil
 }
 
+// Current is the client certificate the manager holds; nil without a
+// manager (a kubeconfig used as it is).
+func (b *Bootstrap) Current() *tls.Certificate {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.manager == nil {
+		return nil
+	}
+	return b.manager.Current()
+}
+
 // Stop ends rotation.
 func (b *Bootstrap) Stop() {
 	b.mu.Lock()
@@ -149,9 +162,10 @@ func (b *Bootstrap) newManager() (certificate.Manager, error) {
 		}},
 		SignerName: ClientSigner,
 		// The manager's keys are ECDSA: no key encipherment.
-		Usages:           []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
-		CertificateStore: store,
-		Name:             "kubelet-client",
+		Usages:                  []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+		CertificateStore:        store,
+		Name:                    "kubelet-client",
+		CertificateRenewFailure: b.RenewFailures,
 	})
 }
 
@@ -258,7 +272,7 @@ func validClientConfig(file string, now time.Time) error {
 // (serverTLSBootstrap): signer kubernetes.io/kubelet-serving, for the
 // node's name and IPs, asked for as the node once it joined. It is kept
 // in certDir as kubelet-server-*.pem.
-func ServingManager(certDir, node string, ips []net.IP, client func(context.Context) (kubernetes.Interface, error)) (certificate.Manager, error) {
+func ServingManager(certDir, node string, ips []net.IP, client func(context.Context) (kubernetes.Interface, error), renewFailures certificate.Counter) (certificate.Manager, error) {
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return nil, err
 	}
@@ -277,9 +291,10 @@ func ServingManager(certDir, node string, ips []net.IP, client func(context.Cont
 			DNSNames:    []string{node},
 			IPAddresses: ips,
 		},
-		SignerName:       certificatesv1.KubeletServingSignerName,
-		Usages:           []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
-		CertificateStore: store,
-		Name:             "kubelet-server",
+		SignerName:              certificatesv1.KubeletServingSignerName,
+		Usages:                  []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
+		CertificateStore:        store,
+		Name:                    "kubelet-server",
+		CertificateRenewFailure: renewFailures,
 	})
 }

@@ -106,6 +106,9 @@ type Options struct {
 	// RelistObserved, if set, is told how long each periodic or
 	// event-driven relist took.
 	RelistObserved func(time.Duration)
+	// RelistInterval, if set, is told the time between the starts of two
+	// relists (the kubelet's kubelet_pleg_relist_interval_seconds).
+	RelistInterval func(time.Duration)
 }
 
 // New returns a cache of rt's objects labelled for opts.Node.
@@ -127,6 +130,7 @@ func (c *Cache) Run(ctx context.Context) {
 	t := c.opts.Clock.NewTicker(RelistPeriod)
 	defer t.Stop()
 	failing := ""
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -135,6 +139,10 @@ func (c *Cache) Run(ctx context.Context) {
 		case <-c.kick:
 		}
 		start := c.opts.Clock.Now()
+		if c.opts.RelistInterval != nil && !last.IsZero() {
+			c.opts.RelistInterval(start.Sub(last))
+		}
+		last = start
 		err := c.Relist(ctx)
 		if c.opts.RelistObserved != nil && err == nil {
 			c.opts.RelistObserved(c.opts.Clock.Since(start))

@@ -67,13 +67,16 @@ func (m *Manager) DeletePod(namespace, name string, grace *int64) error {
 }
 
 // KernelOOMKill tells the pod's worker that the kernel OOM killer killed a
-// process of one of its containers; a kill in no pod of ours is ignored.
-func (m *Manager) KernelOOMKill(uid types.UID, containerID string) {
+// process of one of its containers, and records it as an event on the pod
+// (kubectl describe shows it there): what ("Killed process 12 (app)") and
+// why (": the memory limit of ... was reached"). A kill in no pod of ours
+// is ignored.
+func (m *Manager) KernelOOMKill(uid types.UID, containerID, what, why string) {
 	m.mu.Lock()
 	w := m.workers[uid]
 	m.mu.Unlock()
 	if w != nil && containerID != "" {
-		w.noteKernelOOM(containerID)
+		w.noteKernelOOM(containerID, what, why)
 	}
 }
 

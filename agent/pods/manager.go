@@ -111,6 +111,10 @@ type Deps struct {
 	// and that time less image pulls and init containers (the kubelet's
 	// pod start SLI).
 	PodStarted func(total, sli time.Duration)
+	// PodSynced, if set, is told how long each pass of a pod worker took,
+	// by the kubelet's operation type: create (the first), update (a new
+	// spec), sync, kill (termination).
+	PodSynced func(operation string, took time.Duration)
 	// Gone, if set, is told when a pod that left its source or is being
 	// deleted has nothing left on the node (containers, sandboxes, cgroup,
 	// volumes): the API server's pod may then be deleted.
@@ -144,6 +148,7 @@ type Manager struct {
 	pressure     Admitter
 	changes      Changes
 	podStarted   func(total, sli time.Duration)
+	onPodSynced  func(operation string, took time.Duration)
 	gone         func(pod *corev1.Pod)
 	devices      Devices
 	clock        clock.WithTicker
@@ -204,7 +209,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 	}
 	return &Manager{
 		pullSlot: pullSlot,
-		opts:     opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, gone: deps.Gone, devices: deps.Devices, clock: deps.Clock,
+		opts:     opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, onPodSynced: deps.PodSynced, gone: deps.Gone, devices: deps.Devices, clock: deps.Clock,
 		log: deps.Log,
 		configs: criconfig.New(criconfig.Options{
 			NodeName: opts.NodeName, NodeIP: opts.NodeIP, PodLogsDir: opts.PodLogsDir,
@@ -500,6 +505,13 @@ func (m *Manager) launchLocked(w *worker) {
 
 // workerDone forgets a finished worker, and starts a new one when the pod
 // was added again while the old one terminated.
+// podSynced reports one worker pass (Deps.PodSynced).
+func (m *Manager) podSynced(operation string, took time.Duration) {
+	if m.onPodSynced != nil {
+		m.onPodSynced(operation, took)
+	}
+}
+
 func (m *Manager) workerDone(w *worker) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

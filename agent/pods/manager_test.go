@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"nodeagent/agent/events"
 	"nodeagent/agent/pleg"
 	"nodeagent/agent/source"
 	"nodeagent/agent/status"
@@ -297,15 +299,15 @@ func TestOOMKilledFromTheKernelLog(t *testing.T) {
 	if after.oomKilled[rec.Id] {
 		t.Fatal("OOM killed without any sign of it")
 	}
-	after.noteKernelOOM(rec.Id)
+	after.noteKernelOOM(rec.Id, "Killed process 7 (app)", ": the node ran out of memory")
 	after.readTerminationMessages(rt)
 	if !after.oomKilled[rec.Id] {
 		t.Error("the kernel's record read after the exit did not mark the container OOM killed")
 	}
 
 	before := newWorker(m, pod.UID, pod)
-	before.noteKernelOOM(rec.Id)
-	before.noteKernelOOM("another-container")
+	before.noteKernelOOM(rec.Id, "", "")
+	before.noteKernelOOM("another-container", "", "")
 	before.readTerminationMessages(rt)
 	if !before.oomKilled[rec.Id] || len(before.oomKilled) != 1 {
 		t.Errorf("oomKilled = %v, want only %s", before.oomKilled, rec.Id)
@@ -316,7 +318,7 @@ func TestOOMKilledFromTheKernelLog(t *testing.T) {
 		t.Fatalf("records of the same container differ in ID: %s, %s", clean.Id, rec.Id)
 	}
 	zero := newWorker(m, pod.UID, pod)
-	zero.noteKernelOOM(rec.Id)
+	zero.noteKernelOOM(rec.Id, "", "")
 	zero.readTerminationMessages(&pleg.PodRuntime{Containers: []*runtimeapi.ContainerStatus{clean}})
 	if zero.oomKilled[rec.Id] {
 		t.Error("a container that exited 0 was marked OOM killed")
@@ -447,4 +449,83 @@ func TestDeletedPodIsNotRestartedBeforeItsSourceCatchesUp(t *testing.T) {
 	updates <- source.Update{Source: "file"}
 	updates <- source.Update{Source: "file", Pods: []*corev1.Pod{pod}}
 	waitFor("the re-added pod's worker", func() bool { return worker() != nil })
+}
+
+// A kernel OOM kill is an event on the pod, naming the process and the
+// container, where kubectl describe looks.
+func TestKernelOOMKillIsAPodEvent(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyNever, "a")
+	rec := record("a", runtimeapi.ContainerState_CONTAINER_RUNNING, 0, "0", t0)
+	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()}, Containers: []*runtimeapi.ContainerStatus{rec}}
+	recorder := events.NewRecorder(clocktesting.NewFakeClock(t0), "n", 0)
+	m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir()}, Deps{
+		Runtime: critest.New(), Cache: fixedCache{pod.UID: rt}, Store: status.NewStore(), Clock: clocktesting.NewFakeClock(t0),
+		Tree: cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true}), Events: recorder,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	w := newWorker(m, pod.UID, pod)
+	w.noteKernelOOM(rec.Id, "Killed process 7 (memhog)", ": the memory limit of /kubepods/pod1/"+rec.Id+" was reached")
+	var got []corev1.Event
+	for _, e := range recorder.List() {
+		if e.Reason == "OOMKilling" {
+			got = append(got, e)
+		}
+	}
+	want := "Killed process 7 (memhog) in container a: the memory limit of /kubepods/pod1/" + rec.Id + " was reached"
+	if len(got) != 1 || got[0].Message != want || got[0].InvolvedObject.Kind != "Pod" || got[0].InvolvedObject.Name != pod.Name ||
+		got[0].InvolvedObject.FieldPath != "spec.containers{a}" || got[0].Type != corev1.EventTypeWarning {
+		t.Errorf("OOM events = %+v, want one Warning on the pod's container a: %q", got, want)
+	}
+}
+
+// A pull reports its progress while it runs, and the size when done, in
+// the kubelet's words.
+func TestImagePullReportsProgressAndSize(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyNever, "a")
+	clk := clocktesting.NewFakeClock(t0)
+	rt := critest.New()
+	rt.PulledSize = 12345
+	release := make(chan struct{})
+	rt.OnPull = func() { <-release }
+	recorder := events.NewRecorder(clk, "n", 0)
+	m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir()}, Deps{
+		Runtime: rt, Cache: emptyCache{}, Store: status.NewStore(), Clock: clk,
+		Tree: cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true}), Events: recorder,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	w := newWorker(m, pod.UID, pod)
+	done := make(chan bool)
+	go func() {
+		_, _, ok := w.ensureImage(context.Background(), pod, &pod.Spec.Containers[0], nil)
+		done <- ok
+	}()
+	messages := func(reason string) []string {
+		var out []string
+		for _, e := range recorder.List() {
+			if e.Reason == reason {
+				out = append(out, e.Message)
+			}
+		}
+		return out
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(messages("Pulling")) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no progress event; Pulling events: %q", messages("Pulling"))
+		}
+		if clk.HasWaiters() {
+			clk.Step(pullProgressPeriod)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := messages("Pulling"); got[0] != `Pulling image "img"` || got[1] != `Still pulling image "img": 30s so far` {
+		t.Errorf("Pulling events = %q", got)
+	}
+	close(release)
+	if !<-done {
+		t.Fatal("the pull failed")
+	}
+	if got := messages("Pulled"); len(got) != 1 || !regexp.MustCompile(`^Successfully pulled image "img" in \S+ \(\S+ including waiting\)\. Image size: 12345 bytes\.$`).MatchString(got[0]) {
+		t.Errorf("Pulled events = %q", got)
+	}
 }

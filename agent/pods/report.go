@@ -131,14 +131,31 @@ func (w *worker) readTerminationMessages(rt *pleg.PodRuntime) {
 // OOMKilled only when its own OOM event beats the exit, which it can lose
 // on a busy node, and on cgroup v1 the pod cgroup's counter does not count
 // a kill at the container's own limit: the kernel's record settles it.
-func (w *worker) noteKernelOOM(id string) {
+func (w *worker) noteKernelOOM(id, what, why string) {
 	w.mu.Lock()
 	if w.kernelOOM == nil {
 		w.kernelOOM = map[string]time.Time{}
 	}
 	w.kernelOOM[id] = w.m.clock.Now()
 	w.mu.Unlock()
+	container := w.containerName(id)
+	where := "in container " + container
+	if container == "" {
+		container, where = "", "in the pod's sandbox"
+	}
+	w.event(container, corev1.EventTypeWarning, "OOMKilling", fmt.Sprintf("%s %s%s", what, where, why))
 	w.wake()
+}
+
+// containerName is the name of the pod's container with runtime ID id
+// ("" for the sandbox or one not listed).
+func (w *worker) containerName(id string) string {
+	for _, c := range w.m.cache.Get(w.uid).GetContainers() {
+		if c.GetId() == id {
+			return c.GetMetadata().GetName()
+		}
+	}
+	return ""
 }
 
 // confirmOOMKill marks a container that died of SIGKILL (137) as OOM killed

@@ -382,8 +382,11 @@ func (w *worker) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 	}
 	w.event(c.Name, corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
 	pullStart := w.m.clock.Now()
-	ref, err := w.m.pull(ctx, c.Image, w.pullCredentials(ctx, pod, c.Image), sandboxCfg)
-	w.pulling += w.m.clock.Since(pullStart)
+	stopProgress := w.reportPullProgress(c, pullStart)
+	ref, waited, err := w.m.pull(ctx, c.Image, w.pullCredentials(ctx, pod, c.Image), sandboxCfg)
+	stopProgress()
+	took := w.m.clock.Since(pullStart)
+	w.pulling += took
 	if err != nil {
 		now := w.m.clock.Now()
 		w.pullFailed[c.Image] = now
@@ -399,34 +402,72 @@ func (w *worker) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 		// shows ImagePullBackOff, and that sync waits for the window to end.
 		return "", time.Second, false
 	}
-	w.event(c.Name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q in %s", c.Image, w.m.clock.Since(pullStart).Round(time.Millisecond)))
+	// The kubelet's words, with the size the runtime reports.
+	msg := fmt.Sprintf("Successfully pulled image %q in %s (%s including waiting).", c.Image, (took - waited).Round(time.Millisecond), took.Round(time.Millisecond))
+	if img, err := w.m.rt.ImageStatus(ctx, ref); err == nil && img != nil {
+		msg += fmt.Sprintf(" Image size: %d bytes.", img.GetSize())
+	}
+	w.event(c.Name, corev1.EventTypeNormal, "Pulled", msg)
 	delete(w.pullFailed, c.Image)
 	return ref, 0, true
+}
+
+// pullProgressPeriod is how often a pull still running is reported.
+const pullProgressPeriod = 30 * time.Second
+
+// reportPullProgress records an event every pullProgressPeriod while a
+// pull runs: the CRI's pull is one call with no progress of its own, and a
+// pod silent for minutes looks stuck. The returned func stops it.
+func (w *worker) reportPullProgress(c *corev1.Container, start time.Time) func() {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := w.m.clock.NewTicker(pullProgressPeriod)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C():
+				w.event(c.Name, corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Still pulling image %q: %s so far",
+					c.Image, w.m.clock.Since(start).Round(time.Second)))
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
 }
 
 // pull pulls an image, one at a time when serializeImagePulls is set (the
 // kubelet's default: parallel pulls compete for the same link and disk).
 // With credentials, each is tried in turn until one works; without, the
 // pull is anonymous.
-func (m *Manager) pull(ctx context.Context, image string, creds []*runtimeapi.AuthConfig, sandboxCfg *runtimeapi.PodSandboxConfig) (string, error) {
+// waited is the time spent waiting for the pull slot.
+func (m *Manager) pull(ctx context.Context, image string, creds []*runtimeapi.AuthConfig, sandboxCfg *runtimeapi.PodSandboxConfig) (ref string, waited time.Duration, err error) {
 	if m.pullSlot != nil {
+		start := m.clock.Now()
 		select {
 		case m.pullSlot <- struct{}{}:
 			defer func() { <-m.pullSlot }()
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return "", m.clock.Since(start), ctx.Err()
 		}
+		waited = m.clock.Since(start)
 	}
 	if len(creds) == 0 {
-		return m.rt.PullImage(ctx, image, nil, sandboxCfg)
+		ref, err = m.rt.PullImage(ctx, image, nil, sandboxCfg)
+		return ref, waited, err
 	}
 	var errs []error
 	for _, auth := range creds {
 		ref, err := m.rt.PullImage(ctx, image, auth, sandboxCfg)
 		if err == nil {
-			return ref, nil
+			return ref, waited, nil
 		}
 		errs = append(errs, err)
 	}
-	return "", errors.Join(errs...)
+	return "", waited, errors.Join(errs...)
 }

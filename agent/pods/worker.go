@@ -156,10 +156,13 @@ func (w *worker) isTerminating() bool {
 
 func (w *worker) run(ctx context.Context) {
 	defer w.m.workerDone(w)
+	var synced *corev1.Pod // the spec the last sync had
 	for ctx.Err() == nil {
 		w.takeSpec()
 		if w.isTerminating() {
+			start := w.m.clock.Now()
 			w.terminatePod(ctx)
+			w.m.podSynced("kill", w.m.clock.Since(start))
 			return
 		}
 		syncCtx, cancel := context.WithCancel(ctx)
@@ -167,8 +170,18 @@ func (w *worker) run(ctx context.Context) {
 		w.cancelSync = cancel
 		w.mu.Unlock()
 		startedBefore := w.started
+		// The kubelet's pod worker operation types.
+		op := "sync"
+		if synced == nil {
+			op = "create"
+		} else if synced != w.pod {
+			op = "update"
+		}
+		start := w.m.clock.Now()
 		next := w.sync(syncCtx)
 		cancel()
+		w.m.podSynced(op, w.m.clock.Since(start))
+		synced = w.pod
 		if w.started != startedBefore {
 			continue // progress: the next step (e.g. the next init container) may be possible now
 		}

@@ -35,6 +35,11 @@ type Runtime struct {
 	SandboxIP string
 	// ImageFsMount is where ImageFsInfo says images live (default /images).
 	ImageFsMount string
+	// PulledSize is the size of the images PullImage stores.
+	PulledSize uint64
+	// OnPull, if set, runs at the start of each PullImage, outside the
+	// runtime's lock: a test can hold a pull there.
+	OnPull func()
 
 	mu         sync.Mutex
 	sandboxes  map[string]*runtimeapi.PodSandboxStatus
@@ -330,6 +335,9 @@ func (r *Runtime) ReopenContainerLog(_ context.Context, id string) error {
 
 // PullImage stores the image under its name as its ID.
 func (r *Runtime) PullImage(_ context.Context, image string, auth *runtimeapi.AuthConfig, _ *runtimeapi.PodSandboxConfig) (string, error) {
+	if r.OnPull != nil {
+		r.OnPull()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.record(Call{Op: "PullImage", ID: image, Auth: auth}); err != nil {
@@ -340,7 +348,7 @@ func (r *Runtime) PullImage(_ context.Context, image string, auth *runtimeapi.Au
 			return img.Id, nil
 		}
 	}
-	r.images = append(r.images, &runtimeapi.Image{Id: image, RepoTags: []string{image}})
+	r.images = append(r.images, &runtimeapi.Image{Id: image, RepoTags: []string{image}, Size: r.PulledSize})
 	return image, nil
 }
 

@@ -39,6 +39,9 @@ var (
 	nodectlBin  = os.Getenv("NODECTL_BIN")
 	// controlplaneBin runs the API-mode tests' control plane.
 	controlplaneBin = os.Getenv("CONTROLPLANE_BIN")
+	// mixinSeriesBin lists the series the kubernetes-mixin's kubelet
+	// rules read (test/mixin).
+	mixinSeriesBin = os.Getenv("MIXIN_SERIES_BIN")
 	testImage       = envOr("TEST_IMAGE", "127.0.0.1:5000/nodeagent/test:latest")
 	// nodeAddress is the address cluster nodes listen and are reached on
 	// (hack/runtime.sh puts it on a local link): the API server does not
@@ -54,8 +57,8 @@ func envOr(k, def string) string {
 }
 
 func TestMain(m *testing.M) {
-	if criEndpoint == "" || agentBin == "" || controlplaneBin == "" {
-		fmt.Fprintln(os.Stderr, "integration tests need CRI_ENDPOINT, NODEAGENT_BIN and CONTROLPLANE_BIN: run them with `make integration`")
+	if criEndpoint == "" || agentBin == "" || controlplaneBin == "" || mixinSeriesBin == "" {
+		fmt.Fprintln(os.Stderr, "integration tests need CRI_ENDPOINT, NODEAGENT_BIN, CONTROLPLANE_BIN and MIXIN_SERIES_BIN: run them with `make integration`")
 		os.Exit(1)
 	}
 	stopLoad, err := startBusyNode()

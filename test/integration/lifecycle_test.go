@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -415,10 +416,12 @@ spec:
       limits: {memory: 32Mi}
 `, testImage))
 	n.start()
+	var uid string
 	n.waitPod("hog", 60*time.Second, "OOM killed", func(p *corev1.Pod) error {
 		if p == nil || p.Status.Phase != corev1.PodFailed {
 			return fmt.Errorf("phase %v", p)
 		}
+		uid = string(p.UID)
 		term := p.Status.ContainerStatuses[0].State.Terminated
 		if term == nil || term.Reason != "OOMKilled" || term.ExitCode != 137 {
 			return fmt.Errorf("terminated %+v", term)
@@ -435,6 +438,20 @@ spec:
 		}
 		return fmt.Errorf("no OOMKilling event for memhog in %v", n.events(n.name))
 	})
+	// And an event on the pod, naming the process and the container, which
+	// nodectl describe shows.
+	n.eventually("OOMKilling pod event", 10*time.Second, func() error {
+		for _, e := range n.events(uid) {
+			if e.Reason == "OOMKilling" && strings.Contains(e.Message, "(memhog) in container main") && e.InvolvedObject.FieldPath == "spec.containers{main}" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no OOMKilling event for container main in %v", n.events(uid))
+	})
+	out, err := exec.Command(nodectlBin, "describe", "pod", "hog", "--server", n.url("")).CombinedOutput()
+	if err != nil || !regexp.MustCompile(`Warning +OOMKilling .*Killed process \d+ \(memhog\) in container main`).Match(out) {
+		t.Errorf("nodectl describe pod hog (%v) does not show the OOM kill:\n%s", err, out)
+	}
 	if v, _ := metricValue(n.metricFamilies(), "nodeagent_kernel_oom_kills_total", "constraint=CONSTRAINT_MEMCG"); v < 1 {
 		t.Errorf("nodeagent_kernel_oom_kills_total{constraint=CONSTRAINT_MEMCG} = %v, want >= 1", v)
 	}

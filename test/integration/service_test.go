@@ -3,7 +3,9 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -283,17 +285,36 @@ func TestMetricsAfterAPodStartsAndIsProbed(t *testing.T) {
 		{"prober_probe_duration_seconds", []string{"probe_type=Readiness"}, 1, 1e9},
 		{"nodeagent_prober_missed_periods_total", []string{"probe_type=Readiness"}, 0, 0},
 		{"process_resident_memory_bytes", nil, 1 << 20, 1 << 30},
+		{"kubelet_node_name", []string{"node=" + n.name}, 1, 1},
+		{"kubelet_pod_worker_duration_seconds", []string{"operation_type=create"}, 1, 1},
+		{"kubelet_pod_worker_duration_seconds", []string{"operation_type=sync"}, 1, 1e9},
+		{"kubelet_pleg_relist_interval_seconds", nil, 1, 1e9},
+		{"kubelet_runtime_operations_total", []string{"operation_type=run_podsandbox"}, 1, 1},
+		{"kubelet_runtime_operations_total", []string{"operation_type=exec_sync"}, 1, 1e9},
+		{"kubelet_evictions", []string{"eviction_signal=memory.available"}, 0, 0},
+		{"kubelet_certificate_manager_client_expiration_renew_errors", nil, 0, 0},
+		{"kubelet_server_expiration_renew_errors", nil, 0, 0},
+		// Standalone, no certificate is managed: +Inf, as the kubelet
+		// reports an unused one.
+		{"kubelet_certificate_manager_client_ttl_seconds", nil, math.Inf(1), math.Inf(1)},
+		{"kubelet_certificate_manager_server_ttl_seconds", nil, math.Inf(1), math.Inf(1)},
 	} {
 		v, ok := metricValue(fams, c.name, c.labels...)
 		if !ok || v < c.min || v > c.max {
 			t.Errorf("%s%v = %v (present %v), want %v..%v", c.name, c.labels, v, ok, c.min, c.max)
 		}
 	}
-	// /metrics/probes carries the probe metrics alone, as the kubelet's.
+	// /metrics/probes carries the probe metrics alone, labelled per
+	// container as the kubelet's.
 	probeFams := n.scrape("/metrics/probes")
-	if v, ok := metricValue(probeFams, "prober_probe_total", "probe_type=Readiness", "result=successful"); !ok || v < 1 {
-		t.Errorf("/metrics/probes prober_probe_total = %v (present %v)", v, ok)
+	pod := "pod=probed-" + strings.ToLower(n.name)
+	if v, ok := metricValue(probeFams, "prober_probe_total", "probe_type=Readiness", "result=successful", "container=main", pod, "namespace=default"); !ok || v < 1 {
+		t.Errorf("/metrics/probes prober_probe_total{%s,container=main} = %v (present %v)", pod, v, ok)
 	}
+	if v, ok := metricValue(probeFams, "prober_probe_duration_seconds", "probe_type=Readiness", "container=main", pod); !ok || v < 1 {
+		t.Errorf("/metrics/probes prober_probe_duration_seconds{%s} = %v (present %v)", pod, v, ok)
+	}
+	checkMixinSeries(t, fams)
 	if _, ok := probeFams["kubelet_running_pods"]; ok {
 		t.Error("/metrics/probes serves more than the probe metrics")
 	}
@@ -367,5 +388,38 @@ func TestSIGHUPReloadsWhatIsSafe(t *testing.T) {
 	}
 	if resp, err := http.Get(n.url("/healthz")); err != nil || resp.StatusCode != 200 {
 		t.Errorf("agent unhealthy after a refused reload: %v %v", resp, err)
+	}
+}
+
+// checkMixinSeries: every series the kubernetes-mixin's kubelet alerts and
+// recording rules read from the kubelet (test/mixin parses them with
+// Prometheus's own PromQL parser) is in the scrape.
+func checkMixinSeries(t *testing.T, fams map[string]*dto.MetricFamily) {
+	t.Helper()
+	out, err := exec.Command(mixinSeriesBin, "../mixin/testdata/kubelet-rules.yaml").Output()
+	if err != nil {
+		t.Fatalf("%s: %v", mixinSeriesBin, err)
+	}
+	var uses []struct{ Series, Rule string }
+	if err := json.Unmarshal(out, &uses); err != nil {
+		t.Fatal(err)
+	}
+	if len(uses) < 9 {
+		t.Fatalf("the mixin's rules read %d kubelet series; the parse must have gone wrong: %s", len(uses), out)
+	}
+	for _, u := range uses {
+		name := u.Series
+		if f, ok := fams[name]; ok && len(f.GetMetric()) > 0 {
+			continue
+		}
+		// A histogram's _bucket, _sum and _count are one family.
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if base, cut := strings.CutSuffix(name, suffix); cut && fams[base].GetType() == dto.MetricType_HISTOGRAM && len(fams[base].GetMetric()) > 0 {
+				name = ""
+			}
+		}
+		if name != "" {
+			t.Errorf("the kubernetes-mixin's %s reads %s; the agent does not export it", u.Rule, u.Series)
+		}
 	}
 }
