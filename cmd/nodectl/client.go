@@ -22,7 +22,7 @@ type client struct {
 	agent       *api.Client
 	manifestDir string
 	out         io.Writer
-	midLine     bool // a log line longer than one record is being printed
+	errOut      io.Writer // notices (the container picked by default)
 }
 
 // fetch reads path from the read-only API, for display.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,29 +10,36 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
+	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/cri-client/pkg/logs"
 
 	"nodeagent/cri"
 	"nodeagent/internal/cli"
-	"nodeagent/internal/crilog"
 	"nodeagent/manifest"
 )
 
-// pickContainer resolves -c, or the pod's only container.
-func pickContainer(p *corev1.Pod, name string) (corev1.ContainerStatus, error) {
+// defaultContainerAnnotation names the container kubectl picks when none
+// is given.
+const defaultContainerAnnotation = "kubectl.kubernetes.io/default-container"
+
+// pickContainer resolves -c; without it, the pod's default container
+// (its annotation, else the first) as kubectl picks it, saying so on
+// stderr when there was a choice.
+func pickContainer(p *corev1.Pod, name string, notice io.Writer) (corev1.ContainerStatus, error) {
 	all := append(append([]corev1.ContainerStatus{}, p.Status.ContainerStatuses...), p.Status.InitContainerStatuses...)
-	if name == "" {
-		if len(p.Spec.Containers) == 1 {
-			name = p.Spec.Containers[0].Name
-		} else {
-			var names []string
-			for _, c := range p.Spec.Containers {
-				names = append(names, c.Name)
-			}
-			return corev1.ContainerStatus{}, fmt.Errorf("a container name must be specified for pod %s, choose one of: [%s]", p.Name, strings.Join(names, " "))
+	if name == "" && len(p.Spec.Containers) > 0 {
+		name = p.Spec.Containers[0].Name
+		if def := p.Annotations[defaultContainerAnnotation]; def != "" {
+			name = def
+		} else if len(p.Spec.Containers)+len(p.Spec.InitContainers) > 1 && notice != nil {
+			fmt.Fprintf(notice, "Defaulted container %q out of: %s\n", name, strings.Join(containerNames(p), ", "))
 		}
 	}
 	for _, cs := range all {
@@ -42,112 +50,242 @@ func pickContainer(p *corev1.Pod, name string) (corev1.ContainerStatus, error) {
 	return corev1.ContainerStatus{}, fmt.Errorf("container %s is not valid for pod %s", name, p.Name)
 }
 
-type logOptions struct {
-	container  string
-	follow     bool
-	previous   bool
-	tail       int
-	timestamps bool
+// containerNames lists the pod's containers as kubectl does: the app
+// containers, then the init ones marked "(init)".
+func containerNames(p *corev1.Pod) []string {
+	var names []string
+	for _, c := range p.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	for _, c := range p.Spec.InitContainers {
+		names = append(names, c.Name+" (init)")
+	}
+	return names
 }
 
-// logs prints a container's log from the CRI log file the runtime writes
-// under the agent's podLogsDir.
+type logOptions struct {
+	container     string
+	allContainers bool
+	prefix        bool
+	follow        bool
+	previous      bool
+	tail          int64 // < 0: all
+	timestamps    bool
+	since         time.Duration
+	sinceTime     string // RFC 3339
+	limitBytes    int64  // 0: no limit
+}
+
+// podLogOptions are the options as the kubelet's reader takes them; bad
+// values are refused before anything is read.
+func (o logOptions) podLogOptions() (*corev1.PodLogOptions, error) {
+	api := &corev1.PodLogOptions{Follow: o.follow, Previous: o.previous, Timestamps: o.timestamps}
+	if o.tail >= 0 {
+		api.TailLines = &o.tail
+	}
+	switch {
+	case o.since != 0 && o.sinceTime != "":
+		return nil, cli.UsageError("--since and --since-time cannot be given together")
+	case o.since < 0:
+		return nil, cli.UsageError(fmt.Sprintf("--since %s: must be a positive duration", o.since))
+	case o.since > 0:
+		secs := int64((o.since + time.Second - 1) / time.Second)
+		api.SinceSeconds = &secs
+	case o.sinceTime != "":
+		t, err := time.Parse(time.RFC3339, o.sinceTime)
+		if err != nil {
+			return nil, cli.UsageError(fmt.Sprintf("--since-time %q: want an RFC 3339 time such as 2026-11-24T10:00:00Z", o.sinceTime))
+		}
+		api.SinceTime = &metav1.Time{Time: t}
+	}
+	if o.limitBytes < 0 {
+		return nil, cli.UsageError(fmt.Sprintf("--limit-bytes %d: must be greater than 0", o.limitBytes))
+	}
+	if o.limitBytes > 0 {
+		api.LimitBytes = &o.limitBytes
+	}
+	return api, nil
+}
+
+// logTarget is one container log to print.
+type logTarget struct {
+	name, file, id string
+}
+
+// logs prints container logs from the CRI log files the runtime writes
+// under the agent's podLogsDir, through the kubelet's own reader
+// (k8s.io/cri-client/pkg/logs): --follow goes on across rotation as the
+// kubelet's does, and --since, --since-time, --limit-bytes, --tail and
+// --timestamps mean what they mean for kubectl.
 func (c *client) logs(name string, o logOptions) error {
+	api, err := o.podLogOptions()
+	if err != nil {
+		return err
+	}
 	p, err := c.findPod(name)
 	if err != nil {
 		return err
 	}
-	cs, err := pickContainer(p, o.container)
-	if err != nil {
-		return err
+	var statuses []corev1.ContainerStatus
+	if o.allContainers {
+		if o.container != "" {
+			return cli.UsageError("--all-containers and -c cannot be given together")
+		}
+		// kubectl's order: init containers, then the app containers.
+		statuses = append(append(statuses, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+	} else {
+		cs, err := pickContainer(p, o.container, c.errOut)
+		if err != nil {
+			return err
+		}
+		statuses = append(statuses, cs)
 	}
 	cfg, err := c.trustedConfig()
 	if err != nil {
 		return err
 	}
-	n := cs.RestartCount
-	if o.previous {
-		if cs.LastTerminationState.Terminated == nil || n == 0 {
-			return fmt.Errorf("previous terminated container %q in pod %q not found", cs.Name, p.Name)
+	var targets []logTarget
+	for _, cs := range statuses {
+		t, err := logFile(p, cs, cfg.PodLogsDir, o.previous)
+		if err != nil {
+			if o.allContainers {
+				continue // kubectl skips what has no log yet
+			}
+			return err
 		}
-		n--
-	} else if cs.ContainerID == "" {
-		return fmt.Errorf("container %q in pod %q is waiting to start: %s", cs.Name, p.Name, waitingReason(cs))
+		targets = append(targets, t)
 	}
-	// The names come from the read-only API: each must be one valid path
-	// element before it is joined under the agent's podLogsDir.
-	if err := checkPathNames(p, cs.Name); err != nil {
-		return err
-	}
-	file := filepath.Join(cfg.PodLogsDir, fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), cs.Name, strconv.Itoa(int(n))+".log")
-	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return fmt.Errorf("read logs: %w", err)
-	}
-	defer f.Close()
-
-	// The tail is streamed, never held: a container controls how much it
-	// logs, and how long a line it writes.
-	from, err := crilog.TailOffset(f, o.tail)
-	if err != nil {
-		return fmt.Errorf("read logs: %w", err)
-	}
-	if _, err := f.Seek(from, io.SeekStart); err != nil {
-		return fmt.Errorf("read logs: %w", err)
-	}
-	rd := crilog.NewReader(f)
-	for {
-		rec, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	var rt internalapi.RuntimeService
+	if o.follow && !o.previous {
+		conn, err := cri.New(cfg.ContainerRuntimeEndpoint, cri.Options{})
 		if err != nil {
 			return err
 		}
-		c.printRecord(rec, o.timestamps)
+		defer conn.Close()
+		rt = statusOnly{conn: conn}
 	}
-	if !o.follow || o.previous {
+	var mu sync.Mutex
+	read := func(t logTarget) error {
+		out := io.Writer(c.out)
+		if len(targets) > 1 || o.prefix {
+			lw := &lineWriter{mu: &mu, out: c.out}
+			if o.prefix {
+				lw.prefix = fmt.Sprintf("[pod/%s/%s] ", p.Name, t.name)
+			}
+			defer lw.flush()
+			out = lw
+		}
+		id := ""
+		if rt != nil {
+			id = t.id
+		}
+		opts := logs.NewLogOptions(api, time.Now())
+		discard := logr.Discard()
+		if err := logs.ReadLogs(context.Background(), &discard, t.file, id, opts, rt, out, out); err != nil {
+			return fmt.Errorf("read logs of container %s: %w", t.name, err)
+		}
 		return nil
 	}
-	// Follow: keep reading as the container writes, until it stops.
-	rd = crilog.NewReader(f)
-	for {
-		rec, err := rd.Next()
-		if err == nil {
-			c.printRecord(rec, o.timestamps)
-			continue
+	if !o.follow || len(targets) == 1 {
+		for _, t := range targets {
+			if err := read(t); err != nil {
+				return err
+			}
 		}
-		if !errors.Is(err, io.EOF) {
-			return err
-		}
-		if !c.stillRunning(p.Name, cs.Name, cs.ContainerID) {
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond)
-		rd = crilog.NewReader(f)
+		return nil
 	}
+	// Following several containers: all at once, whole lines each.
+	errs := make(chan error, len(targets))
+	for _, t := range targets {
+		go func() { errs <- read(t) }()
+	}
+	var all []error
+	for range targets {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
 }
 
-// printRecord writes one record; the pieces of a line longer than
-// crilog.MaxRecordBytes are written as one line, stamped once.
-func (c *client) printRecord(r crilog.Record, timestamps bool) {
-	if timestamps && !c.midLine {
-		fmt.Fprintf(c.out, "%s ", r.Time.Format(time.RFC3339Nano))
+// logFile is the log file of a container's current run, or with previous
+// its last one. The names come from the read-only API: each must be one
+// valid path element before it is joined under the agent's podLogsDir,
+// and the file must be a regular file, not a link someone placed there.
+func logFile(p *corev1.Pod, cs corev1.ContainerStatus, logsDir string, previous bool) (logTarget, error) {
+	n := cs.RestartCount
+	if previous {
+		if cs.LastTerminationState.Terminated == nil || n == 0 {
+			return logTarget{}, fmt.Errorf("previous terminated container %q in pod %q not found", cs.Name, p.Name)
+		}
+		n--
+	} else if cs.ContainerID == "" {
+		return logTarget{}, fmt.Errorf("container %q in pod %q is waiting to start: %s", cs.Name, p.Name, waitingReason(cs))
 	}
-	c.out.Write(r.Content)
-	c.midLine = r.Continued
-	if !r.Continued {
-		c.out.Write([]byte{'\n'})
+	if err := checkPathNames(p, cs.Name); err != nil {
+		return logTarget{}, err
 	}
-}
-
-func (c *client) stillRunning(pod, container, id string) bool {
-	p, err := c.findPod(pod)
+	file := filepath.Join(logsDir, fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), cs.Name, strconv.Itoa(int(n))+".log")
+	st, err := os.Lstat(file)
 	if err != nil {
-		return false
+		return logTarget{}, fmt.Errorf("read logs: %w", err)
 	}
-	cs, err := pickContainer(p, container)
-	return err == nil && cs.ContainerID == id && cs.State.Running != nil
+	if !st.Mode().IsRegular() {
+		return logTarget{}, fmt.Errorf("read logs: %s is not a regular file", file)
+	}
+	_, id, _ := strings.Cut(cs.ContainerID, "://")
+	return logTarget{name: cs.Name, file: file, id: id}, nil
+}
+
+// statusOnly is the one runtime call the kubelet's log reader makes while
+// following: whether the container still runs.
+type statusOnly struct {
+	internalapi.RuntimeService
+	conn *cri.Client
+}
+
+func (s statusOnly) ContainerStatus(ctx context.Context, id string, _ bool) (*runtimeapi.ContainerStatusResponse, error) {
+	st, err := s.conn.ContainerStatus(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeapi.ContainerStatusResponse{Status: st}, nil
+}
+
+// lineWriter writes whole lines only, under a lock shared with the other
+// containers' writers, each line with prefix.
+type lineWriter struct {
+	mu     *sync.Mutex
+	out    io.Writer
+	prefix string
+	buf    []byte
+}
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	w.buf = append(w.buf, b...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		if err := w.emit(w.buf[:i+1]); err != nil {
+			return 0, err
+		}
+		w.buf = w.buf[i+1:]
+	}
+}
+
+// flush writes a last line the container never ended.
+func (w *lineWriter) flush() {
+	if len(w.buf) > 0 {
+		w.emit(append(w.buf, '\n'))
+		w.buf = nil
+	}
+}
+
+func (w *lineWriter) emit(line []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, err := io.WriteString(w.out, w.prefix+string(line))
+	return err
 }
 
 // checkPathNames refuses pod and container names that are not the API
@@ -176,7 +314,7 @@ func (c *client) execTarget(name, container string, cmd []string) (*cri.Client, 
 	if err != nil {
 		return nil, "", err
 	}
-	cs, err := pickContainer(p, container)
+	cs, err := pickContainer(p, container, c.errOut)
 	if err != nil {
 		return nil, "", err
 	}

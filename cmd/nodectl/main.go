@@ -9,7 +9,7 @@
 //	nodectl describe pod NAME
 //	nodectl describe node
 //	nodectl events [--pod NAME] [-o json|yaml]
-//	nodectl logs POD [-c C] [-f] [--previous] [--tail N] [--timestamps]
+//	nodectl logs POD [-c C | --all-containers] [-f] [--previous] [--tail N] [--timestamps] [--since D | --since-time T] [--limit-bytes N] [--prefix]
 //	nodectl exec POD [-c C] [-i] [-t] [--timeout D] -- CMD [ARGS...]
 //	nodectl apply -f FILE
 //	nodectl delete pod NAME [--grace-period N] [--wait]
@@ -43,8 +43,10 @@ Usage:
   nodectl describe pod NAME               details: status, cgroup, containers, conditions
   nodectl describe node                   capacity, allocatable, conditions, system info
   nodectl events [--pod NAME]             the agent's events (pulls, starts, kills, back-offs, rejections)
-  nodectl logs POD [-c C] [-f] [--previous] [--tail N] [--timestamps]
-                                          a container's log
+  nodectl logs POD [-c C | --all-containers] [-f] [--previous] [--tail N] [--timestamps]
+               [--since D | --since-time T] [--limit-bytes N] [--prefix]
+                                          a container's log (the default container without -c), read
+                                          with the kubelet's reader: -f follows across rotation
   nodectl exec POD [-c C] [-i] [-t] [--timeout D] -- CMD [ARGS...]
                                           run a command in a container and exit with its code;
                                           -i passes stdin, -t gives it a terminal (-it for both)
@@ -72,8 +74,10 @@ type flags struct {
 	server, manifestDir, output, file, podFilter, container        string
 	controlSocket                                                  string
 	wait, follow, previous, timestamps, interactive, tty, it, help bool
-	containers                                                     bool
-	tail                                                           int
+	containers, allContainers, prefix                              bool
+	tail, limitBytes                                               int64
+	since                                                          time.Duration
+	sinceTime                                                      string
 	timeout                                                        time.Duration
 	grace                                                          int64
 }
@@ -105,8 +109,13 @@ func newFlags(verb string) (*flag.FlagSet, *flags) {
 		fs.BoolVar(&f.follow, "follow", false, "")
 		fs.BoolVar(&f.previous, "previous", false, "")
 		fs.BoolVar(&f.previous, "p", false, "")
-		fs.IntVar(&f.tail, "tail", -1, "")
+		fs.Int64Var(&f.tail, "tail", -1, "")
 		fs.BoolVar(&f.timestamps, "timestamps", false, "")
+		fs.DurationVar(&f.since, "since", 0, "")
+		fs.StringVar(&f.sinceTime, "since-time", "", "")
+		fs.Int64Var(&f.limitBytes, "limit-bytes", 0, "")
+		fs.BoolVar(&f.allContainers, "all-containers", false, "")
+		fs.BoolVar(&f.prefix, "prefix", false, "")
 	case "exec":
 		fs.StringVar(&f.container, "c", "", "")
 		fs.BoolVar(&f.interactive, "i", false, "")
@@ -158,7 +167,7 @@ func run(args []string, out io.Writer) error {
 		fmt.Fprint(out, usage)
 		return nil
 	}
-	c := &client{agent: api.NewClient(f.server, f.controlSocket), manifestDir: f.manifestDir, out: out}
+	c := &client{agent: api.NewClient(f.server, f.controlSocket), manifestDir: f.manifestDir, out: out, errOut: os.Stderr}
 	verb, rest := words[0], words[1:]
 	isPod := func(w string) bool { return w == "pods" || w == "pod" || w == "po" }
 	isNode := func(w string) bool { return w == "node" || w == "nodes" || w == "no" }
@@ -184,7 +193,8 @@ func run(args []string, out io.Writer) error {
 	case verb == "events" && len(rest) == 0:
 		return c.listEvents(f.podFilter, f.output)
 	case verb == "logs" && len(rest) == 1:
-		return c.logs(rest[0], logOptions{container: f.container, follow: f.follow, previous: f.previous, tail: f.tail, timestamps: f.timestamps})
+		return c.logs(rest[0], logOptions{container: f.container, follow: f.follow, previous: f.previous, tail: f.tail, timestamps: f.timestamps,
+			since: f.since, sinceTime: f.sinceTime, limitBytes: f.limitBytes, allContainers: f.allContainers, prefix: f.prefix})
 	case verb == "exec" && len(rest) == 1:
 		exec := func() (int, error) { return c.exec(rest[0], f.container, command, f.timeout) }
 		if f.interactive || f.tty {

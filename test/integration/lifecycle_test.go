@@ -3,12 +3,15 @@
 package integration
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -266,6 +269,15 @@ func TestContainerLogsAreRotated(t *testing.T) {
 	n.start()
 	p := n.waitRunning("chatty")
 	dir := filepath.Join(n.dir, "logs", fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), "main")
+	// A follower started before the rotations keeps getting new lines
+	// after them (it used to keep reading the renamed file, silent).
+	var followed lockedBuffer
+	follow := exec.Command(nodectlBin, "--server", n.url(""), "--control-socket", n.controlSocket(), "logs", "-f", "chatty")
+	follow.Stdout, follow.Stderr = &followed, &followed
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer follow.Process.Kill()
 	n.eventually("the log rotated twice (one plain, one gzipped)", 60*time.Second, func() error {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
@@ -309,6 +321,63 @@ func TestContainerLogsAreRotated(t *testing.T) {
 	if p, _ := n.pod("chatty"); p.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Error("rotation restarted the container")
 	}
+	// Every line in a rotated file was written before the current 0.log:
+	// the follower must print a line past the newest of them, in order.
+	rotatedMax := 0
+	for _, e := range entries {
+		if e.Name() == "0.log" || strings.HasSuffix(e.Name(), ".gz") {
+			continue
+		}
+		data, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		rotatedMax = max(rotatedMax, maxLineNumber(string(data)))
+	}
+	n.eventually("the follower printed lines written after the rotations", 10*time.Second, func() error {
+		got := followed.String()
+		if last := maxLineNumber(got); last <= rotatedMax {
+			return fmt.Errorf("the follower's last line is %d, the rotated files reach %d; it printed %d bytes ending %q",
+				last, rotatedMax, len(got), got[max(0, len(got)-200):])
+		}
+		return nil
+	})
+	prev := 0
+	for _, m := range chattyLine.FindAllStringSubmatch(followed.String(), -1) {
+		i, _ := strconv.Atoi(m[1])
+		if i <= prev {
+			t.Fatalf("the follower printed line %d after line %d", i, prev)
+		}
+		prev = i
+	}
+}
+
+var chattyLine = regexp.MustCompile(`\bline (\d+)\b`)
+
+// maxLineNumber is the highest "line N" in a log.
+func maxLineNumber(log string) int {
+	n := 0
+	for _, m := range chattyLine.FindAllStringSubmatch(log, -1) {
+		i, _ := strconv.Atoi(m[1])
+		n = max(n, i)
+	}
+	return n
+}
+
+// lockedBuffer is a bytes.Buffer a child process writes while the test
+// reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func TestDeleteWithGracePeriodOverride(t *testing.T) {
