@@ -32,26 +32,36 @@ func (c *client) fetch(path string, into any) error {
 
 func (c *client) pods() ([]corev1.Pod, error) { return c.agent.Pods(context.Background()) }
 
-// findPod matches the listed name, or the manifest name plus the node suffix.
+// findPod matches the listed name, or the manifest name plus the node
+// suffix, optionally as NAMESPACE/NAME.
 func (c *client) findPod(name string) (*corev1.Pod, error) {
 	pods, err := c.pods()
 	if err != nil {
 		return nil, err
 	}
+	return findIn(pods, name)
+}
+
+func findIn(pods []corev1.Pod, name string) (*corev1.Pod, error) {
+	for i := range pods {
+		if podMatches(&pods[i], name) {
+			return &pods[i], nil
+		}
+	}
+	return nil, fmt.Errorf("pods %q not found", name)
+}
+
+// podMatches: name is the pod's, or its manifest's (the pod's without the
+// node suffix), either with a "NAMESPACE/" in front.
+func podMatches(p *corev1.Pod, name string) bool {
 	ns, bare, ok := strings.Cut(name, "/")
 	if !ok {
 		ns, bare = "", name
 	}
-	for i := range pods {
-		p := &pods[i]
-		if ns != "" && p.Namespace != ns {
-			continue
-		}
-		if p.Name == bare || p.Name == bare+"-"+strings.ToLower(p.Spec.NodeName) {
-			return p, nil
-		}
+	if ns != "" && p.Namespace != ns {
+		return false
 	}
-	return nil, fmt.Errorf("pod %q not found", name)
+	return p.Name == bare || p.Name == bare+"-"+strings.ToLower(p.Spec.NodeName)
 }
 
 // trustedConfig is the configuration the agent runs with, asked over the

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -13,85 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"nodeagent/api"
-	"nodeagent/internal/cli"
 )
-
-func (c *client) getPods(output string) error {
-	pods, err := c.pods()
-	if err != nil {
-		return err
-	}
-	switch output {
-	case "json", "yaml":
-		return emit(c.out, output, &corev1.PodList{TypeMeta: typeMeta("PodList"), Items: pods})
-	case "", "wide":
-	default:
-		return cli.UsageError(fmt.Sprintf("-o %q: want wide, json or yaml", output))
-	}
-	if len(pods) == 0 {
-		fmt.Fprintln(c.out, "No pods.")
-		return nil
-	}
-	tw := tabwriter.NewWriter(c.out, 0, 8, 3, ' ', 0)
-	header := "NAME\tREADY\tSTATUS\tRESTARTS\tAGE\tIP\tQOS"
-	if output == "wide" {
-		header += "\tNODE\tUID"
-	}
-	fmt.Fprintln(tw, header)
-	now := time.Now()
-	for _, p := range pods {
-		ready, restarts := 0, int32(0)
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Ready {
-				ready++
-			}
-			restarts += cs.RestartCount
-		}
-		row := fmt.Sprintf("%s\t%d/%d\t%s\t%d\t%s\t%s\t%s", p.Name, ready, len(p.Spec.Containers), podStatusWord(&p), restarts,
-			age(p.Status.StartTime, now), orNone(p.Status.PodIP), p.Status.QOSClass)
-		if output == "wide" {
-			row += fmt.Sprintf("\t%s\t%s", p.Spec.NodeName, p.UID)
-		}
-		fmt.Fprintln(tw, row)
-	}
-	return tw.Flush()
-}
-
-func (c *client) getPod(name, output string) error {
-	p, err := c.findPod(name)
-	if err != nil {
-		return err
-	}
-	if output == "" {
-		output = "yaml"
-	}
-	p.TypeMeta = typeMeta("Pod")
-	return emit(c.out, output, p)
-}
-
-func (c *client) getNode(output string) error {
-	var n corev1.Node
-	if err := c.fetch("/node", &n); err != nil {
-		return err
-	}
-	if output == "json" || output == "yaml" {
-		return emit(c.out, output, &n)
-	}
-	tw := tabwriter.NewWriter(c.out, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATUS\tVERSION\tINTERNAL-IP\tOS-IMAGE\tKERNEL\tRUNTIME\tCGROUPS")
-	ip := ""
-	for _, a := range n.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP {
-			ip = a.Address
-		}
-	}
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, nodeReadyWord(&n), n.Status.NodeInfo.KubeletVersion, ip,
-		n.Status.NodeInfo.OSImage, n.Status.NodeInfo.KernelVersion, n.Status.NodeInfo.ContainerRuntimeVersion, cgroupsText(&n))
-	return tw.Flush()
-}
 
 // podStatusWord is the STATUS column as kubectl words it: the pod's reason,
 // else the first container's waiting or terminated reason, else the phase.
@@ -137,26 +60,6 @@ func nodeReadyWord(n *corev1.Node) string {
 	return "Unknown"
 }
 
-func age(t *metav1.Time, now time.Time) string {
-	if t == nil || t.IsZero() {
-		return "<unknown>"
-	}
-	d := now.Sub(t.Time)
-	switch {
-	case d < 0:
-		return "0s"
-	case d < 2*time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < 10*time.Minute:
-		return fmt.Sprintf("%dm%ds", int(d.Minutes()), int(d.Seconds())%60)
-	case d < 3*time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
-}
-
 func orNone(s string) string {
 	if s == "" {
 		return "<none>"
@@ -164,28 +67,9 @@ func orNone(s string) string {
 	return s
 }
 
-func emit(w io.Writer, format string, v any) error {
-	switch format {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	case "yaml":
-		b, err := yaml.Marshal(v)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	}
-	return cli.UsageError(fmt.Sprintf("-o %q: want json or yaml", format))
-}
-
-func (c *client) describePod(name string) error {
-	p, err := c.findPod(name)
-	if err != nil {
-		return err
-	}
+// describePod prints a pod as kubectl describe does, with what the agent
+// adds: its cgroup, its manifest and its probes' last runs.
+func (c *client) describePod(p *corev1.Pod) error {
 	// The agent says where the pod's cgroup is: nodectl computes no path.
 	cgroupPath := "<none: cgroupsPerQOS is off, or the pod has no cgroup yet>"
 	var entries []api.CgroupEntry
@@ -206,7 +90,15 @@ func (c *client) describePod(name string) error {
 	if p.Status.StartTime != nil {
 		kv("Start Time", p.Status.StartTime.Format(time.RFC1123Z))
 	}
+	if p.Spec.PriorityClassName != "" {
+		kv("Priority Class Name", p.Spec.PriorityClassName)
+	}
+	if p.Spec.Priority != nil {
+		kv("Priority", fmt.Sprint(*p.Spec.Priority))
+	}
+	kv("Service Account", orNone(p.Spec.ServiceAccountName))
 	kv("Labels", mapText(p.Labels))
+	kv("Annotations", mapText(p.Annotations))
 	kv("Manifest", orNone(p.Annotations[api.AnnotationManifest]))
 	kv("Status", podStatusWord(p))
 	if p.Status.Reason != "" {
@@ -229,6 +121,7 @@ func (c *client) describePod(name string) error {
 	}
 	describeContainers(c.out, "Init Containers", p.Spec.InitContainers, p.Status.InitContainerStatuses, reports)
 	describeContainers(c.out, "Containers", p.Spec.Containers, p.Status.ContainerStatuses, reports)
+	describeContainers(c.out, "Ephemeral Containers", ephemeralAsContainers(p), p.Status.EphemeralContainerStatuses, reports)
 	if len(p.Status.Conditions) > 0 {
 		fmt.Fprintln(c.out, "Conditions:")
 		tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
@@ -238,6 +131,9 @@ func (c *client) describePod(name string) error {
 		}
 		tw.Flush()
 	}
+	describeVolumes(c.out, p.Spec.Volumes)
+	fmt.Fprintf(c.out, "Node-Selectors:\t%s\n", mapText(p.Spec.NodeSelector))
+	fmt.Fprintf(c.out, "Tolerations:\t%s\n", tolerationsText(p.Spec.Tolerations))
 	evs, err := c.events()
 	if err != nil {
 		return err
@@ -262,55 +158,193 @@ func (c *client) describePod(name string) error {
 	return tw.Flush()
 }
 
+// ephemeralAsContainers are the pod's ephemeral containers as containers
+// (kubectl debug's), for describe and completion.
+func ephemeralAsContainers(p *corev1.Pod) []corev1.Container {
+	var out []corev1.Container
+	for _, e := range p.Spec.EphemeralContainers {
+		out = append(out, corev1.Container(e.EphemeralContainerCommon))
+	}
+	return out
+}
+
+// describeVolumes is kubectl's Volumes section, one line per source.
+func describeVolumes(out io.Writer, volumes []corev1.Volume) {
+	if len(volumes) == 0 {
+		fmt.Fprintln(out, "Volumes: <none>")
+		return
+	}
+	fmt.Fprintln(out, "Volumes:")
+	for _, v := range volumes {
+		fmt.Fprintf(out, "  %s:\n    %s\n", v.Name, volumeText(v.VolumeSource))
+	}
+}
+
+func volumeText(v corev1.VolumeSource) string {
+	switch {
+	case v.EmptyDir != nil:
+		s := "EmptyDir (a temporary directory that shares a pod's lifetime)"
+		if v.EmptyDir.Medium != "" {
+			s += ", medium " + string(v.EmptyDir.Medium)
+		}
+		if v.EmptyDir.SizeLimit != nil {
+			s += ", size limit " + v.EmptyDir.SizeLimit.String()
+		}
+		return s
+	case v.HostPath != nil:
+		t := ""
+		if v.HostPath.Type != nil {
+			t = string(*v.HostPath.Type)
+		}
+		return fmt.Sprintf("HostPath (bare host directory volume) %s, type %q", v.HostPath.Path, t)
+	case v.ConfigMap != nil:
+		return "ConfigMap " + v.ConfigMap.Name
+	case v.Secret != nil:
+		return "Secret " + v.Secret.SecretName
+	case v.Projected != nil:
+		var parts []string
+		for _, s := range v.Projected.Sources {
+			switch {
+			case s.ServiceAccountToken != nil:
+				parts = append(parts, fmt.Sprintf("token (audience %q)", s.ServiceAccountToken.Audience))
+			case s.ConfigMap != nil:
+				parts = append(parts, "configMap "+s.ConfigMap.Name)
+			case s.Secret != nil:
+				parts = append(parts, "secret "+s.Secret.Name)
+			case s.DownwardAPI != nil:
+				parts = append(parts, "downwardAPI")
+			}
+		}
+		return "Projected (" + strings.Join(parts, ", ") + ")"
+	case v.DownwardAPI != nil:
+		return "DownwardAPI"
+	}
+	return "<other source>"
+}
+
+// tolerationsText is kubectl's "key=value:Effect op=Exists for 300s" list.
+func tolerationsText(ts []corev1.Toleration) string {
+	if len(ts) == 0 {
+		return "<none>"
+	}
+	var parts []string
+	for _, t := range ts {
+		s := t.Key
+		if t.Value != "" {
+			s += "=" + t.Value
+		}
+		if t.Effect != "" {
+			s += ":" + string(t.Effect)
+		}
+		if t.Operator == corev1.TolerationOpExists && t.Value == "" {
+			if t.Key == "" {
+				s = "op=Exists"
+			} else {
+				s += " op=Exists"
+			}
+		}
+		if t.TolerationSeconds != nil {
+			s += fmt.Sprintf(" for %ds", *t.TolerationSeconds)
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "\n             ")
+}
+
 // eventAge is kubectl's "2m (x3 over 5m)".
 func eventAge(e *corev1.Event, now time.Time) string {
-	last := age(&e.LastTimestamp, now)
+	last := ageText(&e.LastTimestamp, now)
 	if e.Count > 1 {
-		return fmt.Sprintf("%s (x%d over %s)", last, e.Count, age(&e.FirstTimestamp, now))
+		return fmt.Sprintf("%s (x%d over %s)", last, e.Count, ageText(&e.FirstTimestamp, now))
 	}
 	return last
 }
 
-func (c *client) listEvents(podName, output string) error {
-	evs, err := c.events()
+func (c *client) listEvents(podName, output string, watch bool) error {
+	evs, err := c.podEvents(podName)
 	if err != nil {
 		return err
 	}
-	if podName != "" {
-		p, err := c.findPod(podName)
-		if err != nil {
-			return err
+	if output != "" {
+		for i := range evs {
+			evs[i].TypeMeta = typeMeta("Event")
 		}
-		var mine []corev1.Event
-		for _, e := range evs {
-			if e.InvolvedObject.UID == p.UID {
-				mine = append(mine, e)
-			}
+		if !watch {
+			return emit(c.out, output, &corev1.EventList{TypeMeta: typeMeta("EventList"), Items: evs})
 		}
-		evs = mine
 	}
-	switch output {
-	case "json", "yaml":
-		return emit(c.out, output, &corev1.EventList{TypeMeta: typeMeta("EventList"), Items: evs})
-	case "":
-	default:
-		return cli.UsageError(fmt.Sprintf("-o %q: want json or yaml", output))
-	}
-	if len(evs) == 0 {
-		fmt.Fprintln(c.out, "No events.")
-		return nil
+	if len(evs) == 0 && output == "" {
+		fmt.Fprintln(c.errOut, "No events found.")
 	}
 	tw := tabwriter.NewWriter(c.out, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, "LAST SEEN\tTYPE\tREASON\tOBJECT\tMESSAGE")
-	now := time.Now()
-	for _, e := range evs {
-		obj := strings.ToLower(e.InvolvedObject.Kind) + "/" + e.InvolvedObject.Name
-		if e.InvolvedObject.FieldPath != "" {
-			obj += " " + e.InvolvedObject.FieldPath
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", eventAge(&e, now), e.Type, e.Reason, obj, e.Message)
+	if len(evs) > 0 && output == "" {
+		fmt.Fprintln(tw, "LAST SEEN\tTYPE\tREASON\tOBJECT\tMESSAGE")
 	}
-	return tw.Flush()
+	seen := map[string]int32{}
+	print := func(evs []corev1.Event) error {
+		now := time.Now()
+		for i := range evs {
+			e := &evs[i]
+			key := string(e.UID) + "/" + e.Name
+			if n, ok := seen[key]; ok && n == e.Count {
+				continue
+			}
+			seen[key] = e.Count
+			if output != "" {
+				if err := emit(c.out, output, e); err != nil {
+					return err
+				}
+				continue
+			}
+			obj := strings.ToLower(e.InvolvedObject.Kind) + "/" + e.InvolvedObject.Name
+			if e.InvolvedObject.FieldPath != "" {
+				obj += " " + e.InvolvedObject.FieldPath
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", eventAge(e, now), e.Type, e.Reason, obj, e.Message)
+		}
+		return tw.Flush()
+	}
+	if err := print(evs); err != nil || !watch {
+		return err
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		evs, err := c.podEvents(podName)
+		if err != nil {
+			fmt.Fprintf(c.errOut, "nodectl: watch: %v\n", err)
+			continue
+		}
+		if err := print(evs); err != nil {
+			return err
+		}
+	}
+}
+
+// podEvents are the agent's events, or one pod's.
+func (c *client) podEvents(podName string) ([]corev1.Event, error) {
+	evs, err := c.events()
+	if err != nil || podName == "" {
+		return evs, err
+	}
+	p, err := c.findPod(podName)
+	if err != nil {
+		return nil, err
+	}
+	var mine []corev1.Event
+	for _, e := range evs {
+		if e.InvolvedObject.UID == p.UID {
+			mine = append(mine, e)
+		}
+	}
+	return mine, nil
 }
 
 func describeContainers(out io.Writer, title string, specs []corev1.Container, statuses []corev1.ContainerStatus, reports []api.ProbeReport) {
@@ -339,6 +373,17 @@ func describeContainers(out io.Writer, title string, specs []corev1.Container, s
 		}
 		for _, port := range s.Ports {
 			kv("Port", fmt.Sprintf("%d/%s %s", port.ContainerPort, port.Protocol, port.Name))
+		}
+		for _, m := range s.VolumeMounts {
+			mode := "rw"
+			if m.ReadOnly {
+				mode = "ro"
+			}
+			from := m.Name
+			if m.SubPath != "" {
+				from += fmt.Sprintf(" (path %q)", m.SubPath)
+			}
+			kv("Mount", fmt.Sprintf("%s from %s (%s)", m.MountPath, from, mode))
 		}
 		kv("State", stateText(cs.State))
 		if cs.LastTerminationState != (corev1.ContainerState{}) {

@@ -2,31 +2,71 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodeagent/api"
 )
 
-// fakeAgent serves a read-only API with one pod, its cgroup and one
-// eviction decision.
-func fakeAgent(t *testing.T) *httptest.Server {
-	started := metav1.NewTime(time.Now().Add(-5*time.Hour - 30*time.Minute)) // "5h" for half an hour either way
-	pod := corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-node1", Namespace: "default", UID: "uid-web"},
-		Spec:       corev1.PodSpec{NodeName: "node1", Containers: []corev1.Container{{Name: "main", Image: "img"}}},
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// fakeAgent serves a read-only API: two pods, the node, their cgroups,
+// one eviction decision and one event. Times are relative to now, so that
+// ages print the same in every run. calls counts the requests.
+func fakeAgent(t *testing.T) (*httptest.Server, *atomic.Int32) {
+	now := time.Now()
+	// 20 s past each whole minute: the ages print the same for 40 s.
+	at := func(d time.Duration) metav1.Time { return metav1.NewTime(now.Add(-d - 20*time.Second)) }
+	started, created, restarted := at(5*time.Hour+30*time.Minute), at(5*time.Hour+3*time.Minute), at(12*time.Minute)
+	prio := int32(100)
+	grace := int64(30)
+	tolerate := int64(300)
+	web := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-node1", Namespace: "default", UID: "uid-web", CreationTimestamp: created,
+			Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"team": "a"}},
+		Spec: corev1.PodSpec{NodeName: "node1", Priority: &prio, PriorityClassName: "high", TerminationGracePeriodSeconds: &grace,
+			RestartPolicy: corev1.RestartPolicyAlways,
+			Containers: []corev1.Container{{Name: "main", Image: "img",
+				Resources:    corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "conf", MountPath: "/etc/app", ReadOnly: true}}}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app-conf"}}}}},
+			Tolerations: []corev1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &tolerate}},
+		},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.0.7", QOSClass: corev1.PodQOSBurstable, StartTime: &started,
-			ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: true, RestartCount: 2,
-				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: true, RestartCount: 2, ContainerID: "containerd://abc",
+				State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: restarted}},
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", FinishedAt: restarted}}}}},
 	}
+	db := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "db-node1", Namespace: "default", UID: "uid-db", Labels: map[string]string{"app": "db"}},
+		Spec:       corev1.PodSpec{NodeName: "node1", Containers: []corev1.Container{{Name: "db", Image: "pg"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort, StartTime: &created,
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "db", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}}},
+	}
+	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", CreationTimestamp: at(26 * time.Hour),
+		Annotations: map[string]string{api.AnnotationCgroupVersion: "v1", api.AnnotationCgroupDriver: "cgroupfs"}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.1"}},
+			NodeInfo:  corev1.NodeSystemInfo{KubeletVersion: "v1.34.2+nodeagent.0.1.0", OSImage: "Debian", KernelVersion: "6.18", ContainerRuntimeVersion: "containerd://1.6.20"}}}
+	event := corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "web.1", UID: "e1"}, Type: "Warning", Reason: "OOMKilling",
+		Message: "Killed process 7 (app) in container main: the memory limit of /kubepods/x was reached", Count: 1,
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "web-node1", UID: "uid-web", FieldPath: "spec.containers{main}"},
+		FirstTimestamp: restarted, LastTimestamp: restarted, Source: corev1.EventSource{Component: "nodeagent"}}
 	answers := map[string]any{
-		"/pods": corev1.PodList{Items: []corev1.Pod{pod}},
+		"/pods": corev1.PodList{Items: []corev1.Pod{web, db}},
+		"/node": node,
 		"/cgroups": []api.CgroupEntry{
 			{CgroupValues: api.CgroupValues{Name: "/kubepods"}},
 			{CgroupValues: api.CgroupValues{Name: "/kubepods/burstable/poduid-web"}, Depth: 2, PodUID: "uid-web"},
@@ -35,9 +75,12 @@ func fakeAgent(t *testing.T) *httptest.Server {
 			Ranking: "kubelet", ObservedAt: started.Time, WokeAt: started.Time, DecidedAt: started.Time, KillSentAt: started.Time,
 			Victims: []api.EvictionVictim{{Pod: "default/hog-node1", QoS: corev1.PodQOSBestEffort, Usage: 300 << 20}}}},
 		"/pods/default/web-node1/probes": []api.ProbeReport{},
-		"/events":                        corev1.EventList{},
+		"/pods/default/db-node1/probes":  []api.ProbeReport{},
+		"/events":                        corev1.EventList{Items: []corev1.Event{event}},
 	}
+	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
 		a, ok := answers[r.URL.Path]
 		if !ok {
 			http.NotFound(w, r)
@@ -46,44 +89,117 @@ func fakeAgent(t *testing.T) *httptest.Server {
 		json.NewEncoder(w).Encode(a)
 	}))
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, &calls
 }
 
-func nodectl(t *testing.T, srv *httptest.Server, args ...string) string {
+// nodectl runs a command line against srv and returns stdout and stderr.
+func nodectl(t *testing.T, srv *httptest.Server, args ...string) (string, string, error) {
 	t.Helper()
-	var out strings.Builder
-	if err := run(append([]string{"--server", srv.URL}, args...), &out); err != nil {
+	var out, errOut strings.Builder
+	err := run(append([]string{"--server", srv.URL, "--control-socket", filepath.Join(t.TempDir(), "none.sock")}, args...), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+func mustRun(t *testing.T, srv *httptest.Server, args ...string) string {
+	t.Helper()
+	out, _, err := nodectl(t, srv, args...)
+	if err != nil {
 		t.Fatalf("nodectl %s: %v", strings.Join(args, " "), err)
 	}
-	return out.String()
+	return out
 }
 
-func TestGetPodsPrintsOneRowPerPod(t *testing.T) {
-	out := nodectl(t, fakeAgent(t), "get", "pods")
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("want a header and one row:\n%s", out)
+// golden compares out with testdata/NAME (go test -update rewrites it).
+func golden(t *testing.T, name, out string) {
+	t.Helper()
+	file := filepath.Join("testdata", name)
+	if *update {
+		os.MkdirAll("testdata", 0o755)
+		if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if f := strings.Fields(lines[0]); strings.Join(f, " ") != "NAME READY STATUS RESTARTS AGE IP QOS" {
-		t.Errorf("header %q", lines[0])
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if f := strings.Fields(lines[1]); len(f) != 7 || f[0] != "web-node1" || f[1] != "1/1" || f[2] != "Running" || f[3] != "2" || f[4] != "5h" || f[5] != "10.88.0.7" || f[6] != "Burstable" {
-		t.Errorf("row %q", lines[1])
-	}
-	if wide := nodectl(t, fakeAgent(t), "get", "pods", "-o", "wide"); !strings.Contains(wide, "node1") || !strings.Contains(wide, "uid-web") {
-		t.Errorf("-o wide lacks the node or the UID:\n%s", wide)
+	if out != string(want) {
+		t.Errorf("%s differs:\n--- got\n%s--- want\n%s", name, out, want)
 	}
 }
 
-func TestDescribePodShowsTheCgroupTheAgentReports(t *testing.T) {
-	out := nodectl(t, fakeAgent(t), "describe", "pod", "web")
-	if !strings.Contains(out, "/kubepods/burstable/poduid-web") {
-		t.Errorf("describe pod does not show the pod cgroup from /cgroups:\n%s", out)
+func TestGetPodsAsKubectl(t *testing.T) {
+	srv, _ := fakeAgent(t)
+	golden(t, "get-pods.txt", mustRun(t, srv, "get", "pods"))
+	golden(t, "get-pods-wide.txt", mustRun(t, srv, "get", "po", "-o", "wide"))
+	golden(t, "get-pods-custom-columns.txt", mustRun(t, srv, "get", "pods", "-o", "custom-columns=NAME:.metadata.name,IP:.status.podIP,MOUNTS:.spec.containers[*].volumeMounts[*].mountPath"))
+	golden(t, "get-node.txt", mustRun(t, srv, "get", "node"))
+	golden(t, "get-node-wide.txt", mustRun(t, srv, "get", "nodes", "-owide"))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"get", "pods", "-o", "name"}, "pod/db-node1\npod/web-node1\n"},
+		{[]string{"get", "pods", "-o", "jsonpath={.items[*].metadata.name}"}, "db-node1 web-node1"},
+		{[]string{"get", "pod", "web", "-o", "jsonpath={.status.podIP}"}, "10.88.0.7"},
+		{[]string{"get", "pods", "-o", "go-template={{range .items}}{{.metadata.name}}:{{.status.qosClass}} {{end}}"}, "db-node1:BestEffort web-node1:Burstable "},
+		{[]string{"get", "pods", "-l", "app=web", "-o", "name"}, "pod/web-node1\n"},
+		{[]string{"get", "pods", "-l", "app in (web,db),app!=web", "-o", "name"}, "pod/db-node1\n"},
+		{[]string{"get", "pods", "default/web", "db", "-o", "name"}, "pod/web-node1\npod/db-node1\n"},
+	} {
+		if out := mustRun(t, srv, c.args...); out != c.want {
+			t.Errorf("nodectl %q = %q, want %q", c.args, out, c.want)
+		}
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal([]byte(mustRun(t, srv, "get", "pod", "web", "-o", "json")), &pod); err != nil || pod.Kind != "Pod" || pod.Name != "web-node1" {
+		t.Errorf("-o json of one pod: kind %q name %q, %v", pod.Kind, pod.Name, err)
+	}
+	var list corev1.PodList
+	if err := json.Unmarshal([]byte(mustRun(t, srv, "get", "pods", "-o", "json")), &list); err != nil || list.Kind != "List" || len(list.Items) != 2 {
+		t.Errorf("-o json of pods: kind %q, %d items, %v", list.Kind, len(list.Items), err)
+	}
+	if out := mustRun(t, srv, "get", "pods", "-o", "yaml"); !strings.HasPrefix(out, "apiVersion: v1\nitems:\n") {
+		t.Errorf("-o yaml:\n%s", out)
+	}
+}
+
+func TestDescribeShowsWhatKubectlShows(t *testing.T) {
+	srv, _ := fakeAgent(t)
+	out := mustRun(t, srv, "describe", "pod", "web")
+	for _, want := range []string{
+		"Cgroup:", "/kubepods/burstable/poduid-web", // from /cgroups: nodectl computes no path
+		"Priority Class Name: high", "Priority:", "100",
+		"Annotations:", "team=a",
+		"Mount:", "/data from data (rw)", "/etc/app from conf (ro)",
+		"Volumes:\n  data:\n    EmptyDir", "  conf:\n    ConfigMap app-conf",
+		"Tolerations:\tnode.kubernetes.io/not-ready:NoExecute op=Exists for 300s",
+		"Warning  OOMKilling", "Killed process 7 (app) in container main",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("describe pod web lacks %q:\n%s", want, out)
+		}
+	}
+	all := mustRun(t, srv, "describe", "pods")
+	if strings.Count(all, "\nNamespace:") != 2 || !strings.Contains(all, "Name:") {
+		t.Errorf("describe pods does not describe both pods:\n%s", all)
+	}
+	if one := mustRun(t, srv, "describe", "pods", "-l", "app=db"); strings.Contains(one, "web-node1") || !strings.Contains(one, "db-node1") {
+		t.Errorf("describe pods -l app=db:\n%s", one)
+	}
+}
+
+func TestEventsAsKubectl(t *testing.T) {
+	srv, _ := fakeAgent(t)
+	golden(t, "events.txt", mustRun(t, srv, "events", "--for", "pod/web"))
+	if out := mustRun(t, srv, "events", "--pod", "db"); out != "" {
+		t.Errorf("events of a pod without any: %q", out)
 	}
 }
 
 func TestGetEvictionsNamesSignalAndVictim(t *testing.T) {
-	out := nodectl(t, fakeAgent(t), "get", "evictions")
+	srv, _ := fakeAgent(t)
+	out := mustRun(t, srv, "get", "evictions")
 	for _, want := range []string{"memory.available", "default/hog-node1", "BestEffort"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("get evictions lacks %q:\n%s", want, out)
@@ -91,10 +207,125 @@ func TestGetEvictionsNamesSignalAndVictim(t *testing.T) {
 	}
 }
 
+// Bad input is one line naming what was wrong, a non-zero exit, and no
+// call to the agent before it.
+func TestBadInputFailsBeforeAnyCall(t *testing.T) {
+	srv, calls := fakeAgent(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"get", "pods", "-o", "table"}, `unable to match a printer suitable for the output format "table", allowed formats are: json,yaml,wide,name,jsonpath=...`},
+		{[]string{"get", "pods", "-o", "jsonpath={.items[}"}, "-o jsonpath={.items[}:"},
+		{[]string{"get", "pods", "-o", "go-template={{.x"}, "-o go-template={{.x:"},
+		{[]string{"get", "pods", "-o", "custom-columns=NAME"}, "expected <header>:<json-path-expr>"},
+		{[]string{"get", "evictions", "-o", "name"}, `output format "name", allowed formats are: json,yaml`},
+		{[]string{"get", "pods", "-l", "app in (web"}, `-l "app in (web"`},
+		{[]string{"get", "pods", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"get", "widgets"}, `the server doesn't have a resource type "widgets"`},
+		{[]string{"get"}, "requires at least 1 arg(s)"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate" for "nodectl"`},
+		{[]string{"logs", "web", "--since", "1m", "--since-time", "2026-11-24T10:00:00Z"}, "--since and --since-time cannot be given together"},
+		{[]string{"logs", "web", "--limit-bytes", "-5"}, "--limit-bytes -5: must be greater than 0"},
+		{[]string{"logs"}, "logs needs one pod name"},
+		{[]string{"exec", "web", "sh"}, "exec needs -- before the command"},
+		{[]string{"exec", "web", "--"}, "exec needs a command after --"},
+		{[]string{"events", "-o", "wide"}, `output format "wide", allowed formats are: json,yaml`},
+		{[]string{"events", "--for", "node/x"}, `--for "node/x": want pod/NAME`},
+		{[]string{"delete", "pod", "web", "--grace-period", "-2"}, "--grace-period -2: must be 0 or more"},
+		{[]string{"apply"}, "apply needs -f FILE"},
+	} {
+		before := calls.Load()
+		_, _, err := nodectl(t, srv, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("nodectl %q: error %v, want one line with %q", c.args, err, c.want)
+		}
+		if n := calls.Load() - before; n != 0 {
+			t.Errorf("nodectl %q asked the agent %d times before refusing", c.args, n)
+		}
+	}
+	// What only the agent can answer is an error too, after the call.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"get", "pod", "nope"}, `pods "nope" not found`},
+		{[]string{"describe", "pod", "nope"}, `pods "nope" not found`},
+		{[]string{"logs", "nope"}, `pods "nope" not found`},
+		{[]string{"events", "--for", "pod/nope"}, `pods "nope" not found`},
+	} {
+		if _, _, err := nodectl(t, srv, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("nodectl %q: error %v, want %q", c.args, err, c.want)
+		}
+	}
+	srv.Close()
+	_, _, err := nodectl(t, srv, "get", "pods")
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), strings.TrimPrefix(srv.URL, "http://")) {
+		t.Errorf("an agent that does not answer: %v; want one line naming it", err)
+	}
+}
+
+// kubectl's flag spellings: combined short flags, -oname, --output=...
+func TestFlagsAreKubectls(t *testing.T) {
+	root := newRootCommand(&strings.Builder{}, &strings.Builder{})
+	exec, _, err := root.Find([]string{"exec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.ParseFlags([]string{"-itc", "app"}); err != nil {
+		t.Fatal(err)
+	}
+	if i, _ := exec.Flags().GetBool("stdin"); !i {
+		t.Error("-itc: no -i")
+	}
+	if tty, _ := exec.Flags().GetBool("tty"); !tty {
+		t.Error("-itc: no -t")
+	}
+	if c, _ := exec.Flags().GetString("container"); c != "app" {
+		t.Errorf("-itc app: container %q", c)
+	}
+	srv, _ := fakeAgent(t)
+	if out := mustRun(t, srv, "get", "pods", "-oname", "--selector=app=db"); out != "pod/db-node1\n" {
+		t.Errorf("-oname --selector=app=db: %q", out)
+	}
+	if out := mustRun(t, srv, "get", "pods", "--output=name", "-lapp=web"); out != "pod/web-node1\n" {
+		t.Errorf("--output=name -lapp=web: %q", out)
+	}
+}
+
+func TestHelpVersionAndCompletion(t *testing.T) {
+	srv, _ := fakeAgent(t)
+	help := mustRun(t, srv, "logs", "--help")
+	for _, want := range []string{"Print a container's log", "nodectl logs web --tail 20 -f", "--since-time", "--all-containers", "Global Flags:", "--server"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("logs --help lacks %q:\n%s", want, help)
+		}
+	}
+	if strings.Contains(help, "Display pods") {
+		t.Errorf("logs --help prints other commands' help:\n%s", help)
+	}
+	out := mustRun(t, srv, "version")
+	if !strings.Contains(out, "Client Version: ") || !strings.Contains(out, "Agent Version: v1.34.2+nodeagent.0.1.0") {
+		t.Errorf("version:\n%s", out)
+	}
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		if out := mustRun(t, srv, "completion", shell); !strings.Contains(out, "nodectl") || len(out) < 1000 {
+			t.Errorf("completion %s: %d bytes", shell, len(out))
+		}
+	}
+	// Pod names complete from the agent.
+	if out := mustRun(t, srv, "__complete", "logs", "we"); !strings.HasPrefix(out, "web-node1\n") {
+		t.Errorf("completing a pod name: %q", out)
+	}
+	if out := mustRun(t, srv, "__complete", "get", "p"); !strings.HasPrefix(out, "pods\n") {
+		t.Errorf("completing a type: %q", out)
+	}
+}
+
 func TestConformanceAndExperimentNeedNodetest(t *testing.T) {
 	t.Setenv("PATH", t.TempDir()) // no nodetest on PATH, none beside the test binary
 	for _, verb := range []string{"conformance", "experiment"} {
-		err := run([]string{verb, "--list"}, &strings.Builder{})
+		err := run([]string{verb, "--list"}, &strings.Builder{}, &strings.Builder{})
 		if err == nil || !strings.Contains(err.Error(), "nodectl "+verb+" runs nodetest") {
 			t.Errorf("nodectl %s without nodetest: %v", verb, err)
 		}

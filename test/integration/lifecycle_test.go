@@ -411,7 +411,7 @@ func TestDeleteWithGracePeriodOverride(t *testing.T) {
 		}
 	}
 	out, err := exec.Command(nodectlBin, "--server", n.url(""), "--control-socket", n.controlSocket(), "delete", "pod", "nosuch", "--grace-period", "1").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), `pod "nosuch" not found`) {
+	if err == nil || !strings.Contains(string(out), `pods "nosuch" not found`) {
 		t.Errorf("deleting a missing pod: %v %s", err, out)
 	}
 }

@@ -420,7 +420,7 @@ func TestNodectlManagesManifests(t *testing.T) {
 		t.Errorf("apply: %s", out)
 	}
 	n.waitRunning("cli")
-	out := nodectl("get", "pods")
+	out := nodectl("get", "pods", "-o", "wide")
 	if !strings.Contains(out, "NAME") || !strings.Contains(out, "cli-"+n.name) || !strings.Contains(out, "Running") || !strings.Contains(out, "BestEffort") {
 		t.Errorf("get pods:\n%s", out)
 	}

@@ -213,7 +213,7 @@ func TestStatsSummaryAgreesWithTheCgroupFiles(t *testing.T) {
 	if err != nil || !strings.Contains(out, "default/"+pod.Name) || !strings.Contains(out, "256.0Mi") || !strings.Contains(out, "burstable") {
 		t.Errorf("nodectl cgroups: %v\n%s", err, out)
 	}
-	if out, err := n.nodectl("get", "node"); err != nil || !strings.Contains(out, "v1/cgroupfs") {
+	if out, err := n.nodectl("get", "node", "-o", "wide"); err != nil || !strings.Contains(out, "v1/cgroupfs") {
 		t.Errorf("nodectl get node: %v\n%s", err, out)
 	}
 
