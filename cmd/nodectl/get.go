@@ -147,7 +147,7 @@ func (c *client) getPods(names []string, sel labels.Selector, o output, watch bo
 	if err := c.printPods(pods, names, o); err != nil || !watch {
 		return err
 	}
-	ctx, stop := signalContext()
+	ctx, stop := watchContext()
 	defer stop()
 	return c.watchPods(ctx, names, sel, o, pods)
 }

@@ -103,8 +103,8 @@ func suiteCommand(name, short string) *cobra.Command {
 		RunE: func(_ *cobra.Command, args []string) error { return runNodetest(name, append([]string{name}, args...)) }}
 }
 
-// signalContext ends on Ctrl-C or SIGTERM: how a watch or a follow stops.
-func signalContext() (context.Context, context.CancelFunc) {
+// watchContext ends a watch: on Ctrl-C or SIGTERM (tests end it sooner).
+var watchContext = func() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 

@@ -307,7 +307,7 @@ func (c *client) listEvents(podName, output string, watch bool) error {
 	if err := print(evs); err != nil || !watch {
 		return err
 	}
-	ctx, stop := signalContext()
+	ctx, stop := watchContext()
 	defer stop()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()

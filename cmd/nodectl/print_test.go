@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"net/http"
@@ -329,5 +330,47 @@ func TestConformanceAndExperimentNeedNodetest(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "nodectl "+verb+" runs nodetest") {
 			t.Errorf("nodectl %s without nodetest: %v", verb, err)
 		}
+	}
+}
+
+// get pods -w prints the table, then each pod again when its row changes,
+// and a pod that went as Terminated.
+func TestGetPodsWatchPrintsChanges(t *testing.T) {
+	var polls atomic.Int32
+	pod := func(phase corev1.PodPhase, ready bool) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-node1", Namespace: "default", UID: "u"},
+			Spec: corev1.PodSpec{NodeName: "node1", Containers: []corev1.Container{{Name: "main"}}},
+			Status: corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: ready}}}}
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var items []corev1.Pod
+		switch n := polls.Add(1); {
+		case n <= 2:
+			items = []corev1.Pod{pod(corev1.PodPending, false)}
+		case n <= 4:
+			items = []corev1.Pod{pod(corev1.PodRunning, true)}
+		}
+		json.NewEncoder(w).Encode(corev1.PodList{Items: items})
+	}))
+	defer srv.Close()
+	watchContext = func() (context.Context, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			for polls.Load() < 6 {
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+		}()
+		return ctx, cancel
+	}
+	out := mustRun(t, srv, "get", "pods", "-w")
+	var rows []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(l)
+		rows = append(rows, f[0]+" "+f[1]+" "+f[2])
+	}
+	want := []string{"NAME READY STATUS", "web-node1 0/1 Pending", "web-node1 1/1 Running", "web-node1 0/0 Terminated"}
+	if strings.Join(rows, "|") != strings.Join(want, "|") {
+		t.Errorf("get pods -w printed\n%s\nwant rows %q", out, want)
 	}
 }
