@@ -339,7 +339,7 @@ func TestGetPodsWatchPrintsChanges(t *testing.T) {
 	var polls atomic.Int32
 	pod := func(phase corev1.PodPhase, ready bool) corev1.Pod {
 		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-node1", Namespace: "default", UID: "u"},
-			Spec: corev1.PodSpec{NodeName: "node1", Containers: []corev1.Container{{Name: "main"}}},
+			Spec:   corev1.PodSpec{NodeName: "node1", Containers: []corev1.Container{{Name: "main"}}},
 			Status: corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: ready}}}}
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
