@@ -166,7 +166,9 @@ func TestImageGCRemovesOnlyUnusedImages(t *testing.T) {
 	if err := crane.Push(distinct, victim, crane.Insecure); err != nil {
 		t.Fatalf("push %s: %v", victim, err)
 	}
-	n := newNode(t, "imageGCHighThresholdPercent: 1\nimageGCLowThresholdPercent: 0\nimageMinimumGCAge: 0s\n")
+	// imageMinimumGCAge: 0s would mean the kubelet's default (2m), as in
+	// the kubelet: 1ns is "no minimum age".
+	n := newNode(t, "imageGCHighThresholdPercent: 1\nimageGCLowThresholdPercent: 0\nimageMinimumGCAge: 1ns\n")
 	if _, err := n.cri.PullImage(ctx, victim, nil, nil); err != nil {
 		t.Fatal(err)
 	}
