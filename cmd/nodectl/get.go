@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"sort"
@@ -147,9 +146,7 @@ func (c *client) getPods(names []string, sel labels.Selector, o output, watch bo
 	if err := c.printPods(pods, names, o); err != nil || !watch {
 		return err
 	}
-	ctx, stop := watchContext()
-	defer stop()
-	return c.watchPods(ctx, names, sel, o, pods)
+	return c.watchPods(names, sel, o, pods)
 }
 
 // printPods prints pods in the table or as objects: one named pod is
@@ -179,7 +176,7 @@ func (c *client) printPods(pods []corev1.Pod, names []string, o output) error {
 
 // watchPods polls the agent and prints each pod again when what would be
 // printed changed; a pod that is gone is printed once more as Terminated.
-func (c *client) watchPods(ctx context.Context, names []string, sel labels.Selector, o output, seen []corev1.Pod) error {
+func (c *client) watchPods(names []string, sel labels.Selector, o output, seen []corev1.Pod) error {
 	last := map[string]string{}
 	key := func(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
 	shown := func(p *corev1.Pod) string {
@@ -191,18 +188,11 @@ func (c *client) watchPods(ctx context.Context, names []string, sel labels.Selec
 	for i := range seen {
 		last[key(&seen[i])] = shown(&seen[i])
 	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+	return pollEverySecond(func() error {
 		pods, err := c.selectPods(nil, sel)
 		if err != nil {
 			fmt.Fprintf(c.errOut, "nodectl: watch: %v\n", err)
-			continue
+			return nil
 		}
 		now := time.Now()
 		present := map[string]bool{}
@@ -230,8 +220,8 @@ func (c *client) watchPods(ctx context.Context, names []string, sel labels.Selec
 				}
 			}
 		}
-		tw.Flush()
-	}
+		return tw.Flush()
+	})
 }
 
 func (c *client) printWatched(tw io.Writer, p *corev1.Pod, o output, now time.Time) error {

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -106,6 +107,25 @@ func suiteCommand(name, short string) *cobra.Command {
 // watchContext ends a watch: on Ctrl-C or SIGTERM (tests end it sooner).
 var watchContext = func() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// pollEverySecond runs f every second until the watch ends or f fails:
+// the read-only API has no watch, so -w polls it.
+func pollEverySecond(f func() error) error {
+	ctx, stop := watchContext()
+	defer stop()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if err := f(); err != nil {
+			return err
+		}
+	}
 }
 
 // resourceArgs checks "TYPE [NAME]" words for a command whose types are

@@ -307,25 +307,14 @@ func (c *client) listEvents(podName, output string, watch bool) error {
 	if err := print(evs); err != nil || !watch {
 		return err
 	}
-	ctx, stop := watchContext()
-	defer stop()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+	return pollEverySecond(func() error {
 		evs, err := c.podEvents(podName)
 		if err != nil {
 			fmt.Fprintf(c.errOut, "nodectl: watch: %v\n", err)
-			continue
+			return nil
 		}
-		if err := print(evs); err != nil {
-			return err
-		}
-	}
+		return print(evs)
+	})
 }
 
 // podEvents are the agent's events, or one pod's.

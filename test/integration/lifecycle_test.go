@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,7 +10,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -271,7 +269,7 @@ func TestContainerLogsAreRotated(t *testing.T) {
 	dir := filepath.Join(n.dir, "logs", fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), "main")
 	// A follower started before the rotations keeps getting new lines
 	// after them (it used to keep reading the renamed file, silent).
-	var followed lockedBuffer
+	var followed logBuffer
 	follow := exec.Command(nodectlBin, "--server", n.url(""), "--control-socket", n.controlSocket(), "logs", "-f", "chatty")
 	follow.Stdout, follow.Stderr = &followed, &followed
 	if err := follow.Start(); err != nil {
@@ -359,25 +357,6 @@ func maxLineNumber(log string) int {
 		n = max(n, i)
 	}
 	return n
-}
-
-// lockedBuffer is a bytes.Buffer a child process writes while the test
-// reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestDeleteWithGracePeriodOverride(t *testing.T) {
