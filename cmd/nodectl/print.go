@@ -132,8 +132,16 @@ func (c *client) describePod(p *corev1.Pod) error {
 		tw.Flush()
 	}
 	describeVolumes(c.out, p.Spec.Volumes)
-	fmt.Fprintf(c.out, "Node-Selectors:\t%s\n", mapText(p.Spec.NodeSelector))
-	fmt.Fprintf(c.out, "Tolerations:\t%s\n", tolerationsText(p.Spec.Tolerations))
+	tw := tabwriter.NewWriter(c.out, 0, 8, 1, ' ', 0)
+	fmt.Fprintf(tw, "Node-Selectors:\t%s\n", mapText(p.Spec.NodeSelector))
+	for i, t := range tolerationsText(p.Spec.Tolerations) {
+		key := ""
+		if i == 0 {
+			key = "Tolerations:"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", key, t)
+	}
+	tw.Flush()
 	evs, err := c.events()
 	if err != nil {
 		return err
@@ -149,7 +157,7 @@ func (c *client) describePod(p *corev1.Pod) error {
 		return nil
 	}
 	fmt.Fprintln(c.out, "Events:")
-	tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
+	tw = tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "  Type\tReason\tAge\tFrom\tMessage")
 	now := time.Now()
 	for _, e := range mine {
@@ -222,10 +230,11 @@ func volumeText(v corev1.VolumeSource) string {
 	return "<other source>"
 }
 
-// tolerationsText is kubectl's "key=value:Effect op=Exists for 300s" list.
-func tolerationsText(ts []corev1.Toleration) string {
+// tolerationsText is kubectl's "key=value:Effect op=Exists for 300s", one
+// line each.
+func tolerationsText(ts []corev1.Toleration) []string {
 	if len(ts) == 0 {
-		return "<none>"
+		return []string{"<none>"}
 	}
 	var parts []string
 	for _, t := range ts {
@@ -248,7 +257,7 @@ func tolerationsText(ts []corev1.Toleration) string {
 		}
 		parts = append(parts, s)
 	}
-	return strings.Join(parts, "\n             ")
+	return parts
 }
 
 // eventAge is kubectl's "2m (x3 over 5m)".

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -174,13 +175,16 @@ func TestDescribeShowsWhatKubectlShows(t *testing.T) {
 		"Annotations:", "team=a",
 		"Mount:", "/data from data (rw)", "/etc/app from conf (ro)",
 		"Volumes:\n  data:\n    EmptyDir", "  conf:\n    ConfigMap app-conf",
-		"Tolerations:\tnode.kubernetes.io/not-ready:NoExecute op=Exists for 300s",
+		"Tolerations:    node.kubernetes.io/not-ready:NoExecute op=Exists for 300s",
 		"Warning  OOMKilling", "Killed process 7 (app) in container main",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("describe pod web lacks %q:\n%s", want, out)
 		}
 	}
+	// Dates move with the clock: the golden file has DATE in their place.
+	golden(t, "describe-pod.txt", rfc1123.ReplaceAllString(out, "DATE"))
+	golden(t, "describe-node.txt", mustRun(t, srv, "describe", "node"))
 	all := mustRun(t, srv, "describe", "pods")
 	if strings.Count(all, "\nNamespace:") != 2 || !strings.Contains(all, "Name:") {
 		t.Errorf("describe pods does not describe both pods:\n%s", all)
@@ -189,6 +193,8 @@ func TestDescribeShowsWhatKubectlShows(t *testing.T) {
 		t.Errorf("describe pods -l app=db:\n%s", one)
 	}
 }
+
+var rfc1123 = regexp.MustCompile(`[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} [-+]\d{4}`)
 
 func TestEventsAsKubectl(t *testing.T) {
 	srv, _ := fakeAgent(t)
