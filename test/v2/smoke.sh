@@ -277,7 +277,7 @@ spec:
 EOF
 reason=
 for i in $(seq 120); do
-	reason=$($W/bin/nodectl get pod hog -o json 2>/dev/null | sed -n 's/^    "reason": "\(Evicted\)".*/\1/p' | head -n 1)
+	reason=$($W/bin/nodectl get pod hog -o jsonpath='{.status.reason}' 2>/dev/null)
 	[ -n "$reason" ] && break
 	sleep 1
 done
