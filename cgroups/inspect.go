@@ -57,6 +57,6 @@ func readTrimmed(path string) string {
 
 // valueOf is readUint for files a host may lack: zero then.
 func valueOf(path string) uint64 {
-	n, _ := readUint(path)
+	n, _ := ReadUint(path)
 	return n
 }

@@ -62,12 +62,12 @@ func readMemoryStats(version int, dir string, root bool, meminfo string) (Memory
 		return s, err
 	}
 	if version == 1 {
-		if s.Usage, err = readUint(filepath.Join(dir, "memory.usage_in_bytes")); err != nil {
+		if s.Usage, err = ReadUint(filepath.Join(dir, "memory.usage_in_bytes")); err != nil {
 			return s, err
 		}
 		s.InactiveFile = stat["total_inactive_file"]
 		if !root {
-			if s.Limit, err = readUint(filepath.Join(dir, "memory.limit_in_bytes")); err != nil {
+			if s.Limit, err = ReadUint(filepath.Join(dir, "memory.limit_in_bytes")); err != nil {
 				return s, err
 			}
 			// v1 reports "unlimited" as a page-aligned LONG_MAX.
@@ -95,10 +95,10 @@ func readMemoryStats(version int, dir string, root bool, meminfo string) (Memory
 			s.InactiveFile = mi["Inactive(file):"] * 1024
 		}
 	} else {
-		if s.Usage, err = readUint(filepath.Join(dir, "memory.current")); err != nil {
+		if s.Usage, err = ReadUint(filepath.Join(dir, "memory.current")); err != nil {
 			return s, err
 		}
-		if s.Limit, err = readUint(filepath.Join(dir, "memory.max")); err != nil {
+		if s.Limit, err = ReadUint(filepath.Join(dir, "memory.max")); err != nil {
 			return s, err
 		}
 		events, err := ReadFlatKeyed(filepath.Join(dir, "memory.events"))
@@ -189,8 +189,8 @@ func parsePercent(v string) (float64, error) {
 	return f, nil
 }
 
-// readUint reads a single-value cgroup file; "max" is 0 (unlimited).
-func readUint(path string) (uint64, error) {
+// ReadUint reads a single-value cgroup file; "max" is 0 (unlimited).
+func ReadUint(path string) (uint64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
@@ -248,7 +248,7 @@ func CPUUsage(m Manager, name string) (uint64, error) {
 		if !ok {
 			return 0, fmt.Errorf("no cpuacct hierarchy is mounted")
 		}
-		return readUint(filepath.Join(dir, name, "cpuacct.usage"))
+		return ReadUint(filepath.Join(dir, name, "cpuacct.usage"))
 	}
 	path := filepath.Join(m.Path(Name{}), name, "cpu.stat")
 	kv, err := ReadFlatKeyed(path)

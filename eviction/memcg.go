@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"nodeagent/cgroups"
 )
 
 // MemcgThresholds arms cgroup v1 memory usage thresholds: for each line an
@@ -66,19 +66,11 @@ func (m *MemcgThresholds) Arm(key, dir string, usage, observed int64) error {
 		return err
 	}
 	if observed < usage {
-		if now, err := readInt(filepath.Join(dir, "memory.usage_in_bytes")); err == nil && now >= usage {
+		if now, err := cgroups.ReadUint(filepath.Join(dir, "memory.usage_in_bytes")); err == nil && int64(now) >= usage {
 			go m.onCross(time.Now(), WokenByMemcgThreshold)
 		}
 	}
 	return nil
-}
-
-func readInt(path string) (int64, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
 }
 
 // ArmOOM asks for a notification when the memory cgroup dir (or a cgroup

@@ -156,7 +156,8 @@ func TestMemcgLinePassedWhileArmingIsReportedLive(t *testing.T) {
 	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
 		t.Fatalf("the page-cache writer did not get ready: %v", err)
 	}
-	usage, err := readInt(filepath.Join(dir, "memory.usage_in_bytes"))
+	read, err := cgroups.ReadUint(filepath.Join(dir, "memory.usage_in_bytes"))
+	usage := int64(read)
 	if err != nil || usage < 4<<20 {
 		t.Fatalf("usage %d (%v): want the writer's 8 MiB of page cache", usage, err)
 	}
