@@ -35,7 +35,7 @@ func newRestartBackOff(clk clock.Clock, max time.Duration) *backOff {
 	if max <= 0 {
 		max = maxBackOff
 	}
-	b := &backOff{Backoff: flowcontrol.NewFakeBackOff(min(initialBackOff, max), max, clk), keys: map[string]map[string]bool{}}
+	b := newBackOff(clk, min(initialBackOff, max), max)
 	b.HasExpiredFunc = func(eventTime, lastUpdate time.Time, _ time.Duration) bool {
 		return eventTime.Sub(lastUpdate) > backOffResetTime
 	}
@@ -45,7 +45,13 @@ func newRestartBackOff(clk clock.Clock, max time.Duration) *backOff {
 // newImagePullBackOff is the kubelet's image pull back-off, 10 s to 300 s;
 // an entry expires 10 minutes (twice the max) after the last attempt.
 func newImagePullBackOff(clk clock.Clock) *backOff {
-	return &backOff{Backoff: flowcontrol.NewFakeBackOff(initialBackOff, maxBackOff, clk), keys: map[string]map[string]bool{}}
+	return newBackOff(clk, initialBackOff, maxBackOff)
+}
+
+func newBackOff(clk clock.Clock, initial, max time.Duration) *backOff {
+	b := flowcontrol.NewBackOff(initial, max)
+	b.Clock = clk // the agent's clock: tests step it
+	return &backOff{Backoff: b, keys: map[string]map[string]bool{}}
 }
 
 // InBackOff reports whether a container that exited (or a pull that

@@ -503,8 +503,6 @@ func (m *Manager) launchLocked(w *worker) {
 	go w.run(m.ctx)
 }
 
-// workerDone forgets a finished worker, and starts a new one when the pod
-// was added again while the old one terminated.
 // podSynced reports one worker pass (Deps.PodSynced).
 func (m *Manager) podSynced(operation string, took time.Duration) {
 	if m.onPodSynced != nil {
@@ -512,6 +510,8 @@ func (m *Manager) podSynced(operation string, took time.Duration) {
 	}
 }
 
+// workerDone forgets a finished worker, and starts a new one when the pod
+// was added again while the old one terminated.
 func (m *Manager) workerDone(w *worker) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

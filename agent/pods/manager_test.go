@@ -476,6 +476,20 @@ func TestKernelOOMKillIsAPodEvent(t *testing.T) {
 		got[0].InvolvedObject.FieldPath != "spec.containers{a}" || got[0].Type != corev1.EventTypeWarning {
 		t.Errorf("OOM events = %+v, want one Warning on the pod's container a: %q", got, want)
 	}
+	// The sandbox's pause process, and a container the relist has not
+	// listed yet, are named as such, on the pod itself.
+	w.noteKernelOOM("sb", "Killed process 8 (pause)", "")
+	w.noteKernelOOM("0123456789abcdef", "Killed process 9 (x)", "")
+	var where []string
+	for _, e := range recorder.List() {
+		if e.Reason == "OOMKilling" && e.InvolvedObject.FieldPath == "" {
+			where = append(where, e.Message)
+		}
+	}
+	slices.Sort(where)
+	if strings.Join(where, "|") != "Killed process 8 (pause) in the pod's sandbox|Killed process 9 (x) in container 0123456789ab" {
+		t.Errorf("pod-level OOM events = %q", where)
+	}
 }
 
 // A pull reports its progress while it runs, and the size when done, in

@@ -138,24 +138,27 @@ func (w *worker) noteKernelOOM(id, what, why string) {
 	}
 	w.kernelOOM[id] = w.m.clock.Now()
 	w.mu.Unlock()
-	container := w.containerName(id)
-	where := "in container " + container
-	if container == "" {
-		container, where = "", "in the pod's sandbox"
-	}
+	container, where := w.killedIn(id)
 	w.event(container, corev1.EventTypeWarning, "OOMKilling", fmt.Sprintf("%s %s%s", what, where, why))
 	w.wake()
 }
 
-// containerName is the name of the pod's container with runtime ID id
-// ("" for the sandbox or one not listed).
-func (w *worker) containerName(id string) string {
-	for _, c := range w.m.cache.Get(w.uid).GetContainers() {
+// killedIn names where runtime ID id runs, for the OOM event: the
+// container (its name, for the event's fieldPath too), the sandbox, or a
+// container the last relist did not list yet (one killed as it started).
+func (w *worker) killedIn(id string) (container, where string) {
+	rt := w.m.cache.Get(w.uid)
+	for _, c := range rt.GetContainers() {
 		if c.GetId() == id {
-			return c.GetMetadata().GetName()
+			return c.GetMetadata().GetName(), "in container " + c.GetMetadata().GetName()
 		}
 	}
-	return ""
+	for _, sb := range rt.GetSandboxes() {
+		if sb.GetId() == id {
+			return "", "in the pod's sandbox"
+		}
+	}
+	return "", "in container " + shortID(id)
 }
 
 // confirmOOMKill marks a container that died of SIGKILL (137) as OOM killed
