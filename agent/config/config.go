@@ -236,7 +236,6 @@ func fillZero(dst, def reflect.Value) {
 // default value (kubeadm writes many) asks for nothing and is accepted
 // quietly, as is every honoured field.
 func unhonouredWarnings(raw map[string]any, file *kubeletv1beta1.KubeletConfiguration) []string {
-	known := jsonFields(reflect.TypeOf(kubeletv1beta1.KubeletConfiguration{}))
 	honoured := map[string]bool{"apiVersion": true, "kind": true}
 	for _, f := range Honoured {
 		honoured[f] = true
@@ -245,10 +244,10 @@ func unhonouredWarnings(raw map[string]any, file *kubeletv1beta1.KubeletConfigur
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		switch {
-		case !known[k]:
+		case !values[k].IsValid():
 			out = append(out, fmt.Sprintf("unknown field %q: not a KubeletConfiguration field, ignored", k))
 		case honoured[k]:
-		case values[k].IsValid() && isZeroValue(values[k]), isKubeletDefault(k, raw[k]):
+		case isZeroValue(values[k]), isKubeletDefault(k, raw[k]):
 		default:
 			out = append(out, fmt.Sprintf("%s: %s is not honoured by nodeagent and is ignored (it behaves as the kubelet's default)", k, brief(raw[k])))
 		}
@@ -324,18 +323,26 @@ func brief(v any) string {
 	return strconv.Quote(s)
 }
 
-// fieldValues maps a struct's JSON field names to its field values.
+// fieldValues maps a struct's JSON field names to its field values,
+// inlined structs' (TypeMeta's) included.
 func fieldValues(v reflect.Value) map[string]reflect.Value {
 	out := map[string]reflect.Value{}
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name != "" && name != "-" {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case strings.Contains(opts, "inline") || (f.Anonymous && name == ""):
+			maps.Copy(out, fieldValues(v.Field(i)))
+		case name != "" && name != "-":
 			out[name] = v.Field(i)
 		}
 	}
 	return out
 }
+
+// reservedFields are the reservations enforceNodeAllocatable names.
+var reservedFields = map[string]string{"system-reserved": "systemReserved", "kube-reserved": "kubeReserved"}
 
 // enforcementWarnings say what nodeagent does for enforceNodeAllocatable
 // entries it does not enforce the kubelet's way: it keeps no limits on
@@ -343,23 +350,12 @@ func fieldValues(v reflect.Value) map[string]reflect.Value {
 func (c *Config) enforcementWarnings() []string {
 	var out []string
 	for _, k := range c.EnforceNodeAllocatable {
-		switch k {
-		case "system-reserved", "kube-reserved", "system-reserved-compressible", "kube-reserved-compressible":
-			res := strings.TrimSuffix(k, "-compressible")
+		if reserved := reservedFields[strings.TrimSuffix(k, "-compressible")]; reserved != "" {
 			out = append(out, fmt.Sprintf("enforceNodeAllocatable: %s is not enforced: nodeagent sets no limits on the %sCgroup; "+
-				"the %s reservation is still taken out of allocatable and, with pods, out of the kubepods limits", k, camel(res), camel(res)))
+				"the %s reservation is still taken out of allocatable and, with pods, out of the kubepods limits", k, reserved, reserved))
 		}
 	}
 	return out
-}
-
-// camel turns "system-reserved" into "systemReserved", the field's name.
-func camel(s string) string {
-	head, tail, _ := strings.Cut(s, "-")
-	if tail == "" {
-		return head
-	}
-	return head + strings.ToUpper(tail[:1]) + tail[1:]
 }
 
 // ActedOnGates are the feature gates nodeagent reads (featureGates in
@@ -373,26 +369,6 @@ func parsePercent(v string) (int64, error) {
 		return 0, errors.New("want a percentage from 0% to 100%")
 	}
 	return n, nil
-}
-
-// jsonFields lists the JSON names of a struct's fields (inlined ones too).
-func jsonFields(t reflect.Type) map[string]bool {
-	out := map[string]bool{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		name, opts, _ := strings.Cut(tag, ",")
-		if strings.Contains(opts, "inline") || (f.Anonymous && name == "") {
-			for k := range jsonFields(f.Type) {
-				out[k] = true
-			}
-			continue
-		}
-		if name != "" && name != "-" {
-			out[name] = true
-		}
-	}
-	return out
 }
 
 var reservableResources = map[string]bool{"cpu": true, "memory": true, "pid": true, "ephemeral-storage": true}
