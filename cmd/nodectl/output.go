@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"strings"
 	"text/tabwriter"
@@ -17,12 +16,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"nodeagent/internal/cli"
+	"nodeagent/internal/safefile"
 )
 
 // output is a parsed -o: a format, and its template or columns.
 type output struct {
 	format string // "" (the table), wide, json, yaml, name, jsonpath, go-template, custom-columns
 	arg    string
+	p      printers.ResourcePrinter // for the object formats; nil for the tables
 }
 
 // objectFormats are what -o takes for Kubernetes objects, as kubectl.
@@ -53,7 +54,7 @@ func parseOutput(s string, allowed ...string) (output, error) {
 	o := output{format: format, arg: arg}
 	switch format {
 	case "jsonpath-file", "go-template-file", "custom-columns-file":
-		data, err := os.ReadFile(arg)
+		data, err := safefile.Read(arg, maxTemplateSize)
 		if err != nil {
 			return output{}, cli.UsageError(fmt.Sprintf("-o %s: %v", format, err))
 		}
@@ -63,11 +64,16 @@ func parseOutput(s string, allowed ...string) (output, error) {
 		return output{}, cli.UsageError(fmt.Sprintf("-o %s: the template is empty", format))
 	}
 	// Templates are parsed now, so that a bad one fails before any call.
-	if _, err := o.printer(); err != nil {
+	p, err := o.printer()
+	if err != nil {
 		return output{}, cli.UsageError(fmt.Sprintf("-o %s: %v", s, err))
 	}
+	o.p = p
 	return o, nil
 }
+
+// maxTemplateSize bounds a -o *-file read: a template is a few lines.
+const maxTemplateSize = 1 << 20
 
 // table reports whether the output is one of the human tables.
 func (o output) table() bool { return o.format == "" || o.format == "wide" }
@@ -104,10 +110,7 @@ func (o output) printer() (printers.ResourcePrinter, error) {
 
 // print writes obj (with its kind set) in an object format.
 func (o output) print(obj runtime.Object, w io.Writer) error {
-	p, err := o.printer()
-	if err != nil {
-		return err
-	}
+	p := o.p
 	if p == nil {
 		return fmt.Errorf("no printer for -o %q", o.format)
 	}
@@ -186,26 +189,27 @@ func (c *customColumns) PrintObj(obj runtime.Object, w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 5, 8, 3, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(c.headers, "\t"))
 	for _, item := range items {
+		// The columns read the item as JSON does: converted once per row.
+		var v any
+		data, err := json.Marshal(item)
+		if err == nil {
+			err = json.Unmarshal(data, &v)
+		}
+		if err != nil {
+			return err
+		}
 		var cells []string
 		for _, jp := range c.paths {
-			cells = append(cells, jsonpathCell(jp, item))
+			cells = append(cells, jsonpathCell(jp, v))
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
 }
 
-// jsonpathCell is one column's value: its results joined by commas, or
-// <none>.
-func jsonpathCell(jp *jsonpath.JSONPath, obj runtime.Object) string {
-	data, err := json.Marshal(obj)
-	if err != nil {
-		return "<error>"
-	}
-	var v any
-	if err := json.Unmarshal(data, &v); err != nil {
-		return "<error>"
-	}
+// jsonpathCell is one column's value in a JSON-decoded object: its results
+// joined by commas, or <none>.
+func jsonpathCell(jp *jsonpath.JSONPath, v any) string {
 	results, err := jp.FindResults(v)
 	if err != nil || len(results) == 0 || len(results[0]) == 0 {
 		return "<none>"

@@ -153,6 +153,11 @@ func TestGetPodsAsKubectl(t *testing.T) {
 			t.Errorf("nodectl %q = %q, want %q", c.args, out, c.want)
 		}
 	}
+	columns := filepath.Join(t.TempDir(), "columns")
+	os.WriteFile(columns, []byte("NAME:.metadata.name,QOS:.status.qosClass\n"), 0o644)
+	if out := mustRun(t, srv, "get", "pods", "-o", "custom-columns-file="+columns); strings.Join(strings.Fields(out), " ") != "NAME QOS db-node1 BestEffort web-node1 Burstable" {
+		t.Errorf("-o custom-columns-file:\n%s", out)
+	}
 	var pod corev1.Pod
 	if err := json.Unmarshal([]byte(mustRun(t, srv, "get", "pod", "web", "-o", "json")), &pod); err != nil || pod.Kind != "Pod" || pod.Name != "web-node1" {
 		t.Errorf("-o json of one pod: kind %q name %q, %v", pod.Kind, pod.Name, err)
@@ -226,6 +231,7 @@ func TestBadInputFailsBeforeAnyCall(t *testing.T) {
 		{[]string{"get", "pods", "-o", "jsonpath={.items[}"}, "-o jsonpath={.items[}:"},
 		{[]string{"get", "pods", "-o", "go-template={{.x"}, "-o go-template={{.x:"},
 		{[]string{"get", "pods", "-o", "custom-columns=NAME"}, "expected <header>:<json-path-expr>"},
+		{[]string{"get", "pods", "-o", "jsonpath-file=/nonexistent/template"}, "-o jsonpath-file: "},
 		{[]string{"get", "evictions", "-o", "name"}, `output format "name", allowed formats are: json,yaml`},
 		{[]string{"get", "pods", "-l", "app in (web"}, `-l "app in (web"`},
 		{[]string{"get", "pods", "--bogus"}, "unknown flag: --bogus"},
