@@ -167,6 +167,9 @@ func newExecCommand(newClient func() *client) *cobra.Command {
 			if len(args) == 1 {
 				return cli.UsageError("exec needs a command after --")
 			}
+			if timeout != 0 && (stdin || tty) {
+				return cli.UsageError("--timeout applies to a command run without -i or -t")
+			}
 			c := newClient()
 			pod, command := args[0], args[1:]
 			var code int

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,7 +80,9 @@ type logOptions struct {
 // podLogOptions are the options as the kubelet's reader takes them; bad
 // values are refused before anything is read.
 func (o logOptions) podLogOptions() (*corev1.PodLogOptions, error) {
-	api := &corev1.PodLogOptions{Follow: o.follow, Previous: o.previous, Timestamps: o.timestamps}
+	// A previous run has ended: there is nothing to follow (and the reader
+	// would ask the runtime about a container it has no ID for).
+	api := &corev1.PodLogOptions{Follow: o.follow && !o.previous, Previous: o.previous, Timestamps: o.timestamps}
 	if o.tail >= 0 {
 		api.TailLines = &o.tail
 	}
@@ -156,7 +159,7 @@ func (c *client) logs(name string, o logOptions) error {
 		targets = append(targets, t)
 	}
 	var rt internalapi.RuntimeService
-	if o.follow && !o.previous {
+	if api.Follow {
 		conn, err := cri.New(cfg.ContainerRuntimeEndpoint, cri.Options{})
 		if err != nil {
 			return err
@@ -251,7 +254,9 @@ func (s statusOnly) ContainerStatus(ctx context.Context, id string, _ bool) (*ru
 }
 
 // lineWriter writes whole lines only, under a lock shared with the other
-// containers' writers, each line with prefix.
+// containers' writers, each line with prefix. A container decides how long
+// its lines are: past maxPendingLine bytes without a newline, what is held
+// goes out as a line of its own.
 type lineWriter struct {
 	mu     *sync.Mutex
 	out    io.Writer
@@ -259,17 +264,28 @@ type lineWriter struct {
 	buf    []byte
 }
 
+const maxPendingLine = 64 << 10
+
 func (w *lineWriter) Write(b []byte) (int, error) {
 	w.buf = append(w.buf, b...)
 	for {
 		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
+		if i < 0 && len(w.buf) < maxPendingLine {
+			w.buf = slices.Clip(w.buf)
 			return len(b), nil
 		}
-		if err := w.emit(w.buf[:i+1]); err != nil {
+		end := i + 1
+		if i < 0 || i >= maxPendingLine {
+			end = maxPendingLine
+		}
+		line := w.buf[:end]
+		if line[len(line)-1] != '\n' {
+			line = append(slices.Clip(line), '\n')
+		}
+		if err := w.emit(line); err != nil {
 			return 0, err
 		}
-		w.buf = w.buf[i+1:]
+		w.buf = w.buf[end:]
 	}
 }
 

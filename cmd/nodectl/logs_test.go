@@ -21,6 +21,10 @@ func TestLogOptionsAreKubectls(t *testing.T) {
 	if *api.TailLines != 5 || *api.SinceSeconds != 91 || *api.LimitBytes != 100 || !api.Timestamps || !api.Follow || api.SinceTime != nil {
 		t.Errorf("options: %+v", api)
 	}
+	// -f with --previous has nothing to follow: the run ended.
+	if api, err := (logOptions{follow: true, previous: true}).podLogOptions(); err != nil || api.Follow || !api.Previous {
+		t.Errorf("-f --previous: %+v %v", api, err)
+	}
 	api, err = logOptions{tail: -1, sinceTime: "2026-11-24T10:00:00Z"}.podLogOptions()
 	if err != nil || api.TailLines != nil || !api.SinceTime.Equal(&metav1.Time{Time: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)}) {
 		t.Errorf("options: %+v, %v", api, err)
@@ -77,6 +81,21 @@ func TestLineWriterKeepsLinesWhole(t *testing.T) {
 	b.flush()
 	if got := out.String(); got != "[b] two\n[a] one half\n[b] three\n" {
 		t.Errorf("output %q", got)
+	}
+	// A line longer than maxPendingLine is not held whole: it goes out in
+	// pieces of that size, each a line of its own.
+	out.Reset()
+	long := bytes.Repeat([]byte("x"), 3*maxPendingLine+10)
+	for i := 0; i < len(long); i += 1000 {
+		a.Write(long[i:min(i+1000, len(long))])
+		if len(a.buf) > maxPendingLine {
+			t.Fatalf("%d bytes held", len(a.buf))
+		}
+	}
+	a.flush()
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 4 || len(lines[0]) != len("[a] ")+maxPendingLine || len(lines[3]) != len("[a] ")+10 {
+		t.Errorf("a %d-byte line came out as %d lines", len(long), len(lines))
 	}
 }
 

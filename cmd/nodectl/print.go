@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -117,7 +116,7 @@ func (c *client) describePod(p *corev1.Pod) error {
 	w.Flush()
 	var reports []api.ProbeReport
 	if err := c.fetch("/pods/"+p.Namespace+"/"+p.Name+"/probes", &reports); err != nil {
-		fmt.Fprintf(os.Stderr, "warning: probe results unavailable: %v\n", err)
+		fmt.Fprintf(c.errOut, "warning: probe results unavailable: %v\n", err)
 	}
 	describeContainers(c.out, "Init Containers", p.Spec.InitContainers, p.Status.InitContainerStatuses, reports)
 	describeContainers(c.out, "Containers", p.Spec.Containers, p.Status.ContainerStatuses, reports)

@@ -243,6 +243,7 @@ func TestBadInputFailsBeforeAnyCall(t *testing.T) {
 		{[]string{"logs"}, "logs needs one pod name"},
 		{[]string{"exec", "web", "sh"}, "exec needs -- before the command"},
 		{[]string{"exec", "web", "--"}, "exec needs a command after --"},
+		{[]string{"exec", "-it", "--timeout", "5s", "web", "--", "sh"}, "--timeout applies to a command run without -i or -t"},
 		{[]string{"events", "-o", "wide"}, `output format "wide", allowed formats are: json,yaml`},
 		{[]string{"events", "--for", "node/x"}, `--for "node/x": want pod/NAME`},
 		{[]string{"delete", "pod", "web", "--grace-period", "-2"}, "--grace-period -2: must be 0 or more"},

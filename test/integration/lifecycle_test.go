@@ -236,6 +236,10 @@ func TestNodectlLogsAndExec(t *testing.T) {
 	if out, _ := nodectl("logs", "talk", "--previous"); out != "oops\nrun 1 line 1\nrun 1 line 2\nrun 1 line 3\n" {
 		t.Errorf("logs --previous: %q", out)
 	}
+	// A previous run has ended: -f prints it and returns.
+	if out, code := nodectl("logs", "talk", "--previous", "-f"); code != 0 || out != "oops\nrun 1 line 1\nrun 1 line 2\nrun 1 line 3\n" {
+		t.Errorf("logs --previous -f: %d %q", code, out)
+	}
 	if out, _ := nodectl("logs", "talk", "--timestamps", "--tail", "1"); !strings.HasSuffix(out, "Z run 2 line 3\n") || !strings.HasPrefix(out, "20") {
 		t.Errorf("logs --timestamps: %q", out)
 	}
