@@ -9,12 +9,12 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
 
-	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
 )
@@ -75,48 +75,44 @@ func kubeletSeries(files []string) ([]Use, error) {
 				if err != nil {
 					return nil, fmt.Errorf("%s: %s: %w", file, name, err)
 				}
+				var bad error
 				parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
-					if vs, ok := node.(*parser.VectorSelector); ok && readsKubelet(vs) {
+					vs, ok := node.(*parser.VectorSelector)
+					if !ok || bad != nil {
+						return nil
+					}
+					kubelet, err := readsKubelet(vs)
+					if err != nil {
+						bad = fmt.Errorf("%s: %s: %w", file, name, err)
+					} else if kubelet {
 						uses = append(uses, Use{Series: vs.Name, Rule: g.Name + "/" + name})
 					}
 					return nil
 				})
+				if bad != nil {
+					return nil, bad
+				}
 			}
 		}
 	}
 	uses = slices.DeleteFunc(uses, func(u Use) bool { return recorded[u.Series] || u.Series == "up" })
 	slices.SortFunc(uses, func(a, b Use) int {
-		if a.Series != b.Series {
-			return cmpString(a.Series, b.Series)
-		}
-		return cmpString(a.Rule, b.Rule)
+		return cmp.Or(cmp.Compare(a.Series, b.Series), cmp.Compare(a.Rule, b.Rule))
 	})
 	return slices.Compact(uses), nil
 }
 
 // readsKubelet: the selector names a metric and no job other than the
-// kubelet's.
-func readsKubelet(vs *parser.VectorSelector) bool {
+// kubelet's. A selector that names no single metric cannot be checked: an
+// error, not a series silently left out.
+func readsKubelet(vs *parser.VectorSelector) (bool, error) {
 	if vs.Name == "" {
-		return false
+		return false, fmt.Errorf("selector %s names no single metric", vs)
 	}
 	for _, m := range vs.LabelMatchers {
 		if m.Name == "job" && !m.Matches("kubelet") {
-			return false
-		}
-		if m.Name == labels.MetricName && m.Type != labels.MatchEqual {
-			return false
+			return false, nil
 		}
 	}
-	return true
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return true, nil
 }
