@@ -50,11 +50,15 @@ func newDescribeCommand(newClient func() *client) *cobra.Command {
 				fmt.Fprintln(c.errOut, "No resources found.")
 				return nil
 			}
+			shared, err := c.describeShared()
+			if err != nil {
+				return err
+			}
 			for i := range pods {
 				if i > 0 {
 					fmt.Fprintln(c.out)
 				}
-				if err := c.describePod(&pods[i]); err != nil {
+				if err := c.describePod(&pods[i], shared); err != nil {
 					return err
 				}
 			}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"nodeagent/api"
 )
@@ -68,14 +69,13 @@ func orNone(s string) string {
 
 // describePod prints a pod as kubectl describe does, with what the agent
 // adds: its cgroup, its manifest and its probes' last runs.
-func (c *client) describePod(p *corev1.Pod) error {
+func (c *client) describePod(p *corev1.Pod, shared describeShared) error {
 	// The agent says where the pod's cgroup is: nodectl computes no path.
 	cgroupPath := "<none: cgroupsPerQOS is off, or the pod has no cgroup yet>"
-	var entries []api.CgroupEntry
-	if err := c.fetch("/cgroups", &entries); err != nil {
-		cgroupPath = "<unknown: " + err.Error() + ">"
+	if shared.cgroupsErr != nil {
+		cgroupPath = "<unknown: " + shared.cgroupsErr.Error() + ">"
 	}
-	for _, e := range entries {
+	for _, e := range shared.cgroups {
 		if e.PodUID == p.UID {
 			cgroupPath = e.Name
 		}
@@ -141,16 +141,7 @@ func (c *client) describePod(p *corev1.Pod) error {
 		fmt.Fprintf(tw, "%s\t%s\n", key, t)
 	}
 	tw.Flush()
-	evs, err := c.events()
-	if err != nil {
-		return err
-	}
-	var mine []corev1.Event
-	for _, e := range evs {
-		if e.InvolvedObject.UID == p.UID {
-			mine = append(mine, e)
-		}
-	}
+	mine := eventsOf(shared.events, p.UID)
 	if len(mine) == 0 {
 		fmt.Fprintln(c.out, "Events: <none>")
 		return nil
@@ -335,13 +326,34 @@ func (c *client) podEvents(podName string) ([]corev1.Event, error) {
 	if err != nil {
 		return nil, err
 	}
+	return eventsOf(evs, p.UID), nil
+}
+
+// eventsOf are the events about the object with uid.
+func eventsOf(evs []corev1.Event, uid types.UID) []corev1.Event {
 	var mine []corev1.Event
 	for _, e := range evs {
-		if e.InvolvedObject.UID == p.UID {
+		if e.InvolvedObject.UID == uid {
 			mine = append(mine, e)
 		}
 	}
-	return mine, nil
+	return mine
+}
+
+// describeShared is what describe reads once for all the pods it
+// describes: the cgroup tree and the events.
+type describeShared struct {
+	cgroups    []api.CgroupEntry
+	cgroupsErr error // shown in the Cgroup line; describe goes on
+	events     []corev1.Event
+}
+
+func (c *client) describeShared() (describeShared, error) {
+	var s describeShared
+	s.cgroupsErr = c.fetch("/cgroups", &s.cgroups)
+	var err error
+	s.events, err = c.events()
+	return s, err
 }
 
 func describeContainers(out io.Writer, title string, specs []corev1.Container, statuses []corev1.ContainerStatus, reports []api.ProbeReport) {

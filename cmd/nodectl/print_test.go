@@ -172,7 +172,7 @@ func TestGetPodsAsKubectl(t *testing.T) {
 }
 
 func TestDescribeShowsWhatKubectlShows(t *testing.T) {
-	srv, _ := fakeAgent(t)
+	srv, calls := fakeAgent(t)
 	out := mustRun(t, srv, "describe", "pod", "web")
 	for _, want := range []string{
 		"Cgroup:", "/kubepods/burstable/poduid-web", // from /cgroups: nodectl computes no path
@@ -190,7 +190,12 @@ func TestDescribeShowsWhatKubectlShows(t *testing.T) {
 	// Dates move with the clock: the golden file has DATE in their place.
 	golden(t, "describe-pod.txt", rfc1123.ReplaceAllString(out, "DATE"))
 	golden(t, "describe-node.txt", mustRun(t, srv, "describe", "node"))
+	before := calls.Load()
 	all := mustRun(t, srv, "describe", "pods")
+	// The pods, cgroups and events once; each pod's probes.
+	if n := calls.Load() - before; n != 3+2 {
+		t.Errorf("describe pods of 2 pods asked the agent %d times, want 5", n)
+	}
 	if strings.Count(all, "\nNamespace:") != 2 || !strings.Contains(all, "Name:") {
 		t.Errorf("describe pods does not describe both pods:\n%s", all)
 	}
