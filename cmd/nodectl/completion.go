@@ -5,10 +5,13 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Completion asks the agent for what it lists: pod names, a pod's
-// containers. An agent that does not answer completes nothing.
+// containers. An agent that does not answer completes nothing, and a name
+// the API server would refuse (whoever answers on the read-only port) is
+// not offered to the shell.
 
 func completePods(newClient func() *client) cobra.CompletionFunc {
 	return func(_ *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
@@ -49,7 +52,7 @@ func completeContainers(newClient func() *client) cobra.CompletionFunc {
 		}
 		var out []string
 		for _, c := range append(append(p.Spec.InitContainers, p.Spec.Containers...), ephemeralAsContainers(p)...) {
-			if strings.HasPrefix(c.Name, toComplete) {
+			if strings.HasPrefix(c.Name, toComplete) && len(validation.IsDNS1123Label(c.Name)) == 0 {
 				out = append(out, c.Name)
 			}
 		}
@@ -68,7 +71,7 @@ func podNames(c *client, prefix string) []string {
 	}
 	var out []string
 	for _, p := range pods {
-		if strings.HasPrefix(p.Name, prefix) {
+		if strings.HasPrefix(p.Name, prefix) && len(validation.IsDNS1123Subdomain(p.Name)) == 0 {
 			out = append(out, p.Name)
 		}
 	}

@@ -392,3 +392,21 @@ func TestGetPodsWatchPrintsChanges(t *testing.T) {
 		t.Errorf("get pods -w printed\n%s\nwant rows %q", out, want)
 	}
 }
+
+// Whoever answers on the read-only port, a name the API server would
+// refuse is not offered to the shell.
+func TestCompletionOffersOnlyValidNames(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(corev1.PodList{Items: []corev1.Pod{
+			{ObjectMeta: metav1.ObjectMeta{Name: "web-node1"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}, {Name: "$(reboot)"}}}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "web$(reboot)"}},
+		}})
+	}))
+	defer srv.Close()
+	if out := mustRun(t, srv, "__complete", "logs", "web"); !strings.HasPrefix(out, "web-node1\n:") {
+		t.Errorf("pod names offered: %q", out)
+	}
+	if out := mustRun(t, srv, "__complete", "logs", "web-node1", "-c", ""); !strings.HasPrefix(out, "app\n:") {
+		t.Errorf("container names offered: %q", out)
+	}
+}
