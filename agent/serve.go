@@ -85,8 +85,11 @@ func (a *Agent) buildServers(p *parts, apiAddr string) error {
 			Config: func() any {
 				return map[string]any{"kubeletconfig": a.configz(), "nodeagent": map[string]string{"controlSocket": a.opts.ControlSocket}}
 			},
-			IsNotFound:  func(err error) bool { return errors.Is(err, pods.ErrPodNotFound) },
-			IsInvalid:   func(err error) bool { return errors.Is(err, source.ErrInvalidManifest) },
+			IsNotFound: func(err error) bool { return errors.Is(err, pods.ErrPodNotFound) },
+			IsInvalid:  func(err error) bool { return errors.Is(err, source.ErrInvalidManifest) },
+			IsRefused: func(err error) bool {
+				return errors.Is(err, pods.ErrNotStatic) || errors.Is(err, source.ErrNotManifest)
+			},
 			MaxManifest: manifest.MaxManifestSize,
 			UID:         uint32(os.Geteuid()),
 		}))
@@ -126,7 +129,7 @@ type controlOps struct {
 }
 
 func (c controlOps) DeletePod(namespace, name string, grace *int64) error {
-	return c.manager.DeletePod(namespace, name, grace)
+	return c.manager.DeletePod(namespace, name, grace, c.files.Remove)
 }
 
 func (c controlOps) ApplyManifest(data []byte) (api.ManifestResult, error) {

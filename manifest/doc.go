@@ -4,7 +4,11 @@
 // The agent's file source and nodectl's local mode both use it.
 package manifest
 
-import "nodeagent/api"
+import (
+	"strings"
+
+	"nodeagent/api"
+)
 
 // Annotations the sources set on every pod.
 const (
@@ -16,3 +20,15 @@ const (
 	// SourceFile is the config.source value of static file pods.
 	SourceFile = "file"
 )
+
+// AgentPrefix starts every annotation the agent itself writes on pods.
+const AgentPrefix = "nodeagent.io/"
+
+// AgentOwned reports whether a pod annotation is the agent's to set: its
+// own (nodeagent.io/...) and the source's bookkeeping (config.source,
+// config.hash). A pod from the API server never brings these: its author
+// could otherwise name the file nodectl delete removes, or pass for a
+// static pod.
+func AgentOwned(key string) bool {
+	return strings.HasPrefix(key, AgentPrefix) || key == AnnotationConfigSource || key == AnnotationConfigHash
+}

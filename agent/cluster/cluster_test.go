@@ -306,7 +306,7 @@ func (c mirrorCache) Mirrors() []*corev1.Pod {
 func TestMirrorsFinishGracefulDeletions(t *testing.T) {
 	now := metav1.Now()
 	static := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-n", Namespace: "default", UID: "static-uid",
-		Annotations: map[string]string{manifest.AnnotationConfigHash: "h1"}}}
+		Annotations: map[string]string{manifest.AnnotationConfigHash: "h1", manifest.AnnotationManifest: "/etc/nodeagent/manifests/web.yaml"}}}
 	deleting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-n", Namespace: "default", UID: "mirror-1", DeletionTimestamp: &now,
 		Annotations: map[string]string{source.AnnotationMirror: "h1"}}}
 	orphan := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "old-n", Namespace: "default", UID: "mirror-2", DeletionTimestamp: &now,
@@ -326,6 +326,9 @@ func TestMirrorsFinishGracefulDeletions(t *testing.T) {
 	}
 	if got.UID == "mirror-1" || got.DeletionTimestamp != nil || got.Annotations[source.AnnotationMirror] != "h1" {
 		t.Errorf("mirror pod %s deleting %v hash %q: want a new one with hash h1", got.UID, got.DeletionTimestamp, got.Annotations[source.AnnotationMirror])
+	}
+	if f, ok := got.Annotations[manifest.AnnotationManifest]; ok || got.Annotations[manifest.AnnotationConfigHash] != "h1" {
+		t.Errorf("mirror annotations %v: want the static pod's hash and no host path (%q)", got.Annotations, f)
 	}
 }
 

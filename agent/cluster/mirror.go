@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -137,6 +138,8 @@ func (m *Mirrors) ensure(ctx context.Context, client kubernetes.Interface, node 
 		},
 		Spec: *sp.Spec.DeepCopy(),
 	}
+	// The manifest's host path stays on the node.
+	maps.DeleteFunc(mirror.Annotations, func(k, _ string) bool { return strings.HasPrefix(k, manifest.AgentPrefix) })
 	mirror.Annotations[source.AnnotationMirror] = hash
 	mirror.Spec.NodeName = node.Name
 	if _, err := client.CoreV1().Pods(sp.Namespace).Create(ctx, mirror, metav1.CreateOptions{}); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -12,12 +11,18 @@ import (
 	"nodeagent/manifest"
 )
 
-// DeletePod removes a pod's manifest and terminates the pod, with grace
-// seconds instead of its own grace period when set (0: SIGKILL at once),
-// as `kubectl delete --grace-period` does. It is what nodectl asks for
-// over the control socket. The manifest is the file the agent's own source
-// read the pod from.
-func (m *Manager) DeletePod(namespace, name string, grace *int64) error {
+// ErrNotStatic is a pod DeletePod refuses: it did not come from a manifest
+// file, so removing a file cannot delete it (an API pod is deleted with
+// kubectl).
+var ErrNotStatic = errors.New("not a static pod")
+
+// DeletePod removes a static pod's manifest with remove and terminates the
+// pod, with grace seconds instead of its own grace period when set (0:
+// SIGKILL at once), as `kubectl delete --grace-period` does. It is what
+// nodectl asks for over the control socket. remove is the file source's:
+// it deletes only a file of the static pod directory. Pods from the API
+// server are refused with ErrNotStatic.
+func (m *Manager) DeletePod(namespace, name string, grace *int64, remove func(file string) error) error {
 	m.mu.Lock()
 	var pod *corev1.Pod
 	for _, p := range m.pods {
@@ -33,16 +38,18 @@ func (m *Manager) DeletePod(namespace, name string, grace *int64) error {
 	if pod == nil {
 		return fmt.Errorf("pod %s/%s: %w", namespace, name, ErrPodNotFound)
 	}
+	// The API source sets config.source on every pod it hands out and
+	// strips the manifest annotation: only the file source's pods pass.
 	file := pod.Annotations[manifest.AnnotationManifest]
-	if file == "" {
-		return fmt.Errorf("pod %s/%s has no manifest file", namespace, name)
+	if pod.Annotations[manifest.AnnotationConfigSource] != manifest.SourceFile || file == "" {
+		return fmt.Errorf("pod %s/%s comes from the API server, not a manifest file: %w; delete it with kubectl delete", namespace, name, ErrNotStatic)
 	}
 	// The override first: the source sees the manifest go at once and
 	// terminates the pod, with whatever grace the worker has then.
 	if w != nil && grace != nil {
 		w.overrideGrace(grace)
 	}
-	if err := os.Remove(file); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := remove(file); err != nil {
 		if w != nil && grace != nil {
 			w.overrideGrace(nil)
 		}

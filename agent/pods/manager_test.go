@@ -393,7 +393,7 @@ func TestDeletedPodIsNotRestartedBeforeItsSourceCatchesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := testPod(corev1.RestartPolicyAlways, "a")
-	pod.Annotations = map[string]string{manifest.AnnotationManifest: file}
+	pod.Annotations = map[string]string{manifest.AnnotationManifest: file, manifest.AnnotationConfigSource: manifest.SourceFile}
 	pod.Spec.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
 	pod.Spec.Containers[0].TerminationMessagePolicy = corev1.TerminationMessageReadFile
 	worker := func() *worker {
@@ -432,7 +432,7 @@ func TestDeletedPodIsNotRestartedBeforeItsSourceCatchesUp(t *testing.T) {
 		return m.workers[pod.UID] != nil
 	})
 
-	if err := m.DeletePod(pod.Namespace, pod.Name, new(int64)); err != nil {
+	if err := m.DeletePod(pod.Namespace, pod.Name, new(int64), os.Remove); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(file); !os.IsNotExist(err) {
@@ -449,6 +449,45 @@ func TestDeletedPodIsNotRestartedBeforeItsSourceCatchesUp(t *testing.T) {
 	updates <- source.Update{Source: "file"}
 	updates <- source.Update{Source: "file", Pods: []*corev1.Pod{pod}}
 	waitFor("the re-added pod's worker", func() bool { return worker() != nil })
+}
+
+// nodectl delete of a pod from the API server is refused before anything
+// is removed, whatever file its annotations name: only the file source's
+// pods are deleted by removing a file.
+func TestDeletePodRefusesAPIPods(t *testing.T) {
+	rt := critest.New()
+	m, _ := newTestManager(t, rt, nil)
+	victim := filepath.Join(t.TempDir(), "etcd.yaml")
+	if err := os.WriteFile(victim, []byte("kind: Pod\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, annotations := range []map[string]string{
+		{manifest.AnnotationConfigSource: source.SourceAPI, manifest.AnnotationManifest: victim},
+		{manifest.AnnotationManifest: victim}, // no source at all
+	} {
+		pod := testPod(corev1.RestartPolicyAlways, "a")
+		pod.Annotations = annotations
+		m.mu.Lock()
+		m.pods[pod.UID] = pod
+		m.mu.Unlock()
+		removed := false
+		err := m.DeletePod(pod.Namespace, pod.Name, nil, func(string) error { removed = true; return nil })
+		if !errors.Is(err, ErrNotStatic) || !strings.Contains(err.Error(), "kubectl delete") {
+			t.Errorf("annotations %v: err %v, want ErrNotStatic saying to use kubectl delete", annotations, err)
+		}
+		if removed {
+			t.Errorf("annotations %v: remove was called", annotations)
+		}
+		m.mu.Lock()
+		_, desired := m.pods[pod.UID]
+		m.mu.Unlock()
+		if !desired {
+			t.Errorf("annotations %v: the refused pod left the desired set", annotations)
+		}
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Errorf("the file an API pod named: %v", err)
+	}
 }
 
 // A kernel OOM kill is an event on the pod, naming the process and the

@@ -43,8 +43,11 @@ func ControlHandler(src ControlSources) http.Handler {
 		}
 		if err := ctl.DeletePod(r.PathValue("namespace"), r.PathValue("name"), grace); err != nil {
 			code := http.StatusInternalServerError
-			if isNotFound(err) {
+			switch {
+			case isNotFound(err):
 				code = http.StatusNotFound
+			case src.IsRefused != nil && src.IsRefused(err):
+				code = http.StatusConflict
 			}
 			http.Error(w, err.Error(), code)
 			return
@@ -76,10 +79,13 @@ type ControlSources struct {
 	Control Control
 	// Config is /configz in full: what nodectl derives host paths from.
 	Config func() any
-	// IsNotFound and IsInvalid classify errors: 404 (no such pod) and 400
-	// (a manifest that does not validate); others are 500.
+	// IsNotFound, IsInvalid and IsRefused classify errors: 404 (no such
+	// pod), 400 (a manifest that does not validate) and 409 (a pod the
+	// control socket does not delete: one from the API server); others are
+	// 500.
 	IsNotFound  func(error) bool
 	IsInvalid   func(error) bool
+	IsRefused   func(error) bool
 	MaxManifest int64
 	// UID is the only caller served: the agent's own user (root).
 	UID uint32

@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"sort"
 	"sync"
 
@@ -104,7 +105,7 @@ func (s *API) Run(ctx context.Context, out chan<- Update) {
 }
 
 // desired is the node's pods less mirror pods, each marked with its
-// source. A pod's copy is made again only when it changed.
+// source and stripped of the annotations only the agent may set. A pod's copy is made again only when it changed.
 func (s *API) desired() []*corev1.Pod {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -122,6 +123,7 @@ func (s *API) desired() []*corev1.Pod {
 			if cp.Annotations == nil {
 				cp.Annotations = map[string]string{}
 			}
+			maps.DeleteFunc(cp.Annotations, func(k, _ string) bool { return manifest.AgentOwned(k) })
 			cp.Annotations[manifest.AnnotationConfigSource] = SourceAPI
 			c = copiedPod{resourceVersion: p.ResourceVersion, pod: cp}
 			s.copies[p.UID] = c

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -72,6 +73,41 @@ func (f *File) Apply(data []byte) (name, file, result string, err error) {
 		return "", "", "", fmt.Errorf("write %s: %w", file, err)
 	}
 	return name, file, result, nil
+}
+
+// ErrNotManifest is a path Remove refuses: not an entry of the static pod
+// directory.
+var ErrNotManifest = errors.New("not a manifest of the static pod directory")
+
+// Remove deletes file, which must be an entry of the directory itself (the
+// source does not recurse): the entry is unlinked relative to the opened
+// directory, so a link there is removed, never followed, and a path that
+// names anything else is refused. A file already gone is not an error.
+func (f *File) Remove(file string) error {
+	dir := filepath.Clean(f.dir)
+	base := filepath.Base(file)
+	if !filepath.IsAbs(file) || filepath.Dir(file) != dir || base == "." || base == ".." || base == "/" {
+		return fmt.Errorf("%s: %w %s", file, ErrNotManifest, dir)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open static pod directory %s: %w", dir, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if t := st.Mode & unix.S_IFMT; t != unix.S_IFREG && t != unix.S_IFLNK {
+		return fmt.Errorf("%s: %w %s (not a file)", file, ErrNotManifest, dir)
+	}
+	if err := unix.Unlinkat(fd, base, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("remove %s: %w", file, err)
+	}
+	return nil
 }
 
 // debounce groups the events of one editor save or copy into one scan.

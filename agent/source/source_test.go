@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -184,5 +185,44 @@ func TestAWatcherOverflowRescansAtOnce(t *testing.T) {
 	}
 	if u := recv(t, out); len(u.Pods) != 1 {
 		t.Fatalf("after the overflow: %v", u.Pods)
+	}
+}
+
+// Remove unlinks only an entry of the directory itself: a link there is
+// removed, not its target; paths elsewhere, a directory, or a name that
+// climbs out are refused and left alone.
+func TestRemoveStaysInsideTheDirectory(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	victim := filepath.Join(outside, "etcd.yaml")
+	for _, f := range []string{victim, filepath.Join(dir, "web.yaml")} {
+		if err := os.WriteFile(f, []byte(goodPod), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, "link.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub.yaml"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := NewFile(dir, "n", time.Hour, quiet())
+	for _, bad := range []string{victim, filepath.Join(dir, "..", filepath.Base(outside), "etcd.yaml"), "relative.yaml", filepath.Join(dir, "sub.yaml"), dir} {
+		if err := src.Remove(bad); !errors.Is(err, ErrNotManifest) {
+			t.Errorf("Remove(%s) = %v, want ErrNotManifest", bad, err)
+		}
+	}
+	for _, ok := range []string{filepath.Join(dir, "web.yaml"), filepath.Join(dir, "link.yaml"), filepath.Join(dir, "gone.yaml")} {
+		if err := src.Remove(ok); err != nil {
+			t.Errorf("Remove(%s) = %v", ok, err)
+		}
+		if _, err := os.Lstat(ok); !os.IsNotExist(err) {
+			t.Errorf("%s still there: %v", ok, err)
+		}
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Errorf("the link's target: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sub.yaml")); err != nil {
+		t.Errorf("the directory: %v", err)
 	}
 }
