@@ -54,6 +54,10 @@ type Options struct {
 	// the runtime) as the kubelet does, instead of killing them through
 	// their cgroups at once (--eviction-hard-memory-kill=runtime).
 	EvictionGracefulHardMemory bool
+	// VolumeContentLimit bounds what a pod's configMap, secret,
+	// downwardAPI and projected volumes hold together
+	// (--pod-volume-content-limit; 0: volumes.DefaultContentLimit).
+	VolumeContentLimit int64
 	// Reload signals a config reload (SIGHUP): the reloadable fields of the
 	// config file are taken, the others logged as needing a restart.
 	Reload <-chan struct{}

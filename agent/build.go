@@ -244,6 +244,7 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		AllocatableMemory:      absoluteAllocatableMemory(capacity, cfg.Reserved()),
 		AppArmor:               pods.AppArmorEnabled(),
 		AllowedUnsafeSysctls:   cfg.AllowedUnsafeSysctls,
+		VolumeContentLimit:     a.opts.VolumeContentLimit,
 		ContainerLogLinks:      "/var/log/containers",
 	}, pods.Deps{Runtime: rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		Probes: p.prober, Hooks: hooks, Pressure: pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,

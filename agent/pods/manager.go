@@ -75,6 +75,9 @@ type Options struct {
 	// AllowedUnsafeSysctls are the sysctls (or prefixes, ending in *) pods
 	// may set beyond the safe ones.
 	AllowedUnsafeSysctls []string
+	// VolumeContentLimit bounds what a pod's configMap, secret,
+	// downwardAPI and projected volumes hold together (0: the default).
+	VolumeContentLimit int64
 }
 
 // Devices is the device plugin manager (devices.Manager).
@@ -219,7 +222,8 @@ func NewManager(opts Options, deps Deps) *Manager {
 			ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain, ResolvConf: opts.ResolvConf,
 			SeccompRoot: filepath.Join(opts.RootDir, "seccomp"),
 		}, nodeFiles{root: opts.RootDir}, deps.Objects),
-		volumes:      volumes.New(opts.RootDir, deps.Objects, opts.Allocatable, opts.NodeIP, tmpfsMounter, deps.Clock),
+		volumes:      volumes.New(volumes.Config{Root: opts.RootDir, Objects: deps.Objects, Allocatable: opts.Allocatable, HostIP: opts.NodeIP,
+			Tmpfs: mountSizedTmpfs, Clock: deps.Clock, Limit: opts.VolumeContentLimit}),
 		objects:      deps.Objects,
 		restarts:     newRestartBackOff(deps.Clock, opts.MaxRestartBackOff),
 		imagePulls:   newImagePullBackOff(deps.Clock),

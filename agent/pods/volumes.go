@@ -16,21 +16,28 @@ import (
 // mountTmpfs mounts a tmpfs at dir (sized by sizeLimit when set) unless
 // one is already there: a medium: Memory emptyDir.
 func mountTmpfs(dir string, sizeLimit *resource.Quantity) error {
+	var size int64
+	if sizeLimit != nil {
+		size = sat.Value(*sizeLimit)
+	}
+	return mountSizedTmpfs(dir, size)
+}
+
+// mountSizedTmpfs mounts a tmpfs of at most size bytes (0: the kernel's
+// default, half the RAM) at dir unless one is already there.
+func mountSizedTmpfs(dir string, size int64) error {
 	if mounted, err := isMountPoint(dir); err != nil || mounted {
 		return err
 	}
 	opts := "mode=1777"
-	if sizeLimit != nil && sat.Value(*sizeLimit) > 0 {
-		opts += fmt.Sprintf(",size=%d", sat.Value(*sizeLimit))
+	if size > 0 {
+		opts += fmt.Sprintf(",size=%d", size)
 	}
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount tmpfs on %s: %w", dir, err)
 	}
 	return nil
 }
-
-// tmpfsMounter mounts an unsized tmpfs: secret and projected volumes.
-func tmpfsMounter(dir string) error { return mountTmpfs(dir, nil) }
 
 // isMountPoint reports whether dir is on another device than its parent.
 func isMountPoint(dir string) (bool, error) {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,48 +17,106 @@ import (
 	"nodeagent/internal/atomicdir"
 )
 
-type files = map[string]atomicdir.File
+// entry is one file a volume will hold: where, with what mode, how big,
+// and its bytes, made only when the volume is written.
+type entry struct {
+	path string
+	mode fs.FileMode
+	size int
+	data func() []byte
+}
 
-// content is what volume v holds now, and when it is due to change
-// (zero: when an object changes).
-func (m *Manager) content(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) (files, time.Time, error) {
-	out := files{}
+// content is what a volume is made of, resolved without copying the
+// objects' data: its files, what identifies their bytes (the objects'
+// resourceVersions, the downward values, the token), and when it is due
+// to change (zero: when an object changes).
+type content struct {
+	entries []entry
+	ids     []string
+	due     time.Time
+}
+
+// add records a file; a later one at the same path replaces it, as a
+// later projection source does in the kubelet.
+func (c *content) add(path string, mode fs.FileMode, size int, data func() []byte) {
+	c.entries = append(c.entries, entry{path, mode, size, data})
+}
+
+// files are the entries by path, the last one of a path winning.
+func (c *content) files() map[string]entry {
+	out := make(map[string]entry, len(c.entries))
+	for _, e := range c.entries {
+		out[e.path] = e
+	}
+	return out
+}
+
+// key identifies the content: layout, sizes and modes, what the bytes are
+// made of, and the owner. The same key means the same files.
+func (c *content) key(own atomicdir.Owner) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d:%d\x00", own.UID, own.GID)
+	files := c.files()
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		e := files[p]
+		fmt.Fprintf(h, "%s\x00%o\x00%d\x00", p, e.mode, e.size)
+	}
+	for _, id := range c.ids {
+		h.Write([]byte(id))
+		h.Write([]byte{0})
+	}
+	return h.Sum64()
+}
+
+// pageSize is what the limit counts a file in: tmpfs and the page cache
+// hold whole pages, and an empty file still costs an inode.
+const pageSize = 4096
+
+// charge is what the files cost the node: each rounded up to pages, at
+// least one page.
+func (c *content) charge() (bytes int64, files int) {
+	for _, e := range c.files() {
+		bytes += max(1, (int64(e.size)+pageSize-1)/pageSize) * pageSize
+		files++
+	}
+	return bytes, files
+}
+
+// resolve reads what volume v is made of now.
+func (m *Manager) resolve(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) (*content, error) {
+	c := &content{}
 	switch {
 	case v.ConfigMap != nil:
 		s := v.ConfigMap
-		return out, time.Time{}, m.object(ctx, pod, out, "configmap", s.Name, s.Items, mode(s.DefaultMode), s.Optional)
+		return c, m.object(ctx, pod, c, "configmap", s.Name, s.Items, mode(s.DefaultMode), s.Optional)
 	case v.Secret != nil:
 		s := v.Secret
-		return out, time.Time{}, m.object(ctx, pod, out, "secret", s.SecretName, s.Items, mode(s.DefaultMode), s.Optional)
+		return c, m.object(ctx, pod, c, "secret", s.SecretName, s.Items, mode(s.DefaultMode), s.Optional)
 	case v.DownwardAPI != nil:
-		return out, time.Time{}, m.downwardAPI(pod, out, v.DownwardAPI.Items, mode(v.DownwardAPI.DefaultMode))
+		return c, m.downwardAPI(pod, c, v.DownwardAPI.Items, mode(v.DownwardAPI.DefaultMode))
 	}
-	var due time.Time
 	def := mode(v.Projected.DefaultMode)
 	for i, src := range v.Projected.Sources {
 		var err error
 		switch {
 		case src.ConfigMap != nil:
 			s := src.ConfigMap
-			err = m.object(ctx, pod, out, "configmap", s.Name, s.Items, def, s.Optional)
+			err = m.object(ctx, pod, c, "configmap", s.Name, s.Items, def, s.Optional)
 		case src.Secret != nil:
 			s := src.Secret
-			err = m.object(ctx, pod, out, "secret", s.Name, s.Items, def, s.Optional)
+			err = m.object(ctx, pod, c, "secret", s.Name, s.Items, def, s.Optional)
 		case src.DownwardAPI != nil:
-			err = m.downwardAPI(pod, out, src.DownwardAPI.Items, def)
+			err = m.downwardAPI(pod, c, src.DownwardAPI.Items, def)
 		case src.ServiceAccountToken != nil:
-			var at time.Time
-			if at, err = m.token(ctx, pod, out, src.ServiceAccountToken, def); err == nil && (due.IsZero() || at.Before(due)) {
-				due = at
-			}
+			err = m.token(ctx, pod, c, src.ServiceAccountToken, def)
 		default:
 			err = fmt.Errorf("sources[%d]: only configMap, secret, downwardAPI and serviceAccountToken projections are supported", i)
 		}
 		if err != nil {
-			return nil, time.Time{}, err
+			return nil, err
 		}
 	}
-	return out, due, nil
+	return c, nil
 }
 
 // mode is a volume's defaultMode, 0644 when unset (the API server's
@@ -71,65 +131,107 @@ func modeOr(m *int32, def fs.FileMode) fs.FileMode {
 	return fs.FileMode(*m).Perm()
 }
 
-// project adds data's keys to out: all of them as files named after the
-// key, or the items' keys at the items' paths. A missing key is an error
-// unless the reference is optional.
-func project(out files, kind string, data map[string][]byte, items []corev1.KeyToPath, def fs.FileMode, optional bool) error {
+// objectData is a configMap's or a secret's data as the informer holds
+// it: read in place, copied only into a file being written.
+type objectData struct {
+	str map[string]string
+	bin map[string][]byte
+}
+
+func (d objectData) size(k string) (int, bool) {
+	if s, ok := d.str[k]; ok {
+		return len(s), true
+	}
+	b, ok := d.bin[k]
+	return len(b), ok
+}
+
+func (d objectData) bytes(k string) func() []byte {
+	return func() []byte {
+		if s, ok := d.str[k]; ok {
+			return []byte(s)
+		}
+		return d.bin[k]
+	}
+}
+
+// version identifies the data: the object's resourceVersion, or (for an
+// object without one) a hash of the data itself.
+func (d objectData) version(rv string) string {
+	if rv != "" {
+		return rv
+	}
+	h := fnv.New64a()
+	for _, k := range slices.Sorted(maps.Keys(d.str)) {
+		fmt.Fprintf(h, "%s\x00%d\x00%s\x00", k, len(d.str[k]), d.str[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(d.bin)) {
+		fmt.Fprintf(h, "%s\x00%d\x00", k, len(d.bin[k]))
+		h.Write(d.bin[k])
+	}
+	return fmt.Sprintf("#%x", h.Sum64())
+}
+
+// project adds data's keys: all of them as files named after the key, or
+// the items' keys at the items' paths. A missing key is an error unless
+// the reference is optional.
+func project(c *content, kind string, data objectData, items []corev1.KeyToPath, def fs.FileMode, optional bool) error {
 	if len(items) == 0 {
-		for k, b := range data {
-			out[k] = atomicdir.File{Data: b, Mode: def}
+		keys := slices.Concat(slices.Collect(maps.Keys(data.str)), slices.Collect(maps.Keys(data.bin)))
+		for _, k := range keys {
+			n, _ := data.size(k)
+			c.add(k, def, n, data.bytes(k))
 		}
 		return nil
 	}
 	for _, item := range items {
-		b, ok := data[item.Key]
+		n, ok := data.size(item.Key)
 		if !ok {
 			if optional {
 				continue
 			}
 			return fmt.Errorf("%s references non-existent %s key: %s", kind, map[string]string{"configmap": "config", "secret": "secret"}[kind], item.Key)
 		}
-		out[item.Path] = atomicdir.File{Data: b, Mode: modeOr(item.Mode, def)}
+		c.add(item.Path, modeOr(item.Mode, def), n, data.bytes(item.Key))
 	}
 	return nil
 }
 
 // object projects a configMap's or a secret's data; a missing object
 // projects nothing when the reference is optional.
-func (m *Manager) object(ctx context.Context, pod *corev1.Pod, out files, kind, name string, items []corev1.KeyToPath, def fs.FileMode, optional *bool) error {
+func (m *Manager) object(ctx context.Context, pod *corev1.Pod, c *content, kind, name string, items []corev1.KeyToPath, def fs.FileMode, optional *bool) error {
 	if m.objects == nil {
 		return errNoAPI
 	}
 	opt := optional != nil && *optional
-	var data map[string][]byte
+	var data objectData
+	var rv string
 	var err error
 	if kind == "configmap" {
 		var cm *corev1.ConfigMap
 		if cm, err = m.objects.ConfigMap(ctx, pod.Namespace, name); err == nil {
-			data = make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
-			for k, v := range cm.Data {
-				data[k] = []byte(v)
-			}
-			maps.Copy(data, cm.BinaryData)
+			data, rv = objectData{str: cm.Data, bin: cm.BinaryData}, cm.ResourceVersion
 		}
 	} else {
 		var s *corev1.Secret
 		if s, err = m.objects.Secret(ctx, pod.Namespace, name); err == nil {
-			data = s.Data
+			data, rv = objectData{bin: s.Data}, s.ResourceVersion
 		}
 	}
 	if apierrors.IsNotFound(err) && opt {
+		c.ids = append(c.ids, kind+"/"+name+" missing")
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	return project(out, kind, data, items, def, opt)
+	c.ids = append(c.ids, kind+"/"+name+"@"+data.version(rv))
+	return project(c, kind, data, items, def, opt)
 }
 
 // downwardAPI writes the pod's own fields; a volume has no pod IP (the
 // API server refuses status.podIP there).
-func (m *Manager) downwardAPI(pod *corev1.Pod, out files, items []corev1.DownwardAPIVolumeFile, def fs.FileMode) error {
+func (m *Manager) downwardAPI(pod *corev1.Pod, c *content, items []corev1.DownwardAPIVolumeFile, def fs.FileMode) error {
 	for _, item := range items {
 		var value string
 		var err error
@@ -144,19 +246,24 @@ func (m *Manager) downwardAPI(pod *corev1.Pod, out files, items []corev1.Downwar
 		if err != nil {
 			return fmt.Errorf("downwardAPI item %q: %w", item.Path, err)
 		}
-		out[item.Path] = atomicdir.File{Data: []byte(value), Mode: modeOr(item.Mode, def)}
+		c.ids = append(c.ids, value)
+		c.add(item.Path, modeOr(item.Mode, def), len(value), func() []byte { return []byte(value) })
 	}
 	return nil
 }
 
-func (m *Manager) token(ctx context.Context, pod *corev1.Pod, out files, p *corev1.ServiceAccountTokenProjection, def fs.FileMode) (time.Time, error) {
+func (m *Manager) token(ctx context.Context, pod *corev1.Pod, c *content, p *corev1.ServiceAccountTokenProjection, def fs.FileMode) error {
 	if m.objects == nil {
-		return time.Time{}, errNoAPI
+		return errNoAPI
 	}
 	tok, due, err := m.objects.Token(ctx, pod, p)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("failed to fetch token: %w", err)
+		return fmt.Errorf("failed to fetch token: %w", err)
 	}
-	out[p.Path] = atomicdir.File{Data: []byte(tok), Mode: def}
-	return due, nil
+	if c.due.IsZero() || due.Before(c.due) {
+		c.due = due
+	}
+	c.ids = append(c.ids, tok)
+	c.add(p.Path, def, len(tok), func() []byte { return []byte(tok) })
+	return nil
 }

@@ -13,11 +13,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -38,25 +35,59 @@ type Objects interface {
 	Token(ctx context.Context, pod *corev1.Pod, p *corev1.ServiceAccountTokenProjection) (string, time.Time, error)
 }
 
-// Mounter mounts a tmpfs at a directory unless one is there.
-type Mounter func(dir string) error
+// Mounter mounts a tmpfs of at most size bytes at a directory unless one
+// is there.
+type Mounter func(dir string, size int64) error
+
+// DefaultContentLimit is what a pod's configMap, secret, downwardAPI and
+// projected volumes may hold together by default: sixteen of the largest
+// configMaps or secrets the API server stores (1 MiB each).
+const DefaultContentLimit = 16 << 20
+
+// Config is what a Manager needs.
+type Config struct {
+	Root        string  // volumes live under <Root>/pods/<uid>/volumes
+	Objects     Objects // nil: no API server (static pods cannot reference it)
+	Allocatable corev1.ResourceList
+	HostIP      string
+	Tmpfs       Mounter
+	Clock       clock.Clock
+	// Limit bounds what a pod's content volumes hold together, each file
+	// counted in whole pages (at least one); 0 is DefaultContentLimit.
+	Limit int64
+}
 
 // Manager writes pods' content volumes.
 type Manager struct {
 	root        string
-	objects     Objects // nil: no API server (static pods cannot reference it)
+	objects     Objects
 	allocatable corev1.ResourceList
 	hostIP      string
 	tmpfs       Mounter
 	clock       clock.Clock
+	limit       int64
 
-	mu      sync.Mutex
-	written map[types.UID]map[string]uint64 // per pod, the hash of each volume's last content
+	mu    sync.Mutex
+	state map[types.UID]map[string]volumeState // per pod, per volume
+}
+
+// volumeState is what the manager last made of a volume: the content's
+// key, its charge, and whether that content is what the disk holds.
+type volumeState struct {
+	key     uint64
+	charge  int64
+	files   int
+	written bool
 }
 
 // New returns a manager writing under <root>/pods/<uid>/volumes.
-func New(root string, objects Objects, allocatable corev1.ResourceList, hostIP string, tmpfs Mounter, clk clock.Clock) *Manager {
-	return &Manager{root: root, objects: objects, allocatable: allocatable, hostIP: hostIP, tmpfs: tmpfs, clock: clk, written: map[types.UID]map[string]uint64{}}
+func New(cfg Config) *Manager {
+	limit := cfg.Limit
+	if limit <= 0 {
+		limit = DefaultContentLimit
+	}
+	return &Manager{root: cfg.Root, objects: cfg.Objects, allocatable: cfg.Allocatable, hostIP: cfg.HostIP, tmpfs: cfg.Tmpfs, clock: cfg.Clock,
+		limit: limit, state: map[types.UID]map[string]volumeState{}}
 }
 
 // plugin is the kubelet's directory name for a volume type ("" for the
@@ -97,30 +128,37 @@ func (f Failure) Error() string {
 	return fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", f.Volume, f.Err)
 }
 
+// ErrTooLarge is content over the limit: nothing of it is written.
+var ErrTooLarge = errors.New("content over the limit")
+
 // SetUp writes every content volume of pod, or refreshes it. It returns
 // how long the content may stand before it must be written again (a token
 // due for rotation; 0: only when an object changes) and the volumes it
-// could not write.
+// could not write. A volume whose content is what was last written is
+// left alone without its bytes being read; one that would take the pod's
+// content volumes past the limit is refused before anything is written.
 func (m *Manager) SetUp(ctx context.Context, pod *corev1.Pod) (time.Duration, []Failure) {
 	var refresh time.Duration
 	var failures []Failure
+	var used int64
+	own := owner(pod)
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
 		if !Handles(v) {
 			continue
 		}
 		dir := Dir(m.root, pod.UID, v)
-		files, due, err := m.content(ctx, pod, v)
+		c, err := m.resolve(ctx, pod, v)
 		if err == nil {
-			err = m.write(pod.UID, dir, v, files, owner(pod))
+			err = m.write(pod.UID, dir, v, c, own, &used)
 		}
 		if err != nil {
 			_, statErr := os.Lstat(filepath.Join(dir, "..data"))
 			failures = append(failures, Failure{Volume: v.Name, Err: err, Blocking: statErr != nil})
 			continue
 		}
-		if !due.IsZero() {
-			d := max(due.Sub(m.clock.Now()), time.Second)
+		if !c.due.IsZero() {
+			d := max(c.due.Sub(m.clock.Now()), time.Second)
 			if refresh == 0 || d < refresh {
 				refresh = d
 			}
@@ -130,13 +168,29 @@ func (m *Manager) SetUp(ctx context.Context, pod *corev1.Pod) (time.Duration, []
 }
 
 // write writes a volume's files unless they are what this manager last
-// wrote there: a pod syncs every few seconds, and its volumes rarely change.
-func (m *Manager) write(uid types.UID, dir string, v *corev1.Volume, files map[string]atomicdir.File, own atomicdir.Owner) error {
-	sum := hash(files, own)
+// wrote there (a pod syncs every few seconds, and its volumes rarely
+// change), or refuses them when, with what the pod's other content
+// volumes hold (used), they pass the limit.
+func (m *Manager) write(uid types.UID, dir string, v *corev1.Volume, c *content, own atomicdir.Owner, used *int64) error {
+	key := c.key(own)
 	m.mu.Lock()
-	last, ok := m.written[uid][v.Name]
+	st, ok := m.state[uid][v.Name]
 	m.mu.Unlock()
-	if ok && last == sum {
+	if !ok || st.key != key {
+		st = volumeState{key: key}
+		st.charge, st.files = c.charge()
+	}
+	if *used+st.charge > m.limit {
+		m.remember(uid, v.Name, st)
+		if *used > 0 {
+			return fmt.Errorf("%w: %s in %d files, and %s in the pod's other content volumes: more than the %s a pod's configMap, secret, downwardAPI and projected volumes may hold together (--pod-volume-content-limit)",
+				ErrTooLarge, size(st.charge), st.files, size(*used), size(m.limit))
+		}
+		return fmt.Errorf("%w: %s in %d files, more than the %s a pod's configMap, secret, downwardAPI and projected volumes may hold together (--pod-volume-content-limit)",
+			ErrTooLarge, size(st.charge), st.files, size(m.limit))
+	}
+	*used += st.charge
+	if st.written {
 		if _, err := os.Lstat(filepath.Join(dir, "..data")); err == nil {
 			return nil
 		}
@@ -147,20 +201,44 @@ func (m *Manager) write(uid types.UID, dir string, v *corev1.Volume, files map[s
 		return err
 	}
 	if v.Secret != nil || v.Projected != nil {
-		if err := m.tmpfs(dir); err != nil {
+		// Room for the old set and the new one side by side, as the atomic
+		// writer swaps them, and the directories.
+		if err := m.tmpfs(dir, 2*m.limit+1<<20); err != nil {
 			return err
 		}
+	}
+	files := make(map[string]atomicdir.File, len(c.entries))
+	for p, e := range c.files() {
+		files[p] = atomicdir.File{Data: e.data(), Mode: e.mode}
 	}
 	if _, err := atomicdir.Write(dir, files, own); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	if m.written[uid] == nil {
-		m.written[uid] = map[string]uint64{}
-	}
-	m.written[uid][v.Name] = sum
-	m.mu.Unlock()
+	st.written = true
+	m.remember(uid, v.Name, st)
 	return nil
+}
+
+func (m *Manager) remember(uid types.UID, volume string, st volumeState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.state[uid] == nil {
+		m.state[uid] = map[string]volumeState{}
+	}
+	m.state[uid][volume] = st
+}
+
+// size prints a byte count for people: "2.6GiB", "900KiB", "16MiB".
+func size(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	f, i := float64(n), 0
+	for f >= 1024 && i < len(units)-1 {
+		f, i = f/1024, i+1
+	}
+	if f == float64(int64(f)) {
+		return fmt.Sprintf("%d%s", int64(f), units[i])
+	}
+	return fmt.Sprintf("%.1f%s", f, units[i])
 }
 
 // MkdirMode creates a volume directory with exactly mode, whatever the
@@ -175,20 +253,8 @@ func MkdirMode(dir string, mode os.FileMode) error {
 // Forget drops what the manager remembers of a pod whose worker ended.
 func (m *Manager) Forget(uid types.UID) {
 	m.mu.Lock()
-	delete(m.written, uid)
+	delete(m.state, uid)
 	m.mu.Unlock()
-}
-
-// hash identifies a volume's content: paths, modes, data and owner.
-func hash(files map[string]atomicdir.File, own atomicdir.Owner) uint64 {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%d:%d\x00", own.UID, own.GID)
-	for _, p := range slices.Sorted(maps.Keys(files)) {
-		f := files[p]
-		fmt.Fprintf(h, "%s\x00%o\x00%d\x00", p, f.Mode, len(f.Data))
-		h.Write(f.Data)
-	}
-	return h.Sum64()
 }
 
 // owner is the pod's fsGroup, which gets read access to its volumes.

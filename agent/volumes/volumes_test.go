@@ -2,6 +2,8 @@ package volumes
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,7 +49,7 @@ func newTestManager(t *testing.T, objs Objects) (*Manager, *clocktesting.FakeClo
 	root := t.TempDir()
 	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
 	alloc := corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
-	return New(root, objs, alloc, "10.0.0.1", func(string) error { return nil }, clk), clk, root
+	return New(Config{Root: root, Objects: objs, Allocatable: alloc, HostIP: "10.0.0.1", Tmpfs: func(string, int64) error { return nil }, Clock: clk}), clk, root
 }
 
 func volumePod(vols ...corev1.Volume) *corev1.Pod {
@@ -211,5 +213,58 @@ func TestUnchangedContentIsNotReadOrWrittenAgain(t *testing.T) {
 	m.SetUp(context.Background(), pod)
 	if readFile(t, filepath.Join(dir, "k")) != "v1" {
 		t.Error("after Forget the content on disk was not compared")
+	}
+}
+
+// A projected volume that names one large key under thousands of paths
+// is refused before anything is written, naming its size and the limit;
+// within the limit the same volume is written, on a tmpfs sized for it.
+func TestContentOverTheLimitIsRefusedUnwritten(t *testing.T) {
+	big := strings.Repeat("x", 900<<10)
+	objs := &fakeObjects{configMaps: map[string]*corev1.ConfigMap{"ns/big": {ObjectMeta: metav1.ObjectMeta{ResourceVersion: "7"}, Data: map[string]string{"k": big}}}}
+	root := t.TempDir()
+	var mounted []int64
+	m := New(Config{Root: root, Objects: objs, HostIP: "10.0.0.1", Clock: clocktesting.NewFakeClock(time.Unix(1_000_000, 0)), Limit: 8 << 20,
+		Tmpfs: func(_ string, size int64) error { mounted = append(mounted, size); return nil }})
+	projected := func(name string, copies int) corev1.Volume {
+		var items []corev1.KeyToPath
+		for i := range copies {
+			items = append(items, corev1.KeyToPath{Key: "k", Path: fmt.Sprintf("d/%d", i)})
+		}
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "big"}, Items: items}}}}}}
+	}
+	huge := projected("huge", 3000)
+	pod := volumePod(huge)
+	for range 2 { // the retry is refused the same way
+		_, failures := m.SetUp(context.Background(), pod)
+		if len(failures) != 1 || !failures[0].Blocking || !errors.Is(failures[0].Err, ErrTooLarge) {
+			t.Fatalf("failures %v, want one blocking ErrTooLarge", failures)
+		}
+		msg := failures[0].Error()
+		for _, want := range []string{`volume "huge"`, "2.6GiB in 3000 files", "8MiB"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("message %q does not say %q", msg, want)
+			}
+		}
+	}
+	if entries, err := os.ReadDir(filepath.Dir(Dir(root, pod.UID, &huge))); err == nil && len(entries) > 0 {
+		t.Errorf("something was written for the refused volume: %v", entries)
+	}
+	if len(mounted) != 0 {
+		t.Errorf("a tmpfs was mounted for the refused volume")
+	}
+
+	// Eight copies fit alone; a second such volume does not fit beside it.
+	small, other := projected("small", 8), projected("other", 8)
+	_, failures := m.SetUp(context.Background(), volumePod(small, other))
+	if len(failures) != 1 || failures[0].Volume != "other" || !strings.Contains(failures[0].Error(), "in the pod's other content volumes") {
+		t.Fatalf("failures %v, want only the second volume refused, naming the others' share", failures)
+	}
+	if got := readFile(t, filepath.Join(Dir(root, pod.UID, &small), "d", "7")); len(got) != len(big) {
+		t.Errorf("the volume within the limit holds %d bytes, want %d", len(got), len(big))
+	}
+	if len(mounted) != 1 || mounted[0] != 2*(8<<20)+1<<20 {
+		t.Errorf("tmpfs sizes %v, want one of twice the limit and a MiB", mounted)
 	}
 }

@@ -17,10 +17,12 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2"
 
 	"nodeagent/agent"
 	"nodeagent/agent/config"
+	"nodeagent/agent/volumes"
 	"nodeagent/internal/control"
 	"nodeagent/internal/version"
 )
@@ -63,6 +65,7 @@ Flags:
 	evictionPoll := fs.Duration("eviction-poll-period", time.Second, "how often the eviction manager reads the node's signals when no kernel notification woke it (at least 100ms)")
 	evictionNice := fs.Int("eviction-thread-nice", -20, "niceness of the thread the eviction manager decides on, -20..19 (0 leaves it; raising needs CAP_SYS_NICE): a busy node's CPUs must not delay the decision")
 	hardMemoryKill := fs.String("eviction-hard-memory-kill", "cgroup", "how the victims of hard memory thresholds end: cgroup (SIGKILL to every process of the pod through its cgroup at once, then the runtime is told) or runtime (the kubelet's: SIGTERM, 1 s, then SIGKILL through the runtime)")
+	contentLimit := fs.String("pod-volume-content-limit", resource.NewQuantity(volumes.DefaultContentLimit, resource.BinarySI).String(), "the most a pod's configMap, secret, downwardAPI and projected volumes may hold together (a quantity; each file counts in 4 KiB pages); a volume past it is refused with FailedMount")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -129,6 +132,11 @@ Flags:
 		fmt.Fprintf(os.Stderr, "nodeagent: --eviction-poll-period %s: want at least 100ms\n", *evictionPoll)
 		return 2
 	}
+	limit, err := resource.ParseQuantity(*contentLimit)
+	if err != nil || limit.Cmp(resource.MustParse("1Mi")) < 0 || limit.Cmp(resource.MustParse("64Gi")) > 0 {
+		fmt.Fprintf(os.Stderr, "nodeagent: --pod-volume-content-limit %q: want a quantity from 1Mi to 64Gi\n", *contentLimit)
+		return 2
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(os.Stderr, "nodeagent: --log-level %q: want debug, info, warn or error\n", *logLevel)
@@ -178,7 +186,7 @@ Flags:
 		}
 	}()
 	a, err := agent.New(cfg, agent.Options{NodeName: name, RootDir: *rootDir, CNIConfDir: *cniConfDir, CNIBinDirs: binDirs, ControlSocket: *controlSocket,
-		ImageGCPeriod: *imageGCPeriod, EvictionRanking: *evictionRanking, EvictionPollPeriod: *evictionPoll, EvictionThreadNice: *evictionNice, EvictionGracefulHardMemory: *hardMemoryKill == "runtime", Reload: reload, Logger: log, Cluster: clusterOpts, NodeIP: *nodeIP})
+		ImageGCPeriod: *imageGCPeriod, EvictionRanking: *evictionRanking, EvictionPollPeriod: *evictionPoll, EvictionThreadNice: *evictionNice, EvictionGracefulHardMemory: *hardMemoryKill == "runtime", VolumeContentLimit: limit.Value(), Reload: reload, Logger: log, Cluster: clusterOpts, NodeIP: *nodeIP})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodeagent:", err)
 		return 1
