@@ -222,7 +222,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 			ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain, ResolvConf: opts.ResolvConf,
 			SeccompRoot: filepath.Join(opts.RootDir, "seccomp"),
 		}, nodeFiles{root: opts.RootDir}, deps.Objects),
-		volumes:      volumes.New(volumes.Config{Root: opts.RootDir, Objects: deps.Objects, Allocatable: opts.Allocatable, HostIP: opts.NodeIP,
+		volumes: volumes.New(volumes.Config{Root: opts.RootDir, Objects: deps.Objects, Allocatable: opts.Allocatable, HostIP: opts.NodeIP,
 			Tmpfs: mountSizedTmpfs, Clock: deps.Clock, Limit: opts.VolumeContentLimit}),
 		objects:      deps.Objects,
 		restarts:     newRestartBackOff(deps.Clock, opts.MaxRestartBackOff),

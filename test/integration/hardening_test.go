@@ -110,7 +110,9 @@ func TestClusterAmplifiedProjectedVolumeIsRefused(t *testing.T) {
 	if _, err := cp.Client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cp.Client.CoreV1().ConfigMaps("default").Delete(context.Background(), cm.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		cp.Client.CoreV1().ConfigMaps("default").Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
+	})
 	var items []corev1.KeyToPath
 	for i := range 3000 {
 		items = append(items, corev1.KeyToPath{Key: "k", Path: fmt.Sprintf("copies/%d", i)})
