@@ -215,8 +215,8 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 	p.prober = probes.NewManager(probes.Options{
 		Clock: a.opts.Clock, Handlers: hooks, StateDir: filepath.Join(a.opts.RootDir, "probes"),
 		Changed: func(uid types.UID, kind probes.Kind) { changes.Probes.Add(pods.ProbeChange{UID: uid, Kind: kind}) },
-		Event: func(pod *corev1.Pod, container, eventType, reason, message string) {
-			p.recorder.Event(events.PodRef(pod, container), eventType, reason, message)
+		Event: func(pod *corev1.Pod, container, eventType, reason, message, output string) {
+			p.recorder.EventOutput(events.PodRef(pod, container), eventType, reason, message, output)
 		},
 		Log: log.With("component", "probes"),
 	})

@@ -20,6 +20,9 @@ const (
 	AnnotationCgroupRoot    = "nodeagent.io/kubepods"       // the kubepods cgroup's directory
 )
 
+// Redacted stands for a value the read-only API does not serve.
+const Redacted = "(redacted)"
+
 // AnnotationManifest is the file a static pod came from.
 const AnnotationManifest = "nodeagent.io/manifest"
 

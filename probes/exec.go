@@ -26,10 +26,10 @@ func (h *Handlers) execProbe(ctx context.Context, command []string, t Target, ti
 	}
 	out := execOutput(resp)
 	if resp.ExitCode != 0 {
-		msg := fmt.Sprintf("command %q exited with %d: %s", strings.Join(cmd, " "), resp.ExitCode, strings.TrimSpace(string(out)))
-		return outcome{result: Failure, message: msg}
+		msg := fmt.Sprintf("command %q exited with %d: ", strings.Join(cmd, " "), resp.ExitCode)
+		return outcome{result: Failure, message: msg, output: strings.TrimSpace(string(out))}
 	}
-	return outcome{result: Success, message: string(out)}
+	return outcome{result: Success, output: string(out)}
 }
 
 // execOutput is stdout then stderr, capped at maxOutput.

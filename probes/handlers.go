@@ -42,8 +42,15 @@ func (r Result) String() string {
 type outcome struct {
 	result  Result
 	warning bool   // a success with a warning (a redirect to another host)
-	message string // output or the reason for failure
+	message string // the agent's words: the reason for failure
+	// output is what the container said (exec output, an HTTP body),
+	// after message. It may hold secrets: only the API server's events
+	// and the debug log get it, never the read-only port.
+	output string
 }
+
+// text is the whole message: the agent's words, then the output.
+func (o outcome) text() string { return o.message + o.output }
 
 // maxOutput caps what is kept of exec output and read of HTTP bodies.
 const maxOutput = 10 << 10

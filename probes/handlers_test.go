@@ -64,8 +64,8 @@ func TestHTTPProbe(t *testing.T) {
 	run := func(p *corev1.Probe) outcome { return h.probe(context.Background(), p, target) }
 
 	out := run(httpProbeSpec(port, "/ok", corev1.HTTPHeader{Name: "X-Custom", Value: "v"}, corev1.HTTPHeader{Name: "Host", Value: "example.test"}))
-	if out.result != Success || len(out.message) != maxOutput {
-		t.Errorf("/ok: %v, body %d bytes (want the 10 KiB cap)", out.result, len(out.message))
+	if out.result != Success || len(out.output) != maxOutput {
+		t.Errorf("/ok: %v, body %d bytes (want the 10 KiB cap)", out.result, len(out.output))
 	}
 	if gotUA != "kube-probe/1.34" || gotAccept != "*/*" || gotCustom != "v" || gotHost != "example.test" {
 		t.Errorf("headers: UA %q Accept %q X-Custom %q Host %q", gotUA, gotAccept, gotCustom, gotHost)
@@ -163,7 +163,7 @@ func TestExecProbe(t *testing.T) {
 		t.Errorf("exit 0: %+v, command %q", out, f.cmd)
 	}
 	f.resp = &runtimeapi.ExecSyncResponse{ExitCode: 1, Stderr: []byte("cat: can't open")}
-	if out := h.probe(context.Background(), spec, Target{Container: c}); out.result != Failure || !strings.Contains(out.message, "can't open") {
+	if out := h.probe(context.Background(), spec, Target{Container: c}); out.result != Failure || out.output != "cat: can't open" || strings.Contains(out.message, "can't open") {
 		t.Errorf("exit 1: %+v", out)
 	}
 	f.resp, f.err = nil, &cri.Error{Op: "ExecSync", Code: codes.DeadlineExceeded, Msg: "timeout 1s exceeded"}

@@ -78,9 +78,9 @@ func (h *Handlers) httpProbe(ctx context.Context, g *corev1.HTTPGetAction, t Tar
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxOutput))
 	if resp.StatusCode >= http.StatusOK && resp.StatusCode < http.StatusBadRequest {
 		if resp.StatusCode >= http.StatusMultipleChoices {
-			return outcome{result: Success, warning: true, message: fmt.Sprintf("Probe terminated redirects, Response body: %s", body)}
+			return outcome{result: Success, warning: true, message: "Probe terminated redirects, Response body: ", output: string(body)}
 		}
-		return outcome{result: Success, message: string(body)}
+		return outcome{result: Success, output: string(body)}
 	}
 	return outcome{result: Failure, message: fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode)}
 }

@@ -46,8 +46,10 @@ type Options struct {
 	// changes: readiness or startup to update status, liveness or startup
 	// failures to have the pod worker kill the container.
 	Changed func(uid types.UID, kind Kind)
-	// Event records an event about a pod's container.
-	Event func(pod *corev1.Pod, container, eventType, reason, message string)
+	// Event records an event about a pod's container: message, then what
+	// the container said (output, "" for none), which only the API
+	// server's copy of the event may show.
+	Event func(pod *corev1.Pod, container, eventType, reason, message, output string)
 	Log   *slog.Logger
 	// Jitter picks the first delay of probes of containers that were
 	// already running when the agent started (default: uniform in [0, d)).
@@ -121,7 +123,7 @@ func NewManager(opts Options) *Manager {
 		opts.Changed = func(types.UID, Kind) {}
 	}
 	if opts.Event == nil {
-		opts.Event = func(*corev1.Pod, string, string, string, string) {}
+		opts.Event = func(*corev1.Pod, string, string, string, string, string) {}
 	}
 	m := &Manager{
 		opts: opts, born: opts.Clock.Now(), Metrics: NewMetrics(),

@@ -47,6 +47,10 @@ type testBed struct {
 	runs    *fakeRuns
 	changed chan Kind
 	seen    map[Kind]int
+	output  string // what scripted runs say as the container
+
+	evMu   sync.Mutex
+	events []string // message|output of each event
 }
 
 func kindOf(p *corev1.Probe, c *corev1.Container) Kind {
@@ -64,6 +68,11 @@ func newBed(t *testing.T, stateDir string, start time.Time) *testBed {
 	b.m = NewManager(Options{Clock: b.clock, StateDir: stateDir,
 		Changed: func(_ types.UID, k Kind) { b.changed <- k },
 		Jitter:  func(d time.Duration) time.Duration { return d / 2 },
+		Event: func(_ *corev1.Pod, _, _, _, message, output string) {
+			b.evMu.Lock()
+			b.events = append(b.events, message+"|"+output)
+			b.evMu.Unlock()
+		},
 	})
 	b.m.run = func(_ context.Context, p *corev1.Probe, t Target) outcome {
 		k := kindOf(p, t.Container)
@@ -71,7 +80,7 @@ func newBed(t *testing.T, stateDir string, start time.Time) *testBed {
 		b.runs.runs[k]++
 		r := b.runs.results[k]
 		b.runs.mu.Unlock()
-		return outcome{result: r, message: "scripted"}
+		return outcome{result: r, message: "scripted", output: b.output}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -425,5 +434,29 @@ func TestPerContainerMetricsFollowThePod(t *testing.T) {
 	b.m.RemovePod(pod.UID, true)
 	if n, labels := total(); labels != nil {
 		t.Errorf("the removed pod's series remain: %v %v", n, labels)
+	}
+}
+
+// A probe's output is the container's: the report the read-only API shows
+// says (redacted) in its place; the event gets it apart from the agent's
+// words, for the API server's copy alone.
+func TestProbeOutputStaysOutOfReports(t *testing.T) {
+	b := newBed(t, "", time.Unix(1000, 0))
+	b.output = "password=s3cret"
+	b.runs.set(Readiness, Failure)
+	c := corev1.Container{Name: "app", ReadinessProbe: &corev1.Probe{PeriodSeconds: 10, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3,
+		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"cat"}}}}}
+	pod := testPod(c)
+	b.m.AddPod(pod)
+	b.m.UpdatePod(pod.UID, "10.0.0.2", false, []ContainerState{{Name: "app", ID: "c1", Running: true, StartedAt: time.Unix(1000, 0)}})
+	b.expectRun(Readiness)
+	reports := b.m.Reports(pod.UID)
+	if len(reports) != 1 || reports[0].Last == nil || reports[0].Last.Message != "scripted(redacted)" {
+		t.Fatalf("reports %+v, want the last run's message with the output redacted", reports)
+	}
+	b.evMu.Lock()
+	defer b.evMu.Unlock()
+	if len(b.events) != 1 || b.events[0] != "Readiness probe failed: scripted|password=s3cret" {
+		t.Errorf("events %q, want the message and the output apart", b.events)
 	}
 }

@@ -61,6 +61,9 @@ func (m *Manager) Kill(uid types.UID, container, id string) (kind Kind, grace *i
 	return "", nil, false
 }
 
+// Redacted stands for a container's output in a RunReport.
+const Redacted = api.Redacted
+
 // RunReport is one run of a probe.
 type RunReport = api.ProbeRun
 

@@ -99,7 +99,12 @@ func (m *Manager) execute(ctx context.Context, p *probe, t Target) {
 		return // the container changed under the run: its result is moot
 	}
 	pod, name := p.pod.pod, p.container.Name
-	p.last = &RunReport{Time: start, Result: out.result.String(), Message: truncate(out.message, 512), Duration: took.Seconds()}
+	// The local API shows the agent's words, never the container's output.
+	shown := out.message
+	if out.output != "" {
+		shown += Redacted
+	}
+	p.last = &RunReport{Time: start, Result: out.result.String(), Message: truncate(shown, 512), Duration: took.Seconds()}
 	result := out.result
 	if result == Unknown {
 		result = Failure // the kubelet's mapping of Unknown
@@ -134,11 +139,14 @@ func (m *Manager) execute(ctx context.Context, p *probe, t Target) {
 	kind := strings.ToLower(string(p.kind))
 	switch {
 	case out.result == Unknown:
-		m.opts.Event(pod, name, corev1.EventTypeWarning, "Unhealthy", fmt.Sprintf("%s probe errored and resulted in %s state: %s", p.kind, Failure, out.message))
+		m.opts.Event(pod, name, corev1.EventTypeWarning, "Unhealthy", fmt.Sprintf("%s probe errored and resulted in %s state: %s", p.kind, Failure, out.message), out.output)
 	case out.result == Failure:
-		m.opts.Event(pod, name, corev1.EventTypeWarning, "Unhealthy", fmt.Sprintf("%s probe failed: %s", p.kind, out.message))
+		m.opts.Event(pod, name, corev1.EventTypeWarning, "Unhealthy", fmt.Sprintf("%s probe failed: %s", p.kind, out.message), out.output)
 	case out.warning:
-		m.opts.Event(pod, name, corev1.EventTypeWarning, "ProbeWarning", fmt.Sprintf("%s probe warning: %s", p.kind, out.message))
+		m.opts.Event(pod, name, corev1.EventTypeWarning, "ProbeWarning", fmt.Sprintf("%s probe warning: %s", p.kind, out.message), out.output)
+	}
+	if out.output != "" && out.result != Success {
+		m.opts.Log.Debug("probe output", "pod", pod.Namespace+"/"+pod.Name, "container", name, "probe", kind, "output", truncate(out.output, 1024))
 	}
 	if changed {
 		m.opts.Log.Info("probe result changed", "pod", pod.Namespace+"/"+pod.Name, "container", name, "probe", kind, "result", result.String())

@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"nodeagent/api"
 )
 
 // Component is the event source, as the kubelet names itself.
@@ -79,8 +81,19 @@ func (r *Recorder) NodeRef() corev1.ObjectReference {
 
 // Event records one event; eventType is corev1.EventTypeNormal or Warning.
 func (r *Recorder) Event(ref corev1.ObjectReference, eventType, reason, message string) {
+	r.EventOutput(ref, eventType, reason, message, "")
+}
+
+// EventOutput records an event whose message ends in what a container
+// said (a probe's output, an HTTP body): the API server gets it whole, as
+// from the kubelet; the events kept here, which the unauthenticated
+// read-only port serves, say api.Redacted in its place.
+func (r *Recorder) EventOutput(ref corev1.ObjectReference, eventType, reason, message, output string) {
 	if r.forward != nil {
-		r.forward(ref, eventType, reason, message)
+		r.forward(ref, eventType, reason, message+output)
+	}
+	if output != "" {
+		message += api.Redacted
 	}
 	now := metav1.NewTime(r.clock.Now())
 	key := string(ref.UID) + "\x00" + ref.FieldPath + "\x00" + eventType + "\x00" + reason + "\x00" + message

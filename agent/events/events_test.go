@@ -44,3 +44,24 @@ func TestRecorderFoldsRepeatsAndBoundsMemory(t *testing.T) {
 		t.Errorf("re-recorded event count %d", list[len(list)-1].Count)
 	}
 }
+
+// What a container said (a probe's output) goes whole to the API server,
+// as the kubelet's events do, and redacted into the events the read-only
+// port serves.
+func TestEventOutputIsRedactedLocally(t *testing.T) {
+	var forwarded []string
+	r := NewForwardingRecorder(clocktesting.NewFakePassiveClock(time.Unix(100, 0)), "n1", 10, func(_ corev1.ObjectReference, _, _, message string) {
+		forwarded = append(forwarded, message)
+	})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "u"}}
+	r.EventOutput(PodRef(pod, "app"), corev1.EventTypeWarning, "Unhealthy", `Liveness probe failed: command "cat" exited with 1: `, "password=s3cret")
+	r.EventOutput(PodRef(pod, "app"), corev1.EventTypeWarning, "Unhealthy", "Liveness probe failed: HTTP probe failed with statuscode: 500", "")
+	want := []string{`Liveness probe failed: command "cat" exited with 1: password=s3cret`, "Liveness probe failed: HTTP probe failed with statuscode: 500"}
+	if len(forwarded) != 2 || forwarded[0] != want[0] || forwarded[1] != want[1] {
+		t.Errorf("forwarded %q, want %q", forwarded, want)
+	}
+	list := r.List()
+	if len(list) != 2 || list[0].Message != `Liveness probe failed: command "cat" exited with 1: (redacted)` || list[1].Message != want[1] {
+		t.Errorf("kept %+v", list)
+	}
+}

@@ -22,7 +22,8 @@ import (
 // env var was anyone's. Values are redacted, names kept; the store's pod
 // is not changed.
 func TestPodsRedactsSecretsOnTheReadOnlyPort(t *testing.T) {
-	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
+	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{
+		corev1.LastAppliedConfigAnnotation: `{"spec":{"containers":[{"env":[{"name":"TOKEN","value":"s3cret-applied"}]}]}}`, "kept": "v"}}}
 	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{HTTPHeaders: []corev1.HTTPHeader{{Name: "Authorization", Value: "Bearer s3cret-probe"}}}}}
 	pod.Spec.Containers = []corev1.Container{{Name: "c", Env: []corev1.EnvVar{{Name: "TOKEN", Value: "s3cret-env"}, {Name: "FROM", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
 		LivenessProbe: probe, Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{HTTPHeaders: []corev1.HTTPHeader{{Name: "X-Key", Value: "s3cret-hook"}}}}}}}
@@ -35,12 +36,12 @@ func TestPodsRedactsSecretsOnTheReadOnlyPort(t *testing.T) {
 	if strings.Contains(body, "s3cret") {
 		t.Errorf("/pods serves a secret:\n%s", body)
 	}
-	for _, want := range []string{`"TOKEN"`, `"PASSWORD"`, `"Authorization"`, `"(redacted)"`, `"metadata.name"`} {
+	for _, want := range []string{`"TOKEN"`, `"PASSWORD"`, `"Authorization"`, `"(redacted)"`, `"metadata.name"`, `"kept": "v"`, `"kubectl.kubernetes.io/last-applied-configuration": "(redacted)"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/pods lacks %s", want)
 		}
 	}
-	if pod.Spec.Containers[0].Env[0].Value != "s3cret-env" || probe.HTTPGet.HTTPHeaders[0].Value != "Bearer s3cret-probe" {
+	if pod.Spec.Containers[0].Env[0].Value != "s3cret-env" || probe.HTTPGet.HTTPHeaders[0].Value != "Bearer s3cret-probe" || !strings.Contains(pod.Annotations[corev1.LastAppliedConfigAnnotation], "s3cret") {
 		t.Error("redaction changed the source's pod")
 	}
 }
@@ -51,6 +52,9 @@ type fakeControl struct {
 }
 
 func (f *fakeControl) DeletePod(ns, name string, grace *int64) error {
+	if name == "from-api" {
+		return errRefused
+	}
 	if name == "nosuch" {
 		return errNotFound
 	}
@@ -66,7 +70,7 @@ func (f *fakeControl) ApplyManifest(data []byte) (api.ManifestResult, error) {
 	return api.ManifestResult{Name: "web", File: "/m/web.yaml", Result: "created"}, nil
 }
 
-var errNotFound, errBad = errors.New("not found"), errors.New("bad manifest")
+var errNotFound, errBad, errRefused = errors.New("not found"), errors.New("bad manifest"), errors.New("comes from the API server; use kubectl delete")
 
 // The control socket end to end: served only to the allowed uid, over a
 // private socket, with the agent's verbs.
@@ -81,7 +85,7 @@ func TestControlSocket(t *testing.T) {
 		srv := NewServer("", ControlHandler(ControlSources{
 			Control: ctl, Config: func() any { return map[string]string{"staticPodPath": "/m"} },
 			IsNotFound: func(err error) bool { return errors.Is(err, errNotFound) }, IsInvalid: func(err error) bool { return errors.Is(err, errBad) },
-			MaxManifest: 16, UID: uid,
+			IsRefused: func(err error) bool { return errors.Is(err, errRefused) }, MaxManifest: 16, UID: uid,
 		}))
 		srv.ConnContext = control.ConnContext
 		return srv
@@ -114,6 +118,9 @@ func TestControlSocket(t *testing.T) {
 	}
 	if code, _ := do("DELETE", "/pods/default/nosuch", ""); code != 404 {
 		t.Errorf("missing pod: %d", code)
+	}
+	if code, body := do("DELETE", "/pods/default/from-api", ""); code != http.StatusConflict || !strings.Contains(body, "kubectl delete") {
+		t.Errorf("an API pod: %d %s, want 409 pointing at kubectl delete", code, body)
 	}
 	if code, body := do("POST", "/manifests", "ok"); code != 200 || !strings.Contains(body, `"/m/web.yaml"`) {
 		t.Errorf("apply: %d %s", code, body)

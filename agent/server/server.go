@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/pprof"
 	"strings"
@@ -19,6 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"nodeagent/api"
 )
 
 // Sources are what the API serves.
@@ -158,15 +161,26 @@ func routes(mux *http.ServeMux, src Sources, show func(corev1.Pod) corev1.Pod) {
 	})
 }
 
-// Redacted replaces a value /pods does not serve.
-const Redacted = "(redacted)"
+// Redacted replaces a value the read-only API does not serve.
+const Redacted = api.Redacted
 
-// Redact hides what a pod spec may carry as a secret from the
-// unauthenticated read-only port: env values and the values of probe and
-// hook HTTP headers. Names stay, so a reader still sees the shape. The
+// secretAnnotations are annotations that copy a pod's spec whole, env
+// values included.
+var secretAnnotations = []string{corev1.LastAppliedConfigAnnotation}
+
+// Redact hides what a pod may carry as a secret from the unauthenticated
+// read-only port: env values, the values of probe and hook HTTP headers,
+// and annotations that copy the spec (kubectl's last-applied-
+// configuration). Names stay, so a reader still sees the shape. The
 // kubelet's read-only port serves them; nodeagent does not.
 func Redact(p corev1.Pod) corev1.Pod {
 	p.Spec = *p.Spec.DeepCopy()
+	for _, k := range secretAnnotations {
+		if _, ok := p.Annotations[k]; ok {
+			p.Annotations = maps.Clone(p.Annotations)
+			p.Annotations[k] = Redacted
+		}
+	}
 	hide := func(c *corev1.Container) {
 		for i := range c.Env {
 			if c.Env[i].Value != "" {
