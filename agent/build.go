@@ -135,7 +135,7 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		if err != nil {
 			return p, fmt.Errorf("kubelet server on %s: %w: another process (a kubelet, another agent) holds the port; stop it, or set port to a free one", addr, err)
 		}
-		p.kubelet = &served{l: netutil.LimitListener(l, server.MaxKubeletConns)}
+		p.kubelet = &served{l: server.LimitClients(l, server.MaxKubeletConns, server.MaxKubeletConnsPerClient)}
 		p.closers = append(p.closers, func() { l.Close() })
 	}
 

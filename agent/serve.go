@@ -252,7 +252,7 @@ func (a *Agent) servingCertificate(p *parts) (func(*tls.ClientHelloInfo) (*tls.C
 type clusterReviews struct{ c *cluster.Cluster }
 
 func (r clusterReviews) TokenReview(ctx context.Context, tr *authenticationv1.TokenReview) (*authenticationv1.TokenReview, error) {
-	client, err := r.c.Client(ctx)
+	client, _, err := r.c.ReviewClients(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("not joined to the API server yet: %w", err)
 	}
@@ -260,7 +260,7 @@ func (r clusterReviews) TokenReview(ctx context.Context, tr *authenticationv1.To
 }
 
 func (r clusterReviews) SubjectAccessReview(ctx context.Context, sar *authorizationv1.SubjectAccessReview) (*authorizationv1.SubjectAccessReview, error) {
-	client, err := r.c.Client(ctx)
+	_, client, err := r.c.ReviewClients(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("not joined to the API server yet: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -66,9 +67,31 @@ func (c Connection) Client() (kubernetes.Interface, *rest.Config, error) {
 // EventClient is a clientset for events, with their own rate limit, over
 // the configuration Client returned.
 func (c Connection) EventClient(cfg *rest.Config) (kubernetes.Interface, error) {
-	ev := rest.CopyConfig(cfg)
-	ev.QPS, ev.Burst = c.EventQPS, c.EventBurst
-	client, err := kubernetes.NewForConfig(ev)
+	return c.derived(cfg, func(ev *rest.Config) { ev.QPS, ev.Burst = c.EventQPS, c.EventBurst })
+}
+
+// HeartbeatClient is a clientset for the lease and the node status, as
+// the kubelet's heartbeat client: no client-side rate limit, so nothing
+// else the node asks (pod status, tokens, reviews of its callers) queues
+// a heartbeat, and every request bounded by timeout.
+func (c Connection) HeartbeatClient(cfg *rest.Config, timeout time.Duration) (kubernetes.Interface, error) {
+	return c.derived(cfg, func(hb *rest.Config) { hb.QPS, hb.Timeout = -1, timeout })
+}
+
+// ReviewClient is a clientset for the reviews the kubelet server asks
+// (TokenReview, SubjectAccessReview): the main client's rate, a limiter
+// of its own, so that callers of :10250, authenticated or not, cannot
+// starve the node's own requests, nor the other review's.
+func (c Connection) ReviewClient(cfg *rest.Config) (kubernetes.Interface, error) {
+	return c.derived(cfg, func(*rest.Config) {})
+}
+
+// derived is a clientset over a copy of cfg changed by set: the same
+// server and credentials, a rate limiter of its own.
+func (c Connection) derived(cfg *rest.Config, set func(*rest.Config)) (kubernetes.Interface, error) {
+	d := rest.CopyConfig(cfg)
+	set(d)
+	client, err := kubernetes.NewForConfig(d)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", c.Kubeconfig, err)
 	}

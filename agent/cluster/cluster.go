@@ -46,7 +46,11 @@ type Cluster struct {
 
 	connected chan struct{} // closed once client is set and the node registered
 	client    kubernetes.Interface
-	events    kubernetes.Interface        // client with the events' rate limit
+	events    kubernetes.Interface // client with the events' rate limit
+	heartbeat kubernetes.Interface // lease and node status, never rate-limited
+	// tokenReviews and accessReviews are the kubelet server's, each with
+	// a rate limiter of its own.
+	tokenReviews, accessReviews kubernetes.Interface
 	host      string                      // the API server's URL, from the kubeconfig
 	node      atomic.Pointer[corev1.Node] // as last registered or patched
 
@@ -69,6 +73,18 @@ func (c *Cluster) Client(ctx context.Context) (kubernetes.Interface, error) {
 // their own rate limit.
 func (c *Cluster) EventClient(ctx context.Context) (kubernetes.Interface, error) {
 	return c.once(ctx, func() kubernetes.Interface { return c.events })
+}
+
+// ReviewClients are the clients of the kubelet server's TokenReviews and
+// SubjectAccessReviews, once the node joined: each has a rate limiter of
+// its own, which no other request of the node shares.
+func (c *Cluster) ReviewClients(ctx context.Context) (tokens, access kubernetes.Interface, err error) {
+	select {
+	case <-c.connected:
+		return c.tokenReviews, c.accessReviews, nil
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
 }
 
 // once waits until the node joined (or ctx ends) and returns which.
@@ -111,7 +127,7 @@ func (c *Cluster) Run(ctx context.Context) {
 		return
 	}
 	renew := c.opts.LeaseDuration / 4
-	leases := lease.NewController(c.opts.Clock, c.client, c.opts.Connection.Node, int32(c.opts.LeaseDuration/time.Second),
+	leases := lease.NewController(c.opts.Clock, c.heartbeat, c.opts.Connection.Node, int32(c.opts.LeaseDuration/time.Second),
 		func() { c.log.Warn("node lease: repeated renewal failures") }, renew,
 		c.opts.Connection.Node, corev1.NamespaceNodeLease, c.ownLease)
 	var wg sync.WaitGroup
@@ -174,15 +190,41 @@ func (c *Cluster) tryConnect(ctx context.Context) (*NodeSync, error) {
 	if err != nil {
 		return nil, err
 	}
-	nodes := NewNodeSync(client, c.opts.Connection.Node, c.opts.Node, c.opts.Build, c.opts.Images, c.opts.Clock, c.log.With("component", "node-status"))
+	heartbeat, err := c.opts.Connection.HeartbeatClient(cfg, c.heartbeatTimeout())
+	if err != nil {
+		return nil, err
+	}
+	tokenReviews, err := c.opts.Connection.ReviewClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	accessReviews, err := c.opts.Connection.ReviewClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	nodes := NewNodeSync(heartbeat, c.opts.Connection.Node, c.opts.Node, c.opts.Build, c.opts.Images, c.opts.Clock, c.log.With("component", "node-status"))
 	callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := nodes.Sync(callCtx); err != nil {
 		return nil, explain(err)
 	}
-	c.client, c.events, c.host = client, events, cfg.Host
+	c.client, c.events, c.heartbeat, c.host = client, events, heartbeat, cfg.Host
+	c.tokenReviews, c.accessReviews = tokenReviews, accessReviews
 	c.node.Store(nodes.Registered())
 	return nodes, nil
+}
+
+// heartbeatTimeout bounds one heartbeat request as the kubelet does: the
+// node status period, or the lease's duration when that is shorter.
+func (c *Cluster) heartbeatTimeout() time.Duration {
+	t := c.opts.Node.UpdateFrequency
+	if t <= 0 || (c.opts.LeaseDuration > 0 && c.opts.LeaseDuration < t) {
+		t = c.opts.LeaseDuration
+	}
+	if t <= 0 {
+		t = 10 * time.Second
+	}
+	return t
 }
 
 // ownLease makes the Node the lease's owner, so that deleting the Node
@@ -191,7 +233,7 @@ func (c *Cluster) ownLease(l *coordinationv1.Lease) error {
 	if len(l.OwnerReferences) > 0 {
 		return nil
 	}
-	node, err := c.client.CoreV1().Nodes().Get(context.Background(), c.opts.Connection.Node, metav1.GetOptions{ResourceVersion: "0"})
+	node, err := c.heartbeat.CoreV1().Nodes().Get(context.Background(), c.opts.Connection.Node, metav1.GetOptions{ResourceVersion: "0"})
 	if err != nil {
 		return fmt.Errorf("node lease owner: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	"golang.org/x/sync/singleflight"
 	"k8s.io/utils/clock"
 )
 
@@ -54,16 +55,18 @@ type Authenticator struct {
 	// Reviews checks bearer tokens; nil: tokens are not accepted.
 	Reviews   Reviews
 	Anonymous bool
-	// CacheTTL keeps a token's review (authenticated or not) this long.
+	// CacheTTL keeps a token's review (authenticated or not) this long,
+	// as the kubelet's authentication.webhook.cacheTTL; a review that
+	// failed (the API server did not answer) is not kept.
 	CacheTTL time.Duration
 	Clock    clock.PassiveClock
 
-	tokens ttlCache[tokenAnswer]
-}
-
-type tokenAnswer struct {
-	user User
-	ok   bool
+	// Refused tokens are kept apart: a flood of random ones cannot push
+	// the working tokens out.
+	tokens  ttlCache[User]
+	refused ttlCache[struct{}]
+	// flight asks once for a token many requests bring at the same time.
+	flight singleflight.Group
 }
 
 // Authenticate returns the request's user, errBadCredentials for refused
@@ -127,37 +130,49 @@ func (a *Authenticator) tokenUser(ctx context.Context, token string) (User, erro
 	if a.Reviews == nil {
 		return User{}, errBadCredentials
 	}
-	// The cache holds a hash: the tokens themselves stay out of memory.
+	// The caches hold a hash: the tokens themselves stay out of memory.
 	sum := sha256.Sum256([]byte(token))
 	key := string(sum[:])
-	if ans, ok := a.tokens.get(key, a.Clock.Now()); ok {
-		if !ans.ok {
-			return User{}, errBadCredentials
-		}
-		return ans.user, nil
+	now := a.Clock.Now()
+	if u, ok := a.tokens.get(key, now); ok {
+		return u, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
-	defer cancel()
-	rev, err := a.Reviews.TokenReview(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}})
-	if err != nil {
-		return User{}, fmt.Errorf("token review: %w", err)
-	}
-	ans := tokenAnswer{ok: rev.Status.Authenticated}
-	if ans.ok {
-		u := rev.Status.User
-		ans.user = User{Name: u.Username, UID: u.UID, Groups: append(append([]string{}, u.Groups...), authenticatedGroup)}
-		if len(u.Extra) > 0 {
-			ans.user.Extra = map[string][]string{}
-			for k, v := range u.Extra {
-				ans.user.Extra[k] = v
-			}
-		}
-	}
-	a.tokens.put(key, ans, a.Clock.Now(), a.CacheTTL)
-	if !ans.ok {
+	if _, ok := a.refused.get(key, now); ok {
 		return User{}, errBadCredentials
 	}
-	return ans.user, nil
+	// One review for every request that brings this token meanwhile; it
+	// outlives the request that started it, as the kubelet's does.
+	res := a.flight.DoChan(key, func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
+		defer cancel()
+		rev, err := a.Reviews.TokenReview(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}})
+		if err != nil {
+			return nil, fmt.Errorf("token review: %w", err)
+		}
+		if !rev.Status.Authenticated {
+			a.refused.put(key, struct{}{}, a.Clock.Now(), a.CacheTTL)
+			return nil, errBadCredentials
+		}
+		u := rev.Status.User
+		user := User{Name: u.Username, UID: u.UID, Groups: append(append([]string{}, u.Groups...), authenticatedGroup)}
+		if len(u.Extra) > 0 {
+			user.Extra = map[string][]string{}
+			for k, v := range u.Extra {
+				user.Extra[k] = v
+			}
+		}
+		a.tokens.put(key, user, a.Clock.Now(), a.CacheTTL)
+		return user, nil
+	})
+	select {
+	case r := <-res:
+		if r.Err != nil {
+			return User{}, r.Err
+		}
+		return r.Val.(User), nil
+	case <-ctx.Done():
+		return User{}, fmt.Errorf("token review: %w", ctx.Err())
+	}
 }
 
 // reviewTimeout bounds one TokenReview or SubjectAccessReview.
@@ -262,11 +277,16 @@ func subresources(path string) []string {
 // authorization. Refusals are answered in the kubelet's words and logged
 // with the user's name, never a credential.
 func Guard(next http.Handler, node string, authn *Authenticator, authz Authorizer, log *slog.Logger) http.Handler {
+	// Anyone can make the reviews fail (a flood of tokens meets the review
+	// client's rate limit): their errors are logged sparsely.
+	authnErrors := &sparseLog{period: 10 * time.Second}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, err := authn.Authenticate(r)
 		if err != nil {
 			if !errors.Is(err, errBadCredentials) {
-				log.Error("unable to authenticate the request due to an error", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+				if ok, dropped := authnErrors.allow(authn.Clock.Now()); ok {
+					log.Error("unable to authenticate the request due to an error", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err, "similar_errors_not_logged", dropped)
+				}
 			} else {
 				log.Debug("unauthorized", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
 			}
@@ -341,4 +361,28 @@ func (c *ttlCache[V]) put(key string, v V, now time.Time, ttl time.Duration) {
 		}
 	}
 	c.entries[key] = cached[V]{v, now.Add(ttl)}
+}
+
+// sparseLog lets one message of a kind through per period and counts the
+// ones it held back.
+type sparseLog struct {
+	period time.Duration
+
+	mu      sync.Mutex
+	last    time.Time
+	dropped int
+}
+
+// allow reports whether to log now, and how many were held back since
+// the last one logged.
+func (s *sparseLog) allow(now time.Time) (bool, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.last.IsZero() && now.Sub(s.last) < s.period {
+		s.dropped++
+		return false, 0
+	}
+	dropped := s.dropped
+	s.last, s.dropped = now, 0
+	return true, dropped
 }

@@ -261,8 +261,11 @@ const (
 	MaxAPIConns     = 256
 	MaxControlConns = 16
 	// MaxKubeletConns is higher: each exec, attach, port-forward and
-	// log follow holds a connection for its whole session.
-	MaxKubeletConns = 1024
+	// log follow holds a connection for its whole session. One source
+	// address holds at most MaxKubeletConnsPerClient of them
+	// (LimitClients): anyone on the network may connect.
+	MaxKubeletConns          = 4096
+	MaxKubeletConnsPerClient = 512
 )
 
 // NewServer returns an http.Server for addr with timeouts on every phase

@@ -3,10 +3,14 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,5 +69,71 @@ func TestEndpoints(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/pods", nil))
 	if rec.Code != http.StatusMethodNotAllowed {
 		t.Errorf("POST /pods: %d", rec.Code)
+	}
+}
+
+// One client holding connections cannot take the slots of another: past
+// its share its new connections are closed at once, while another
+// address still gets in; a closed connection gives its slot back.
+func TestLimitClientsKeepsRoomForOthers(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := LimitClients(inner, 8, 3)
+	defer l.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial := func(from string) net.Conn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c, err := d.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	closedByServer := func(c net.Conn) bool {
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, err := c.Read(make([]byte, 1))
+		return err == io.EOF || errors.Is(err, syscall.ECONNRESET)
+	}
+	var flood []net.Conn
+	for range 6 {
+		flood = append(flood, dial("127.0.0.2"))
+	}
+	var held []net.Conn
+	for range 3 {
+		held = append(held, <-accepted)
+	}
+	for _, c := range flood[3:] {
+		if !closedByServer(c) {
+			t.Error("a connection past the client's share was not closed")
+		}
+	}
+	dial("127.0.0.3")
+	select {
+	case c := <-accepted:
+		if got := sourceAddress(c.RemoteAddr()); got != "127.0.0.3" {
+			t.Errorf("accepted %s, want the other client", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("another client was not accepted while the first held its share")
+	}
+	held[0].Close()
+	dial("127.0.0.2")
+	select {
+	case <-accepted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a closed connection did not give its slot back")
 	}
 }

@@ -4,15 +4,24 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"nodeagent/api"
 )
@@ -165,5 +174,215 @@ func TestClusterAmplifiedProjectedVolumeIsRefused(t *testing.T) {
 	}
 	if p.Status.Phase != corev1.PodPending || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Waiting == nil {
 		t.Errorf("status %+v: want Pending, the container waiting", p.Status)
+	}
+}
+
+// floodFigures are what a test measured while the node was flooded.
+type floodFigures struct {
+	leaseGaps []time.Duration // between the lease renewals seen
+	logs      []time.Duration // authenticated kubectl logs, through the API server
+	logErrors []error
+	notReady  int // Ready not True in a node read
+}
+
+// watchNodeUnderFlood reads the node's lease and Ready condition every
+// 100 ms and asks for the pod's logs through the API server (the API
+// server's client certificate at :10250) every 2 s, until stop closes.
+func watchNodeUnderFlood(t *testing.T, cp *controlPlane, n *node, pod string, stop <-chan struct{}) *floodFigures {
+	t.Helper()
+	ctx := context.Background()
+	f := &floodFigures{}
+	var last time.Time
+	logsDue := time.Now()
+	for {
+		select {
+		case <-stop:
+			return f
+		case <-time.After(100 * time.Millisecond):
+		}
+		if l, err := cp.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n.name, metav1.GetOptions{}); err == nil && l.Spec.RenewTime != nil {
+			if rt := l.Spec.RenewTime.Time; rt.After(last) {
+				if !last.IsZero() {
+					f.leaseGaps = append(f.leaseGaps, rt.Sub(last))
+				}
+				last = rt
+			}
+		}
+		if nd, err := cp.Client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{}); err == nil {
+			if c := nodeCondition(nd, corev1.NodeReady); c == nil || c.Status != corev1.ConditionTrue {
+				f.notReady++
+			}
+		}
+		if time.Now().After(logsDue) {
+			logsDue = time.Now().Add(2 * time.Second)
+			lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			start := time.Now()
+			_, err := cp.Client.CoreV1().Pods("default").GetLogs(pod, &corev1.PodLogOptions{TailLines: ptr.To[int64](1)}).DoRaw(lctx)
+			cancel()
+			if err != nil {
+				f.logErrors = append(f.logErrors, err)
+			} else {
+				f.logs = append(f.logs, time.Since(start))
+			}
+		}
+	}
+}
+
+// spread is p50 and max of ds, for the log.
+func spread(ds []time.Duration) (p50, top time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2], s[len(s)-1]
+}
+
+// runningAPIPod starts a pod that logs, and waits for it to run.
+func runningAPIPod(t *testing.T, cp *controlPlane, n *node, prefix string) string {
+	t.Helper()
+	pod := apiPod(prefix+"-"+randomHex(3), n.name, nil)
+	if _, err := cp.Client.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cp.waitAPIPod(t, "default", pod.Name, time.Minute, "Running", func(p *corev1.Pod) error {
+		if p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		return nil
+	})
+	return pod.Name
+}
+
+// Anyone who reaches :10250 can send bearer tokens, each a TokenReview.
+// 200 keep-alive clients send random ones for 60 s from loopback: the
+// lease renews on schedule (every 2 s here), the node stays Ready, and an
+// authenticated kubectl logs is answered all along.
+func TestClusterTokenFloodLeavesTheLeaseOnSchedule(t *testing.T) {
+	n, cp := clusterNode(t, "")
+	n.start()
+	pod := runningAPIPod(t, cp, n, "flooded")
+	target := fmt.Sprintf("https://%s/pods", net.JoinHostPort(nodeAddress, strconv.Itoa(n.agent.KubeletPort)))
+	stop := make(chan struct{})
+	var sent, refused atomic.Int64
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Go(func() {
+			client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+				TLSClientConfig:   &tls.Config{InsecureSkipVerify: true},
+				DialContext:       (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}}).DialContext,
+				ForceAttemptHTTP2: false, MaxIdleConnsPerHost: 1}}
+			defer client.CloseIdleConnections()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req, _ := http.NewRequest(http.MethodGet, target, nil)
+				req.Header.Set("Authorization", "Bearer "+randomHex(24))
+				resp, err := client.Do(req)
+				sent.Add(1)
+				if err != nil {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusUnauthorized {
+					refused.Add(1)
+				}
+			}
+		})
+	}
+	time.AfterFunc(60*time.Second, func() { close(stop) })
+	f := watchNodeUnderFlood(t, cp, n, pod, stop)
+	wg.Wait()
+	gap50, gapMax := spread(f.leaseGaps)
+	logs50, logsMax := spread(f.logs)
+	t.Logf("60 s of random tokens: %d requests, %d answered 401; lease renewals every %s (p50), at most %s apart (%d renewals); authenticated logs p50 %s, max %s (%d answered, %d failed)",
+		sent.Load(), refused.Load(), gap50.Round(time.Millisecond), gapMax.Round(time.Millisecond), len(f.leaseGaps)+1,
+		logs50.Round(time.Millisecond), logsMax.Round(time.Millisecond), len(f.logs), len(f.logErrors))
+	if refused.Load() < 1000 {
+		t.Errorf("only %d tokens were refused: the flood did not flood", refused.Load())
+	}
+	// Renewals every quarter of the 8 s lease: two missed in a row would
+	// still leave the node alive, three would not.
+	if gapMax > 6*time.Second || len(f.leaseGaps) < 20 {
+		t.Errorf("lease renewals at most %s apart, %d seen in 60 s: want every 2 s", gapMax, len(f.leaseGaps))
+	}
+	if f.notReady > 0 {
+		t.Errorf("the node was not Ready in %d reads during the flood", f.notReady)
+	}
+	if len(f.logErrors) > 0 || len(f.logs) < 10 {
+		t.Errorf("authenticated kubectl logs during the flood: %d answered, errors %v", len(f.logs), f.logErrors)
+	}
+}
+
+// queuedBehindTheSiege tells a request that waited for held connections to
+// time out (the kubelet server's TLS handshake timeout is 5 s) from one
+// that did not.
+const queuedBehindTheSiege = 2500 * time.Millisecond
+
+// Half-open connections from one address (TCP connected, no TLS
+// handshake) cannot fill :10250: 2,000 are held from loopback, each
+// reopened as the agent closes it, for 30 s, while the API server's
+// kubectl logs is answered every time.
+func TestClusterHalfOpenConnectionsLeaveTheKubeletServerServing(t *testing.T) {
+	n, cp := clusterNode(t, "")
+	n.start()
+	pod := runningAPIPod(t, cp, n, "besieged")
+	addr := net.JoinHostPort(nodeAddress, strconv.Itoa(n.agent.KubeletPort))
+	stop := make(chan struct{})
+	var opened, held atomic.Int64
+	var wg sync.WaitGroup
+	for range 2000 {
+		wg.Go(func() {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, Timeout: 5 * time.Second}
+			buf := make([]byte, 1)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := d.Dial("tcp", addr)
+				if err != nil {
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				opened.Add(1)
+				held.Add(1)
+				start := time.Now()
+				go func() { <-stop; c.Close() }()
+				c.Read(buf) // until the agent closes it
+				c.Close()
+				held.Add(-1)
+				if time.Since(start) < 100*time.Millisecond {
+					time.Sleep(50 * time.Millisecond) // refused at once: come back
+				}
+			}
+		})
+	}
+	time.AfterFunc(30*time.Second, func() { close(stop) })
+	f := watchNodeUnderFlood(t, cp, n, pod, stop)
+	wg.Wait()
+	logs50, logsMax := spread(f.logs)
+	t.Logf("2,000 half-open connections for 30 s: %d opened; authenticated logs p50 %s, max %s (%d answered, %d failed)",
+		opened.Load(), logs50.Round(time.Millisecond), logsMax.Round(time.Millisecond), len(f.logs), len(f.logErrors))
+	if opened.Load() < 2000 {
+		t.Errorf("only %d connections opened: the siege did not happen", opened.Load())
+	}
+	if len(f.logErrors) > 0 || len(f.logs) < 10 {
+		t.Errorf("kubectl logs while the connections were held: %d answered, errors %v", len(f.logs), f.logErrors)
+	}
+	// A request queued behind the held connections waits until their TLS
+	// handshake timeout (5 s) frees a slot; one that is not queued is
+	// answered in a fraction of a second, also on a busy node.
+	if logsMax >= queuedBehindTheSiege {
+		t.Errorf("kubectl logs took up to %s while the connections were held: it waited behind them", logsMax)
+	}
+	if f.notReady > 0 {
+		t.Errorf("the node was not Ready in %d reads", f.notReady)
 	}
 }

@@ -1,0 +1,82 @@
+package server
+
+import (
+	"net"
+	"sync"
+)
+
+// LimitClients bounds the connections l hands out: at most total at once
+// (Accept waits for one to close, leaving new ones in the kernel's
+// backlog) and at most perClient from one source address (the ones past
+// it are closed as they come). A client that opens connections and never
+// speaks holds at most perClient slots until the TLS handshake timeout
+// frees them: it cannot lock out the API server, whose logs, exec and
+// port-forward come from another address, nor the metrics scrapes.
+func LimitClients(l net.Listener, total, perClient int) net.Listener {
+	return &clientLimiter{Listener: l, slots: make(chan struct{}, total), perClient: perClient, held: map[string]int{}}
+}
+
+type clientLimiter struct {
+	net.Listener
+	slots     chan struct{}
+	perClient int
+
+	mu   sync.Mutex
+	held map[string]int // open connections by source address
+}
+
+func (l *clientLimiter) Accept() (net.Conn, error) {
+	for {
+		l.slots <- struct{}{}
+		c, err := l.Listener.Accept()
+		if err != nil {
+			<-l.slots
+			return nil, err
+		}
+		client := sourceAddress(c.RemoteAddr())
+		l.mu.Lock()
+		if l.held[client] >= l.perClient {
+			l.mu.Unlock()
+			<-l.slots
+			c.Close()
+			continue
+		}
+		l.held[client]++
+		l.mu.Unlock()
+		return &limitedConn{Conn: c, release: func() { l.release(client) }}, nil
+	}
+}
+
+func (l *clientLimiter) release(client string) {
+	l.mu.Lock()
+	if l.held[client]--; l.held[client] <= 0 {
+		delete(l.held, client)
+	}
+	l.mu.Unlock()
+	<-l.slots
+}
+
+// sourceAddress is a connection's client: its IP address.
+func sourceAddress(a net.Addr) string {
+	if tcp, ok := a.(*net.TCPAddr); ok {
+		return tcp.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
+}
+
+// limitedConn gives its slot back once, on the first Close.
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
