@@ -51,8 +51,8 @@ type Cluster struct {
 	// tokenReviews and accessReviews are the kubelet server's, each with
 	// a rate limiter of its own.
 	tokenReviews, accessReviews kubernetes.Interface
-	host      string                      // the API server's URL, from the kubeconfig
-	node      atomic.Pointer[corev1.Node] // as last registered or patched
+	host                        string                      // the API server's URL, from the kubeconfig
+	node                        atomic.Pointer[corev1.Node] // as last registered or patched
 
 	mu      sync.Mutex
 	lastErr error // why the last contact failed; nil when it worked

@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	"golang.org/x/sync/singleflight"
 	"k8s.io/utils/clock"
 )
 
