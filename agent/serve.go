@@ -82,6 +82,7 @@ func (a *Agent) buildServers(p *parts, apiAddr string) error {
 	if p.control != nil {
 		p.control.srv = server.NewServer(a.opts.ControlSocket, server.ControlHandler(server.ControlSources{
 			Control: controlOps{p.manager, p.files},
+			Pods:    p.store.List,
 			Config: func() any {
 				return map[string]any{"kubeletconfig": a.configz(), "nodeagent": map[string]string{"controlSocket": a.opts.ControlSocket}}
 			},

@@ -166,6 +166,25 @@ func (c *Client) TrustedConfig(ctx context.Context, into any) error {
 	return Decode(resp, "control socket /configz", into)
 }
 
+// TrustedPods lists the pods the agent runs, asked over the control
+// socket: the only list a client may take the pod and container it acts
+// on (exec, logs, delete) from.
+func (c *Client) TrustedPods(ctx context.Context) ([]corev1.Pod, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/pods", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.control(30 * time.Second).Do(req)
+	if err != nil {
+		return nil, c.controlError(err)
+	}
+	var list corev1.PodList
+	if err := Decode(resp, "control socket /pods", &list); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
 // Apply has the agent validate a Pod manifest and write it into its
 // manifest directory.
 func (c *Client) Apply(ctx context.Context, manifest []byte) (ManifestResult, error) {

@@ -6,6 +6,9 @@ import (
 	"net/http"
 	"strconv"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"nodeagent/api"
 	"nodeagent/internal/control"
 )
@@ -25,12 +28,16 @@ type Control interface {
 // uid is checked on every connection; see control.RequireUID).
 //
 //	GET    /configz                                   the configuration in effect, unredacted
+//	GET    /pods                                      the pods, unredacted: what nodectl acts on
 //	DELETE /pods/{namespace}/{name}[?gracePeriodSeconds=N]
 //	POST   /manifests                                 body: a Pod manifest
 func ControlHandler(src ControlSources) http.Handler {
 	ctl, isNotFound, maxManifest := src.Control, src.IsNotFound, src.MaxManifest
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /configz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, src.Config()) })
+	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: src.Pods()})
+	})
 	mux.HandleFunc("DELETE /pods/{namespace}/{name}", func(w http.ResponseWriter, r *http.Request) {
 		var grace *int64
 		if v := r.URL.Query().Get("gracePeriodSeconds"); v != "" {
@@ -79,6 +86,9 @@ type ControlSources struct {
 	Control Control
 	// Config is /configz in full: what nodectl derives host paths from.
 	Config func() any
+	// Pods are the pods as the agent runs them: the ones nodectl resolves
+	// the pod and container it acts on against.
+	Pods func() []corev1.Pod
 	// IsNotFound, IsInvalid and IsRefused classify errors: 404 (no such
 	// pod), 400 (a manifest that does not validate) and 409 (a pod the
 	// control socket does not delete: one from the API server); others are

@@ -84,6 +84,9 @@ func TestControlSocket(t *testing.T) {
 	newSrv := func(uid uint32) *http.Server {
 		srv := NewServer("", ControlHandler(ControlSources{
 			Control: ctl, Config: func() any { return map[string]string{"staticPodPath": "/m"} },
+			Pods: func() []corev1.Pod {
+				return []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "web-n"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{{Name: "K", Value: "v"}}}}}}}
+			},
 			IsNotFound: func(err error) bool { return errors.Is(err, errNotFound) }, IsInvalid: func(err error) bool { return errors.Is(err, errBad) },
 			IsRefused: func(err error) bool { return errors.Is(err, errRefused) }, MaxManifest: 16, UID: uid,
 		}))
@@ -106,6 +109,9 @@ func TestControlSocket(t *testing.T) {
 	}
 	if code, body := do("GET", "/configz", ""); code != 200 || !strings.Contains(body, `"/m"`) {
 		t.Errorf("configz: %d %s", code, body)
+	}
+	if code, body := do("GET", "/pods", ""); code != 200 || !strings.Contains(body, `"web-n"`) || !strings.Contains(body, `"value": "v"`) {
+		t.Errorf("pods (root's, unredacted): %d %s", code, body)
 	}
 	if code, _ := do("DELETE", "/pods/default/web-n", ""); code != 200 || ctl.grace != nil || ctl.deleted[0] != "default/web-n" {
 		t.Errorf("delete without grace: %d %+v", code, ctl)

@@ -32,8 +32,20 @@ func (c *client) fetch(path string, into any) error {
 
 func (c *client) pods() ([]corev1.Pod, error) { return c.agent.Pods(context.Background()) }
 
+// trustedPod is findPod against the control socket's list: the pod, and
+// the containers, nodectl acts on as root (exec, logs, delete). A local
+// user answering on the read-only port cannot choose them.
+func (c *client) trustedPod(name string) (*corev1.Pod, error) {
+	pods, err := c.agent.TrustedPods(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	return findIn(pods, name)
+}
+
 // findPod matches the listed name, or the manifest name plus the node
-// suffix, optionally as NAMESPACE/NAME.
+// suffix, optionally as NAMESPACE/NAME, in what the read-only API lists:
+// for display only.
 func (c *client) findPod(name string) (*corev1.Pod, error) {
 	pods, err := c.pods()
 	if err != nil {

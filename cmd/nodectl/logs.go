@@ -125,7 +125,7 @@ func (c *client) logs(name string, o logOptions) error {
 	if err != nil {
 		return err
 	}
-	p, err := c.findPod(name)
+	p, err := c.trustedPod(name)
 	if err != nil {
 		return err
 	}
@@ -326,7 +326,7 @@ func (c *client) execTarget(name, container string, cmd []string) (*cri.Client, 
 	if len(cmd) == 0 {
 		return nil, "", cli.UsageError("exec needs a command after --")
 	}
-	p, err := c.findPod(name)
+	p, err := c.trustedPod(name)
 	if err != nil {
 		return nil, "", err
 	}

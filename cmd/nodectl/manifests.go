@@ -79,7 +79,7 @@ func (c *client) deletePod(name string, wait bool, grace *int64) error {
 		}
 		return c.deleteLocal(name, wait)
 	}
-	pod, err := c.findPod(name)
+	pod, err := c.trustedPod(name)
 	if err != nil {
 		return err
 	}
@@ -99,11 +99,15 @@ func (c *client) deletePod(name string, wait bool, grace *int64) error {
 
 // deleteLocal removes <dir>/<name>.yaml, name being the manifest's own
 // (the node suffix of a listed name is dropped when the file is not
-// there). Only a valid pod name is turned into a file name.
+// there). Only a valid pod name is turned into a file name. The agent may
+// be down and its read-only port anyone's: what it lists only tells where
+// the node suffix starts, never another name.
 func (c *client) deleteLocal(name string, wait bool) error {
 	candidates := []string{name}
 	if pod, err := c.findPod(name); err == nil {
-		candidates = append(candidates, strings.TrimSuffix(pod.Name, "-"+strings.ToLower(pod.Spec.NodeName)))
+		if bare := strings.TrimSuffix(pod.Name, "-"+strings.ToLower(pod.Spec.NodeName)); bare != name && strings.HasPrefix(name, bare+"-") {
+			candidates = append(candidates, bare)
+		}
 	}
 	for _, n := range candidates {
 		if msgs := validation.IsDNS1123Subdomain(n); len(msgs) > 0 {

@@ -390,23 +390,30 @@ func TestNodectlTakesNoOrdersFromTheReadOnlyPort(t *testing.T) {
 	}
 }
 
-// TestNodectlRefusesPathNamesFromTheAPI: even with the real agent's
-// control socket, names the read-only API lists are checked before they
-// become a path nodectl reads as root.
-func TestNodectlRefusesPathNamesFromTheAPI(t *testing.T) {
+// A local user who answers on the read-only port while the agent's is
+// elsewhere lists pod web with another pod's container ID and path
+// names into /etc. nodectl exec and logs, with the real control socket,
+// still act on the real web: the pod and container come from the control
+// socket, never from that port.
+func TestNodectlExecAndLogsResolveThroughTheControlSocket(t *testing.T) {
 	n := newNode(t, "")
+	n.writeManifest("web.yaml", podManifest("web", ""))
+	n.writeManifest("other.yaml", podManifest("other", ""))
 	n.start()
-	evil := corev1.Pod{}
-	evil.Name, evil.Namespace, evil.UID = "evil", "..", "../../../../etc"
-	evil.Spec.Containers = []corev1.Container{{Name: "passwd"}}
-	evil.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "passwd", ContainerID: "containerd://x"}}
+	web, other := n.waitRunning("web"), n.waitRunning("other")
+	liar := *web.DeepCopy()
+	liar.Namespace, liar.UID = "..", "../../../../etc"
+	liar.Status.ContainerStatuses[0].ContainerID = other.Status.ContainerStatuses[0].ContainerID
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(corev1.PodList{Items: []corev1.Pod{evil}})
+		json.NewEncoder(w).Encode(corev1.PodList{Items: []corev1.Pod{liar}})
 	}))
 	defer fake.Close()
-	out, err := exec.Command(nodectlBin, "--server", fake.URL, "--control-socket", n.controlSocket(), "logs", "evil").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "names nodectl will not use as paths") {
-		t.Errorf("logs of a pod named into /etc: %v\n%s", err, out)
+	out, err := exec.Command(nodectlBin, "--server", fake.URL, "--control-socket", n.controlSocket(), "exec", "web", "--", "hostname").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != web.Name {
+		t.Errorf("nodectl exec web -- hostname through the lying port: %v %q, want %q", err, out, web.Name)
+	}
+	if _, err := exec.Command(nodectlBin, "--server", fake.URL, "--control-socket", n.controlSocket(), "logs", "web").CombinedOutput(); err != nil {
+		t.Errorf("nodectl logs web through the lying port: %v", err)
 	}
 }
 
