@@ -214,6 +214,9 @@ func (a *Agent) loops(p *parts) []func(context.Context) {
 		loops = append(loops, func(ctx context.Context) {
 			loop.Every(ctx, clk, statsSamplePeriod, func(context.Context) { p.stats.Sample() })
 		})
+		if p.stats.Disk != nil {
+			loops = append(loops, p.stats.Disk.Run)
+		}
 	}
 	// Under systemd (Type=notify) the watchdog is petted only while
 	// relisting (and so the pod loops) and the eviction loop stay healthy.

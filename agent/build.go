@@ -281,6 +281,11 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 			},
 			ImageFs: rt.ImageFsInfo,
 		}
+		if period := cfg.VolumeStatsAggPeriod.Duration; period > 0 {
+			rootDir, logsDir := a.opts.RootDir, cfg.PodLogsDir
+			p.stats.Disk = &stats.DiskUsage{Dirs: func() []string { return stats.PodDirs(p.store.List(), rootDir, logsDir) },
+				Period: period, Clock: a.opts.Clock, Log: log.With("component", "stats")}
+		}
 	}
 	if err := a.buildServers(p, apiAddr); err != nil {
 		return p, err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	info "github.com/google/cadvisor/info/v1"
+	"golang.org/x/sync/singleflight"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,8 +45,22 @@ type Provider struct {
 	// BootTime is when the node started (the node stats' start time).
 	BootTime      time.Time
 	KernelVersion string
+	// Disk measures logs and emptyDirs in the background; nil: none are
+	// reported (volumeStatsAggPeriod below 0).
+	Disk *DiskUsage
 
 	rates cpuRates
+	// summaries is one Summary for every request that asks meanwhile:
+	// each reads every pod's cgroups.
+	summaries singleflight.Group
+}
+
+// disk is dir's last measure, if any.
+func (p *Provider) disk(dir string) (Usage, bool) {
+	if p.Disk == nil {
+		return Usage{}, false
+	}
+	return p.Disk.Get(dir)
 }
 
 // Sample reads the CPU counter of every cgroup a scrape reads, so the
@@ -80,8 +95,26 @@ func (p *Provider) Sample() {
 	p.rates.forget(seen)
 }
 
-// Summary is /stats/summary.
+// Summary is /stats/summary. Requests that come while one is made share
+// its answer, which they must not modify.
 func (p *Provider) Summary(ctx context.Context) (*statsapi.Summary, error) {
+	res := p.summaries.DoChan("summary", func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		return p.summary(ctx)
+	})
+	select {
+	case r := <-res:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*statsapi.Summary), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (p *Provider) summary(ctx context.Context) (*statsapi.Summary, error) {
 	r, err := p.readCgroups()
 	if err != nil {
 		return nil, fmt.Errorf("node cgroup stats: %w", err)
@@ -164,11 +197,10 @@ func (p *Provider) podStats(pr podReading, rootfs map[string]*statsapi.FsStats, 
 			ephemeral += deref(fs.UsedBytes)
 			ephemeralInodes += deref(fs.InodesUsed)
 		}
-		logDir := filepath.Join(p.LogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), name)
-		if b, i, err := fsinfo.DirUsage(logDir); err == nil {
-			cs.Logs = withCapacity(&statsapi.FsStats{Time: now, UsedBytes: ptr(uint64(b)), InodesUsed: ptr(uint64(i))}, nodefs)
-			ephemeral += uint64(b)
-			ephemeralInodes += uint64(i)
+		if u, ok := p.disk(logDir(p.LogsDir, pod, name)); ok {
+			cs.Logs = withCapacity(&statsapi.FsStats{Time: metav1.NewTime(u.Time), UsedBytes: ptr(uint64(u.Bytes)), InodesUsed: ptr(uint64(u.Inodes))}, nodefs)
+			ephemeral += uint64(u.Bytes)
+			ephemeralInodes += uint64(u.Inodes)
 		}
 		ps.Containers = append(ps.Containers, cs)
 	}
@@ -176,15 +208,14 @@ func (p *Provider) podStats(pr podReading, rootfs map[string]*statsapi.FsStats, 
 		if v.EmptyDir == nil || v.EmptyDir.Medium == corev1.StorageMediumMemory {
 			continue
 		}
-		dir := filepath.Join(p.RootDir, "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", v.Name)
-		b, i, err := fsinfo.DirUsage(dir)
-		if err != nil {
+		u, ok := p.disk(emptyDirDir(p.RootDir, pod, v.Name))
+		if !ok {
 			continue
 		}
 		ps.VolumeStats = append(ps.VolumeStats, statsapi.VolumeStats{Name: v.Name,
-			FsStats: *withCapacity(&statsapi.FsStats{Time: now, UsedBytes: ptr(uint64(b)), InodesUsed: ptr(uint64(i))}, nodefs)})
-		ephemeral += uint64(b)
-		ephemeralInodes += uint64(i)
+			FsStats: *withCapacity(&statsapi.FsStats{Time: metav1.NewTime(u.Time), UsedBytes: ptr(uint64(u.Bytes)), InodesUsed: ptr(uint64(u.Inodes))}, nodefs)})
+		ephemeral += uint64(u.Bytes)
+		ephemeralInodes += uint64(u.Inodes)
 	}
 	ps.EphemeralStorage = withCapacity(&statsapi.FsStats{Time: now, UsedBytes: &ephemeral, InodesUsed: &ephemeralInodes}, nodefs)
 	return ps

@@ -14,7 +14,8 @@ import (
 const MaxDepth = 1024
 
 // DirUsage is what a directory tree takes on disk: allocated bytes and
-// inodes, hard links counted once by (device, inode). A pod writes the
+// inodes, hard links counted once by (device, inode), remembering only
+// files with more than one link. A pod writes the
 // trees it is asked about, so the walk is done by file descriptor
 // (openat/fstatat relative to each directory, never following a symlink):
 // a chain longer than PATH_MAX is measured like any other, and a
@@ -48,12 +49,17 @@ type walker struct {
 	seen          map[fileID]struct{}
 }
 
+// count adds a file once. Only a file with more than one link can be met
+// again, so only those are remembered: a tree of a million files costs
+// the walk no memory per file.
 func (w *walker) count(st *unix.Stat_t) {
-	id := fileID{uint64(st.Dev), st.Ino}
-	if _, ok := w.seen[id]; ok {
-		return
+	if st.Nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		id := fileID{uint64(st.Dev), st.Ino}
+		if _, ok := w.seen[id]; ok {
+			return
+		}
+		w.seen[id] = struct{}{}
 	}
-	w.seen[id] = struct{}{}
 	w.bytes += st.Blocks * 512
 	w.inodes++
 }

@@ -3,6 +3,7 @@ package fsinfo
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -111,4 +112,25 @@ func removeDeep(root, name string, levels int) {
 		unix.Unlinkat(fds[i-1], name, unix.AT_REMOVEDIR)
 	}
 	unix.Close(fds[0])
+}
+
+// The walk remembers only files it can meet again (more than one link):
+// 5,000 plain files cost it nothing to remember, two linked ones one entry.
+func TestDirUsageRemembersOnlyLinkedFiles(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 5000 {
+		os.WriteFile(filepath.Join(dir, "f"+strconv.Itoa(i)), []byte("x"), 0o644)
+	}
+	os.Link(filepath.Join(dir, "f0"), filepath.Join(dir, "again"))
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := walker{seen: map[fileID]struct{}{}}
+	if err := w.walk(f, 1); err != nil {
+		t.Fatal(err)
+	}
+	if w.inodes != 5000 || len(w.seen) != 1 {
+		t.Errorf("%d inodes, %d remembered: want 5000 and 1", w.inodes, len(w.seen))
+	}
 }
