@@ -20,6 +20,37 @@ type nodeFiles struct{ root string }
 
 func (f nodeFiles) podDir(uid types.UID) string { return filepath.Join(f.root, "pods", string(uid)) }
 
+// podDirMode is the kubelet's for <root>/pods, a pod's directory and its
+// volumes directory: secret files below must not be any local user's.
+const podDirMode = 0o750
+
+// makePodDirs makes <root>/pods, the pod's directory and its volumes
+// directory 0750 (whatever the umask, and also when an older agent made
+// them 0755), before anything is written below them.
+func (f nodeFiles) makePodDirs(uid types.UID) error {
+	if err := os.MkdirAll(f.root, podDirMode); err != nil {
+		return err
+	}
+	for _, dir := range []string{filepath.Join(f.root, "pods"), f.podDir(uid), filepath.Join(f.podDir(uid), "volumes")} {
+		if err := os.Mkdir(dir, podDirMode); err != nil && !os.IsExist(err) {
+			return err
+		}
+		st, err := os.Lstat(dir)
+		if err != nil {
+			return err
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		if st.Mode().Perm() != podDirMode {
+			if err := os.Chmod(dir, podDirMode); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // EmptyDir creates the volume's directory, a tmpfs for medium Memory.
 func (f nodeFiles) EmptyDir(pod *corev1.Pod, v *corev1.Volume) (string, error) {
 	dir := filepath.Join(f.podDir(pod.UID), "volumes", "kubernetes.io~empty-dir", v.Name)
@@ -64,11 +95,10 @@ func (f nodeFiles) ContentVolume(pod *corev1.Pod, v *corev1.Volume) (string, err
 
 // HostsFile writes <pod dir>/etc-hosts.
 func (f nodeFiles) HostsFile(pod *corev1.Pod, content []byte) (string, error) {
-	dir := f.podDir(pod.UID)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := f.makePodDirs(pod.UID); err != nil {
 		return "", err
 	}
-	file := filepath.Join(dir, "etc-hosts")
+	file := filepath.Join(f.podDir(pod.UID), "etc-hosts")
 	return file, os.WriteFile(file, content, 0o644)
 }
 
@@ -77,7 +107,7 @@ func (f nodeFiles) HostsFile(pod *corev1.Pod, content []byte) (string, error) {
 // random name, writable by any user the container runs as.
 func (f nodeFiles) TerminationMessageFile(pod *corev1.Pod, container string) (string, error) {
 	dir := filepath.Join(f.podDir(pod.UID), "containers", container)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, podDirMode); err != nil {
 		return "", err
 	}
 	b := make([]byte, 4)

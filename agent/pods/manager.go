@@ -157,6 +157,7 @@ type Manager struct {
 	clock        clock.WithTicker
 	log          *slog.Logger
 	configs      *criconfig.Builder
+	files        nodeFiles
 	volumes      *volumes.Manager
 	objects      Objects       // nil when standalone
 	restarts     *backOff      // crash-loop back-off per container
@@ -224,6 +225,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 		}, nodeFiles{root: opts.RootDir}, deps.Objects),
 		volumes: volumes.New(volumes.Config{Root: opts.RootDir, Objects: deps.Objects, Allocatable: opts.Allocatable, HostIP: opts.NodeIP,
 			Tmpfs: mountSizedTmpfs, Clock: deps.Clock, Limit: opts.VolumeContentLimit}),
+		files:        nodeFiles{root: opts.RootDir},
 		objects:      deps.Objects,
 		restarts:     newRestartBackOff(deps.Clock, opts.MaxRestartBackOff),
 		imagePulls:   newImagePullBackOff(deps.Clock),
@@ -266,6 +268,7 @@ func (m *Manager) Run(ctx context.Context, updates <-chan source.Update) {
 			}
 		case <-housekeeping.C():
 			m.collectOrphans()
+			m.removeOrphanedPodDirs()
 			m.restarts.GC()
 			m.imagePulls.GC()
 		case <-reconcile.C():
@@ -451,6 +454,7 @@ func (m *Manager) apply(u source.Update, complete bool) {
 	}
 	if first {
 		m.collectOrphans()
+		m.removeOrphanedPodDirs()
 	}
 }
 

@@ -582,3 +582,56 @@ func TestImagePullReportsProgressAndSize(t *testing.T) {
 		t.Errorf("Pulled events = %q", got)
 	}
 }
+
+// A pod directory whose pod is neither desired, nor has a worker, nor is
+// in the runtime is removed (a killed agent's leftover); the others stay,
+// and nothing is removed before the sources' first update.
+func TestOrphanedPodDirectoriesAreRemoved(t *testing.T) {
+	m, _ := newTestManager(t, critest.New(), nil)
+	desired := testPod(corev1.RestartPolicyAlways, "a")
+	podsDir := filepath.Join(m.opts.RootDir, "pods")
+	for _, uid := range []string{string(desired.UID), "gone-uid", orphanPrefix + "half-removed"} {
+		if err := os.MkdirAll(filepath.Join(podsDir, uid, "volumes", "kubernetes.io~secret", "s"), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(podsDir, uid, "volumes", "kubernetes.io~secret", "s", "token"), []byte("x"), 0o600)
+	}
+	m.mu.Lock()
+	m.pods[desired.UID] = desired
+	m.mu.Unlock()
+	m.removeOrphanedPodDirs()
+	if _, err := os.Stat(filepath.Join(podsDir, "gone-uid")); err != nil {
+		t.Fatalf("removed before the sources spoke: %v", err)
+	}
+	m.mu.Lock()
+	m.synced = true
+	m.mu.Unlock()
+	m.removeOrphanedPodDirs()
+	entries, _ := os.ReadDir(podsDir)
+	if len(entries) != 1 || entries[0].Name() != string(desired.UID) {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("pod directories left: %v, want only the desired pod's", names)
+	}
+}
+
+// Pod directories are 0750 (the kubelet's), also where an older agent made
+// them 0755: secret files below are no local user's.
+func TestPodDirectoriesAre0750(t *testing.T) {
+	root := t.TempDir()
+	f := nodeFiles{root: root}
+	os.MkdirAll(filepath.Join(root, "pods", "old", "volumes"), 0o755)
+	os.Chmod(filepath.Join(root, "pods"), 0o755)
+	for _, uid := range []types.UID{"new", "old"} {
+		if err := f.makePodDirs(uid); err != nil {
+			t.Fatal(err)
+		}
+		for _, dir := range []string{filepath.Join(root, "pods"), f.podDir(uid), filepath.Join(f.podDir(uid), "volumes")} {
+			if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o750 {
+				t.Errorf("%s: %v %v, want 0750", dir, st.Mode(), err)
+			}
+		}
+	}
+}

@@ -98,6 +98,10 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 // one written before keeps its content and the pod runs on. It returns
 // when to sync again.
 func (w *worker) setUpVolumes(ctx context.Context, pod *corev1.Pod) (time.Duration, bool) {
+	if err := w.m.files.makePodDirs(pod.UID); err != nil {
+		w.log.Warn("pod directory not made; will retry", "err", err)
+		return firstMountDelay, true
+	}
 	refresh, failures := w.m.volumes.SetUp(ctx, pod)
 	if ctx.Err() != nil {
 		return 0, true

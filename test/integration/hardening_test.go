@@ -21,9 +21,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 
 	"nodeagent/api"
+	"nodeagent/cri"
 )
 
 // A pod author names a host file in the annotation the agent keeps for
@@ -385,4 +387,45 @@ func TestClusterHalfOpenConnectionsLeaveTheKubeletServerServing(t *testing.T) {
 	if f.notReady > 0 {
 		t.Errorf("the node was not Ready in %d reads", f.notReady)
 	}
+}
+
+// A killed agent leaves a pod's directory, a tmpfs mounted in it, and the
+// pod goes while the agent is down with nothing of it left in the
+// runtime. The restarted agent unmounts and removes the directory; the
+// directories it makes are 0750.
+func TestLeftoverPodDirectoryIsCleanedUp(t *testing.T) {
+	n := newNode(t, "")
+	n.writeManifest("left.yaml", podManifest("left", "")+`    volumeMounts: [{name: scratch, mountPath: /scratch}]
+  volumes: [{name: scratch, emptyDir: {medium: Memory}}]
+`)
+	n.start()
+	pod := n.waitRunning("left")
+	podDir := filepath.Join(n.agent.RootDir, "pods", string(pod.UID))
+	for _, dir := range []string{filepath.Join(n.agent.RootDir, "pods"), podDir, filepath.Join(podDir, "volumes")} {
+		if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o750 {
+			t.Errorf("%s: %v %v, want 0750", dir, st.Mode().Perm(), err)
+		}
+	}
+	if len(mountsUnder(t, podDir)) == 0 {
+		t.Fatal("the memory emptyDir is not a mount: the test tests nothing")
+	}
+	n.kill()
+	ctx := context.Background()
+	sbs, _ := n.cri.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{cri.LabelPodUID: string(pod.UID)}})
+	for _, sb := range sbs {
+		n.cri.StopPodSandbox(ctx, sb.Id)
+		n.cri.RemovePodSandbox(ctx, sb.Id)
+	}
+	n.removeManifest("left.yaml")
+	n.start()
+	n.eventually("the leftover pod directory removed", 30*time.Second, func() error {
+		if m := mountsUnder(t, filepath.Join(n.agent.RootDir, "pods")); len(m) > 0 {
+			return fmt.Errorf("still mounted: %v", m)
+		}
+		entries, _ := os.ReadDir(filepath.Join(n.agent.RootDir, "pods"))
+		if len(entries) > 0 {
+			return fmt.Errorf("left: %v", entries)
+		}
+		return nil
+	})
 }
