@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"nodeagent/agent/pleg"
 	"nodeagent/agent/source"
@@ -387,11 +388,13 @@ func TestUnsupportedSpecs(t *testing.T) {
 	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "S", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{}}}}
 	pod.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{}}
 	pod.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
+	pod.Spec.HostUsers = ptr.To(false)
 	msg := unsupported(pod).ToAggregate().Error()
 	for _, want := range []string{"spec.volumes[1].configMap: Forbidden: static pods may not reference API objects", "spec.volumes[2]: Forbidden: only emptyDir, hostPath",
 		"spec.volumes[3].emptyDir.medium: Unsupported value", "spec.volumes[5].projected.sources[1].serviceAccountToken: Forbidden: static pods",
 		"spec.volumes[5].projected.sources[2]: Forbidden: only configMap, secret, downwardAPI and serviceAccountToken projections",
-		"spec.containers[0].env[0].valueFrom.secretKeyRef: Forbidden", "spec.containers[0].envFrom: Forbidden", "spec.imagePullSecrets: Forbidden"} {
+		"spec.containers[0].env[0].valueFrom.secretKeyRef: Forbidden", "spec.containers[0].envFrom: Forbidden", "spec.imagePullSecrets: Forbidden",
+		"spec.hostUsers: Forbidden: user namespaces (hostUsers: false) are not supported"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%q lacks %q", msg, want)
 		}

@@ -8,7 +8,8 @@ import (
 )
 
 // unsupported lists what a valid pod spec asks for that the agent cannot
-// honour: volume types it has no plugin for, and, for static pods,
+// honour: volume types it has no plugin for, a user namespace
+// (hostUsers: false), and, for static pods,
 // references to API objects (the kubelet's PreventStaticPodAPIReferences:
 // a static pod must run without an API server). Admission rejects such a
 // pod with reason UnsupportedPodSpec instead of running it half right.
@@ -72,6 +73,11 @@ func unsupported(pod *corev1.Pod) field.ErrorList {
 	check(pod.Spec.Containers, spec.Child("containers"))
 	if len(pod.Spec.ImagePullSecrets) > 0 {
 		apiRef(spec.Child("imagePullSecrets"), "imagePullSecrets")
+	}
+	// Ignored, it would run the pod as the host's root: refused until user
+	// namespaces are implemented.
+	if u := pod.Spec.HostUsers; u != nil && !*u {
+		errs = append(errs, field.Forbidden(spec.Child("hostUsers"), "user namespaces (hostUsers: false) are not supported by nodeagent yet; the pod would run in the host's user namespace"))
 	}
 	return errs
 }
