@@ -1,12 +1,22 @@
 package server
 
 import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -135,5 +145,72 @@ func TestLimitClientsKeepsRoomForOthers(t *testing.T) {
 	case <-accepted:
 	case <-time.After(5 * time.Second):
 		t.Fatal("a closed connection did not give its slot back")
+	}
+}
+
+// The self-signed serving certificate is the kubelet's kind: a leaf for
+// server authentication signed by a CA made for it alone; the CA's key is
+// never written, so nothing on disk can sign another certificate. One an
+// older agent made as its own CA is made anew.
+func TestSelfSignedIsALeafOfAThrowawayCA(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	certFile, keyFile, err := SelfSigned(dir, "node-1", []net.IP{net.ParseIP("10.0.0.5")}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Errorf("files %v: want the certificate and the leaf's key only", entries)
+	}
+	data, _ := os.ReadFile(certFile)
+	var certs []*x509.Certificate
+	for block, rest := pem.Decode(data); block != nil; block, rest = pem.Decode(rest) {
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certs = append(certs, c)
+	}
+	if len(certs) != 2 {
+		t.Fatalf("%d certificates in %s, want the leaf then the CA", len(certs), certFile)
+	}
+	leaf, ca := certs[0], certs[1]
+	if leaf.IsCA || leaf.KeyUsage&x509.KeyUsageCertSign != 0 || !ca.IsCA {
+		t.Errorf("leaf IsCA %v (usage %b), CA IsCA %v", leaf.IsCA, leaf.KeyUsage, ca.IsCA)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "node-1", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		t.Errorf("the leaf does not verify as node-1's serving certificate against its CA: %v", err)
+	}
+	if err := leaf.VerifyHostname("10.0.0.5"); err != nil {
+		t.Error(err)
+	}
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pair.Leaf.Equal(leaf) {
+		t.Error("the key file is not the leaf's key")
+	}
+	if caKey, ok := ca.PublicKey.(interface{ Equal(crypto.PublicKey) bool }); !ok || caKey.Equal(pair.Leaf.PublicKey) {
+		t.Error("the CA and the leaf share a key")
+	}
+	// Kept while valid; an old self-signed CA certificate is replaced.
+	again, _, _ := SelfSigned(dir, "node-1", nil, now)
+	if b, _ := os.ReadFile(again); string(b) != string(data) {
+		t.Error("a valid certificate was made anew")
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "node-1"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(SelfSignedValidity),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, DNSNames: []string{"node-1"}}
+	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+	SelfSigned(dir, "node-1", nil, now)
+	if pair, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil || pair.Leaf.IsCA {
+		t.Errorf("an old CA certificate was kept: %v", err)
 	}
 }

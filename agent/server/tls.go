@@ -25,40 +25,67 @@ const SelfSignedValidity = 365 * 24 * time.Hour
 
 // SelfSigned returns the paths of a self-signed serving certificate for
 // host and ips under dir (kubelet.crt and kubelet.key, as the kubelet's
-// cert dir holds them), made when missing, unreadable, near expiry or
-// not for these names.
+// cert dir holds them), made when missing, unreadable, near expiry, not
+// for these names, or itself a CA (as an older agent made it). As the
+// kubelet's (client-go's GenerateSelfSignedCertKey): a leaf for server
+// authentication, signed by a CA made for it alone whose key is dropped
+// at once, so nothing can sign with it again; kubelet.crt holds the leaf
+// then the CA.
 func SelfSigned(dir, host string, ips []net.IP, now time.Time) (certFile, keyFile string, err error) {
 	certFile, keyFile = filepath.Join(dir, "kubelet.crt"), filepath.Join(dir, "kubelet.key")
 	if pair, err := tls.LoadX509KeyPair(certFile, keyFile); err == nil && pair.Leaf != nil {
 		leaf := pair.Leaf
-		if now.Add(SelfSignedValidity/10).Before(leaf.NotAfter) && leaf.VerifyHostname(host) == nil && coversIPs(leaf, ips) {
+		if !leaf.IsCA && now.Add(SelfSignedValidity/10).Before(leaf.NotAfter) && leaf.VerifyHostname(host) == nil && coversIPs(leaf, ips) {
 			return certFile, keyFile, nil
 		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", "", err
 	}
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	serials := make([]*big.Int, 2)
+	for i := range serials {
+		if serials[i], err = rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62)); err != nil {
+			return "", "", err
+		}
+		serials[i].Add(serials[i], big.NewInt(1))
+	}
+	ca := &x509.Certificate{
+		SerialNumber:          serials[0],
+		Subject:               pkix.Name{CommonName: fmt.Sprintf("%s-ca@%d", host, now.Unix())},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(SelfSignedValidity),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, caKey.Public(), caKey)
+	if err != nil {
+		return "", "", err
+	}
+	if ca, err = x509.ParseCertificate(caDER); err != nil {
+		return "", "", err
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return "", "", err
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		return "", "", err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
+	leaf := &x509.Certificate{
+		SerialNumber:          serials[1],
 		Subject:               pkix.Name{CommonName: fmt.Sprintf("%s@%d", host, now.Unix())},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(SelfSignedValidity),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
-		IsCA:                  true,
 		DNSNames:              []string{host, "localhost"},
 		IPAddresses:           append([]net.IP{net.IPv4(127, 0, 0, 1)}, ips...),
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, key.Public(), caKey)
 	if err != nil {
 		return "", "", err
 	}
@@ -69,11 +96,13 @@ func SelfSigned(dir, host string, ips []net.IP, now time.Time) (certFile, keyFil
 	if err := safefile.Write(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
 		return "", "", err
 	}
-	if err := safefile.Write(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+	chain := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})...)
+	if err := safefile.Write(certFile, chain, 0o644); err != nil {
 		return "", "", err
 	}
 	return certFile, keyFile, nil
 }
+
 
 func coversIPs(c *x509.Certificate, ips []net.IP) bool {
 	for _, ip := range ips {
