@@ -103,7 +103,6 @@ func SelfSigned(dir, host string, ips []net.IP, now time.Time) (certFile, keyFil
 	return certFile, keyFile, nil
 }
 
-
 func coversIPs(c *x509.Certificate, ips []net.IP) bool {
 	for _, ip := range ips {
 		found := false
