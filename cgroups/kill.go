@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,8 +21,20 @@ const killPasses = 16
 // the kernel has cgroup.kill (v2, Linux 5.14 on) one write does it, forks
 // included; elsewhere each pid in the cgroup.procs files is signalled, and
 // the lists are read again until they hold no process not signalled yet.
-// A missing cgroup is success: there is nothing left to kill.
-func Kill(dir string) (int, error) {
+// With freezer, the same cgroup's directory in the v1 freezer hierarchy
+// (""; none), the cgroup is frozen first and thawed after, as runc kills
+// a container: no process forks between the reading of the lists and the
+// signals. A missing cgroup is success: there is nothing left to kill.
+func Kill(dir, freezer string) (int, error) {
+	var f func() (func(), error)
+	if freezer != "" {
+		f = func() (func(), error) { return freeze(freezer) }
+	}
+	return kill(dir, f)
+}
+
+// kill is Kill with the freezing done by freeze (nil: none).
+func kill(dir string, freeze func() (thaw func(), err error)) (int, error) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
@@ -30,6 +44,19 @@ func Kill(dir string) (int, error) {
 	case !errors.Is(err, os.ErrNotExist):
 		return 0, fmt.Errorf("kill cgroup %s: %w", dir, err)
 	}
+	if freeze != nil {
+		// Unfrozen (no freezer there, or it would not freeze), the passes
+		// below still catch what forks meanwhile.
+		if thaw, err := freeze(); err == nil {
+			defer thaw()
+		}
+	}
+	return signalAll(dir)
+}
+
+// signalAll SIGKILLs the processes listed under dir until no new one
+// appears, never init or the agent itself.
+func signalAll(dir string) (int, error) {
 	self := os.Getpid()
 	signalled := map[int]bool{}
 	for pass := 0; pass < killPasses; pass++ {
@@ -66,4 +93,29 @@ func writeExisting(path, value string) error {
 	}
 	_, err = f.WriteString(value)
 	return errors.Join(err, f.Close())
+}
+
+// freezeWait bounds how long a cgroup may take to freeze: a process in an
+// uninterruptible sleep holds the cgroup in FREEZING.
+const freezeWait = time.Second
+
+// freeze freezes the v1 freezer cgroup at dir and returns what thaws it.
+// A cgroup that does not reach FROZEN within freezeWait is thawed and an
+// error returned.
+func freeze(dir string) (thaw func(), err error) {
+	state := filepath.Join(dir, "freezer.state")
+	if err := writeExisting(state, "FROZEN"); err != nil {
+		return nil, err
+	}
+	thaw = func() { writeExisting(state, "THAWED") }
+	for deadline := time.Now().Add(freezeWait); ; time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(state)
+		if err == nil && strings.TrimSpace(string(b)) == "FROZEN" {
+			return thaw, nil
+		}
+		if time.Now().After(deadline) {
+			thaw()
+			return nil, fmt.Errorf("freeze %s: not frozen within %s", dir, freezeWait)
+		}
+	}
 }

@@ -64,7 +64,7 @@ func TestKillSignalsEveryListedProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n, err := Kill(pod)
+	n, err := Kill(pod, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestKillWritesCgroupKill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n, err := Kill(pod)
+	n, err := Kill(pod, "")
 	if err != nil || n != 0 {
 		t.Fatalf("Kill = %d, %v; want 0 processes signalled by the agent, no error", n, err)
 	}
@@ -100,7 +100,7 @@ func TestKillWritesCgroupKill(t *testing.T) {
 }
 
 func TestKillOfAMissingCgroupIsSuccess(t *testing.T) {
-	if n, err := Kill(filepath.Join(t.TempDir(), "gone")); n != 0 || err != nil {
+	if n, err := Kill(filepath.Join(t.TempDir(), "gone"), ""); n != 0 || err != nil {
 		t.Errorf("Kill = %d, %v; want 0, nil", n, err)
 	}
 }
@@ -111,7 +111,88 @@ func TestKillReportsAnUnreadableList(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(pod, "cgroup.procs"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Kill(pod); err == nil || !strings.Contains(err.Error(), pod) {
+	if _, err := Kill(pod, ""); err == nil || !strings.Contains(err.Error(), pod) {
 		t.Errorf("err = %v, want one naming %s", err, pod)
 	}
 }
+
+// zombie reports whether a child process has ended (killed, not yet
+// reaped).
+func zombie(t *testing.T, pid int) bool {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] == "Z"
+}
+
+// On v1 the cgroup is frozen before any process is signalled and thawed
+// after all were (runc's order): nothing forks between the reading of the
+// lists and the signals.
+func TestKillFreezesThenSignalsThenThaws(t *testing.T) {
+	pod := t.TempDir()
+	procs := sleepers(t, 2)
+	var lines []string
+	for _, c := range procs {
+		lines = append(lines, fmt.Sprint(c.Process.Pid))
+	}
+	os.WriteFile(filepath.Join(pod, "cgroup.procs"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+	var order []string
+	alive := func() string {
+		n := 0
+		for _, c := range procs {
+			if !zombie(t, c.Process.Pid) {
+				n++
+			}
+		}
+		return fmt.Sprintf("%d alive", n)
+	}
+	n, err := kill(pod, func() (func(), error) {
+		order = append(order, "freeze with "+alive())
+		return func() {
+			time.Sleep(50 * time.Millisecond) // the kernel's delivery
+			order = append(order, "thaw with "+alive())
+		}, nil
+	})
+	if err != nil || n != 2 {
+		t.Fatalf("kill = %d, %v", n, err)
+	}
+	if want := []string{"freeze with 2 alive", "thaw with 0 alive"}; strings.Join(order, "; ") != strings.Join(want, "; ") {
+		t.Errorf("order %q, want %q", order, want)
+	}
+	// A real v1 freezer directory: FROZEN while signalling, THAWED after.
+	freezer := t.TempDir()
+	os.WriteFile(filepath.Join(freezer, "freezer.state"), []byte("THAWED"), 0o644)
+	if _, err := Kill(pod, freezer); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(freezer, "freezer.state")); string(b) != "THAWED" {
+		t.Errorf("freezer.state %q after the kill, want THAWED", b)
+	}
+}
+
+// RemovePod never signals init or the agent, whatever a stale list says,
+// and still removes the cgroup.
+func TestRemovePodSparesInitAndTheAgent(t *testing.T) {
+	m := &listingManager{memManager: &memManager{sets: map[string]*ResourceConfig{}}, pids: []int{1, os.Getpid()}}
+	tree := NewTree(m, TreeConfig{PerQOS: true})
+	if err := tree.RemovePod(Name{"kubepods", "podx"}); err != nil {
+		t.Fatal(err)
+	}
+	if !m.removed {
+		t.Error("the cgroup was not removed")
+	}
+}
+
+// listingManager lists fixed pids and records Remove.
+type listingManager struct {
+	*memManager
+	pids    []int
+	removed bool
+}
+
+func (m *listingManager) Pids(Name) ([]int, error) { return m.pids, nil }
+func (m *listingManager) Remove(Name) error        { m.removed = true; return nil }
+func (m *listingManager) Path(Name) string         { return "/nonexistent" }

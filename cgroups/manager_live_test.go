@@ -6,9 +6,12 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestUpdateLive runs on the host's real hierarchy (v1 in `make
@@ -118,5 +121,68 @@ func TestSystemdMemoryHighLive(t *testing.T) {
 	}
 	if got := high(); got != "max" {
 		t.Errorf("memory.high after setting -1 = %s, want max", got)
+	}
+}
+
+// TestKillPodFreezesLive: a pod cgroup whose shell forks as fast as it
+// can (pids.max bounds it) is emptied by one kill, through the real
+// freezer on v1 (cgroup.kill on v2), and left thawed.
+func TestKillPodFreezesLive(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root to create cgroups (make test runs as root)")
+	}
+	m, err := NewManager("cgroupfs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := NewTree(m, TreeConfig{PerQOS: true, Root: Name{"nodeagent-kill-test-" + strconv.Itoa(os.Getpid())}})
+	name := tree.Kubepods().Child("podlive")
+	pids := int64(64)
+	if err := m.Set(name, &ResourceConfig{PidsLimit: &pids}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tree.RemovePod(name); m.Remove(tree.Kubepods()); m.Remove(Name{tree.Kubepods()[0]}) })
+	shell := exec.Command("sh", "-c", "read go; while :; do sleep 60 & done 2>/dev/null")
+	stdin, _ := shell.StdinPipe()
+	if err := shell.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go shell.Wait()
+	// Into the pod cgroup in every hierarchy, as runc places a container.
+	dirs, _ := filepath.Glob(filepath.Join(DefaultMountpoint, "*", name.Cgroupfs()))
+	if m.Version() == 2 {
+		dirs = []string{m.Path(name)}
+	}
+	for _, d := range dirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(shell.Process.Pid)), 0o644); err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+	}
+	stdin.Write([]byte("go\n"))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		p, _ := m.Pids(name)
+		if len(p) >= 32 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the shell forked only %d processes in 10 s: the test tests nothing", len(p))
+		}
+	}
+	if _, err := tree.kill(name); err != nil {
+		t.Fatal(err)
+	}
+	var left []int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if left, _ = m.Pids(name); len(left) == 0 {
+			break
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("%d processes left after one kill", len(left))
+	}
+	if m.Version() == 1 {
+		if b, _ := os.ReadFile(filepath.Join(m.(*V1).FreezerPath(name), "freezer.state")); strings.TrimSpace(string(b)) != "THAWED" {
+			t.Errorf("freezer.state %q after the kill", b)
+		}
 	}
 }

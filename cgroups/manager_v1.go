@@ -79,6 +79,12 @@ func (m *V1) Path(name Name) string {
 	return filepath.Join(m.mountpoint, "memory", name.Cgroupfs())
 }
 
+// FreezerPath is the cgroup's directory in the freezer hierarchy: the
+// kill freezes it first.
+func (m *V1) FreezerPath(name Name) string {
+	return filepath.Join(m.mountpoint, "freezer", name.Cgroupfs())
+}
+
 // Set implements Manager.
 func (m *V1) Set(name Name, rc *ResourceConfig) error {
 	if err := name.Validate(); err != nil {

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -66,7 +66,17 @@ func (t *Tree) KillPod(pod *corev1.Pod) (int, error) {
 	if !ok {
 		return 0, fmt.Errorf("pod %s/%s has no pod cgroup (cgroupsPerQOS is off)", pod.Namespace, pod.Name)
 	}
-	return Kill(t.mgr.Path(name))
+	return t.kill(name)
+}
+
+// kill is Kill of the cgroup name, frozen meanwhile where a v1 freezer
+// hierarchy holds it.
+func (t *Tree) kill(name Name) (int, error) {
+	var freezer string
+	if f, ok := t.mgr.(interface{ FreezerPath(Name) string }); ok {
+		freezer = f.FreezerPath(name)
+	}
+	return Kill(t.mgr.Path(name), freezer)
 }
 
 // Pids lists the processes in a cgroup.
@@ -256,8 +266,9 @@ func (t *Tree) PodCgroups() (map[types.UID]Name, error) {
 	return found, nil
 }
 
-// RemovePod kills whatever still runs in a pod cgroup (SIGKILL, up to five
-// rounds, as the kubelet does) and removes it. A missing cgroup is success.
+// RemovePod kills whatever still runs in a pod cgroup (as KillPod does:
+// frozen on v1, never init or the agent; up to five rounds, as the
+// kubelet does) and removes it. A missing cgroup is success.
 func (t *Tree) RemovePod(name Name) error {
 	delay := 10 * time.Millisecond
 	for attempt := 0; attempt < 5; attempt++ {
@@ -265,19 +276,20 @@ func (t *Tree) RemovePod(name Name) error {
 		if err != nil {
 			return err
 		}
-		if len(pids) == 0 {
+		if !slices.ContainsFunc(pids, killable) {
 			break
 		}
-		for _, pid := range pids {
-			if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
-				return fmt.Errorf("kill pid %d in %s: %w", pid, name.Cgroupfs(), err)
-			}
+		if _, err := t.kill(name); err != nil {
+			return err
 		}
 		time.Sleep(delay)
 		delay *= 2
 	}
 	return t.mgr.Remove(name)
 }
+
+// killable is a pid a pod's cgroup may hold: not init, not the agent.
+func killable(pid int) bool { return pid > 1 && pid != os.Getpid() }
 
 // OOMKills is the number of processes the kernel OOM killer ended in the
 // pod's cgroup and below (v1 memory.oom_control, v2 memory.events).
