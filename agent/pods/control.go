@@ -146,7 +146,7 @@ func (m *Manager) ReclaimContainers(ctx context.Context) (int, error) {
 			continue
 		}
 		for _, c := range deadContainers(rt, 1) {
-			if err := m.rt.RemoveContainer(ctx, c.Id); err != nil {
+			if err := m.removeContainer(ctx, c); err != nil {
 				errs = append(errs, fmt.Errorf("remove dead container %s of pod %s: %w", shortID(c.Id), uid, err))
 				continue
 			}

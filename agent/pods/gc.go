@@ -15,7 +15,7 @@ import (
 func (w *worker) prune(ctx context.Context, rt *pleg.PodRuntime) {
 	for _, c := range deadContainers(rt, 2) {
 		w.actions++
-		if err := w.m.rt.RemoveContainer(ctx, c.Id); err != nil {
+		if err := w.m.removeContainer(ctx, c); err != nil {
 			w.log.Warn("remove old container", "container", c.GetMetadata().GetName(), "err", err)
 			continue
 		}

@@ -635,3 +635,51 @@ func TestPodDirectoriesAre0750(t *testing.T) {
 		}
 	}
 }
+
+// taskRuntime is a containerd-like runtime: it can delete a task the CRI
+// cannot remove.
+type taskRuntime struct {
+	*critest.Runtime
+	deleted []string
+}
+
+func (r *taskRuntime) DeleteTask(_ context.Context, id string) error {
+	r.deleted = append(r.deleted, id)
+	return nil
+}
+
+// A container whose start was cut off (EXITED, never started) may hold a
+// task the runtime will not let go: its removal fails until that task is
+// deleted through the runtime's own API. A container that ran is never
+// treated so.
+func TestRemovingACutOffContainerDeletesItsTask(t *testing.T) {
+	stale := errors.New("RemoveContainer: cannot delete running task: failed precondition")
+	for _, c := range []struct {
+		name      string
+		startedAt int64
+		deleter   bool
+		wantTask  bool
+		wantError bool
+	}{
+		{"never started", 0, true, true, false},
+		{"ran", t0.UnixNano(), true, false, true},
+		{"another runtime", 0, false, false, true},
+	} {
+		base := critest.New()
+		rt := &taskRuntime{Runtime: base}
+		var r Runtime = base
+		if c.deleter {
+			r = rt
+		}
+		m, _ := newTestManager(t, base, nil)
+		m.rt = r
+		rec := record("a", runtimeapi.ContainerState_CONTAINER_EXITED, 128, "0", t0)
+		rec.StartedAt = c.startedAt
+		base.PutContainer(rec)
+		base.Fail("RemoveContainer", stale)
+		err := m.removeContainer(context.Background(), rec)
+		if (len(rt.deleted) > 0) != c.wantTask || (err != nil) != c.wantError {
+			t.Errorf("%s: tasks deleted %v, err %v", c.name, rt.deleted, err)
+		}
+	}
+}

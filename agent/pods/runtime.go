@@ -27,6 +27,33 @@ type Runtime interface {
 	ImageStatus(ctx context.Context, image string) (*runtimeapi.Image, error)
 }
 
+// TaskDeleter is what a runtime may also do (*cri.Client on containerd):
+// delete a container's task the CRI cannot remove.
+type TaskDeleter interface {
+	DeleteTask(ctx context.Context, id string) error
+}
+
+// removeContainer removes a container record. One whose start was cut
+// off (the agent killed during StartContainer: EXITED, never started) may
+// hold a task the runtime reports gone yet will not remove; that task is
+// deleted through the runtime's own API where it has one, and the removal
+// tried again.
+func (m *Manager) removeContainer(ctx context.Context, c *runtimeapi.ContainerStatus) error {
+	err := m.rt.RemoveContainer(ctx, c.Id)
+	if err == nil || c.State != runtimeapi.ContainerState_CONTAINER_EXITED || c.StartedAt != 0 {
+		return err
+	}
+	td, ok := m.rt.(TaskDeleter)
+	if !ok {
+		return err
+	}
+	if derr := td.DeleteTask(ctx, c.Id); derr != nil {
+		return errors.Join(err, derr)
+	}
+	m.log.Info("deleted the task of a container whose start was cut off", "container_id", shortID(c.Id), "container", c.GetMetadata().GetName())
+	return m.rt.RemoveContainer(ctx, c.Id)
+}
+
 // PodCache is the runtime view workers read (*pleg.Cache).
 type PodCache interface {
 	Get(uid types.UID) *pleg.PodRuntime

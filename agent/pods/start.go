@@ -78,7 +78,7 @@ func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.C
 				// An earlier agent's start was cut off and the container never
 				// ran: replace it without counting a restart.
 				w.actions++
-				if err := w.m.rt.RemoveContainer(ctx, current.Id); err != nil {
+				if err := w.m.removeContainer(ctx, current); err != nil {
 					w.log.Warn("remove container whose start was interrupted; will retry", "container", c.Name, "err", err)
 					return time.Second, false
 				}
@@ -111,7 +111,7 @@ func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.C
 			return 0, false
 		default: // unknown: start over, but never beside one we could not remove
 			w.actions++
-			if err := w.m.rt.RemoveContainer(ctx, current.Id); err != nil {
+			if err := w.m.removeContainer(ctx, current); err != nil {
 				w.log.Warn("remove container in unknown state; will retry", "container", c.Name, "err", err)
 				return time.Second, false
 			}

@@ -244,7 +244,7 @@ func (w *worker) killAndClean(ctx context.Context) error {
 	w.m.rememberRestarts(w.uid, rt)
 	var errs []error
 	for _, c := range rt.GetContainers() {
-		if err := w.m.rt.RemoveContainer(ctx, c.Id); err != nil {
+		if err := w.m.removeContainer(ctx, c); err != nil {
 			errs = append(errs, err)
 			continue
 		}

@@ -244,3 +244,87 @@ func TestStartupFaultsAreOneClearLine(t *testing.T) {
 		})
 	}
 }
+
+// A StartContainer cut off while containerd creates the task (as when the
+// agent is killed mid-start: its request is cancelled) leaves the
+// container EXITED with StartError and a task the CRI will not remove
+// ("cannot delete running task"). This is the cause of the flake of
+// TestSIGKILLWhileStartingPodsLeavesNoDuplicates: the restarted agent
+// retried the removal for ever. cri.DeleteTask deletes that task, and the
+// container is removed.
+func TestStartCutOffLeavesATaskDeleteTaskRemoves(t *testing.T) {
+	ctx := context.Background()
+	sbCfg := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "cutoff-" + randomHex(3), Namespace: "default", Uid: "cutoff-" + randomHex(4)},
+		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: "/nodeagent-itest-cutoff-" + randomHex(3) + "/pod"}, LogDirectory: t.TempDir()}
+	client, err := cri.New(criEndpoint, cri.Options{Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	sb, err := client.RunPodSandbox(ctx, sbCfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cs, _ := client.ListContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: sb})
+		for _, c := range cs {
+			client.DeleteTask(ctx, c.Id)
+			client.RemoveContainer(ctx, c.Id)
+		}
+		client.StopPodSandbox(ctx, sb)
+		client.RemovePodSandbox(ctx, sb)
+		os.Remove(filepath.Join("/sys/fs/cgroup/memory", sbCfg.Linux.CgroupParent))
+	}()
+	newContainer := func(i int) string {
+		cfg := &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: fmt.Sprintf("c%d", i)}, Image: &runtimeapi.ImageSpec{Image: testImage},
+			Command: []string{"sleep", "3600"}, LogPath: fmt.Sprintf("c%d.log", i), Linux: &runtimeapi.LinuxContainerConfig{}}
+		id, err := client.CreateContainer(ctx, sb, cfg, sbCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	// How long a whole start takes here; then starts are cancelled at
+	// fractions of it until one is cut off inside task creation.
+	var full time.Duration
+	for i := range 3 {
+		id := newContainer(1000 + i)
+		start := time.Now()
+		if err := client.StartContainer(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		full = max(full, time.Since(start))
+		client.StopContainer(ctx, id, 0)
+		client.RemoveContainer(ctx, id)
+	}
+	for i, deadline := 0, time.Now().Add(3*time.Minute); time.Now().Before(deadline); i++ {
+		id := newContainer(i)
+		sctx, cancel := context.WithTimeout(ctx, full*time.Duration(10+i%90)/100)
+		startErr := client.StartContainer(sctx, id)
+		cancel()
+		var st *runtimeapi.ContainerStatus
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if st, err = client.ContainerStatus(ctx, id); err == nil && st.State != runtimeapi.ContainerState_CONTAINER_CREATED {
+				break
+			}
+		}
+		if startErr == nil || st.State != runtimeapi.ContainerState_CONTAINER_EXITED || st.StartedAt != 0 {
+			client.StopContainer(ctx, id, 0)
+			client.RemoveContainer(ctx, id)
+			continue
+		}
+		removeErr := client.RemoveContainer(ctx, id)
+		if removeErr == nil {
+			continue // cut off before the task existed: nothing stale
+		}
+		t.Logf("start (%s whole) cut off after %d tries: %s; RemoveContainer: %v", full.Round(time.Millisecond), i+1, st.Message, removeErr)
+		if err := client.DeleteTask(ctx, id); err != nil {
+			t.Fatalf("DeleteTask: %v", err)
+		}
+		if err := client.RemoveContainer(ctx, id); err != nil {
+			t.Fatalf("RemoveContainer after DeleteTask: %v", err)
+		}
+		return
+	}
+	t.Fatal("no start was cut off inside task creation in 3 minutes: the test tests nothing")
+}
