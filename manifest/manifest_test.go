@@ -137,6 +137,15 @@ func TestParseManifestErrors(t *testing.T) {
 		"name too long for its log directory": {"apiVersion: v1\nkind: Pod\nmetadata: {name: " + strings.Repeat("a", 240) + "}\nspec: {containers: [{name: a, image: b}]}\n",
 			`metadata.name: Invalid value: "` + strings.Repeat("a", 240) + `-n": must be no more than 214 characters in namespace "default"`},
 		"too many containers": {pod(``, "["+strings.Repeat("{name: a, image: b},", 257)+"]"), "spec.containers: Too many: 257: must have at most 256 items"},
+		// Item paths become files under the volume's directory.
+		"downwardAPI path with ..": {pod(`volumes: [{name: v, downwardAPI: {items: [{path: a/../../x, fieldRef: {fieldPath: metadata.name}}]}}]`, `[{name: a, image: b}]`),
+			`spec.volumes[0].downwardAPI.items[0].path: Invalid value: "a/../../x": must not contain '..'`},
+		"projected item absolute": {pod(`volumes: [{name: v, projected: {sources: [{downwardAPI: {items: [{path: ok, fieldRef: {fieldPath: metadata.name}}]}}, {configMap: {name: c, items: [{key: k, path: /etc/passwd}]}}]}}]`, `[{name: a, image: b}]`),
+			`spec.volumes[0].projected.sources[1].configMap.items[0].path: Invalid value: "/etc/passwd": must be a relative path`},
+		"secret item starting with ..": {pod(`volumes: [{name: v, secret: {secretName: s, items: [{key: k, path: ..data}]}}]`, `[{name: a, image: b}]`),
+			`spec.volumes[0].secret.items[0].path: Invalid value: "..data": must not start with '..'`},
+		"token path empty": {pod(`volumes: [{name: v, projected: {sources: [{serviceAccountToken: {path: ""}}]}}]`, `[{name: a, image: b}]`),
+			`spec.volumes[0].projected.sources[0].serviceAccountToken.path: Required value`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

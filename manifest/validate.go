@@ -5,6 +5,7 @@ import (
 	"math"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -115,6 +116,7 @@ func Validate(pod *corev1.Pod) field.ErrorList {
 		if v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil {
 			errs = append(errs, validateQuantity(corev1.ResourceEphemeralStorage, *v.EmptyDir.SizeLimit, p.Child("emptyDir", "sizeLimit"))...)
 		}
+		errs = append(errs, validateVolumePaths(&v, p)...)
 	}
 
 	names := sets.New[string]()
@@ -325,4 +327,57 @@ func validateQuantity(name corev1.ResourceName, q resource.Quantity, p *field.Pa
 		return field.ErrorList{field.Invalid(p, q.String(), fmt.Sprintf("must be at most %d", int64(math.MaxInt64)))}
 	}
 	return nil
+}
+
+// validateVolumePaths checks the file paths a content volume's items name
+// as the API server does (validateKeyToPath, validateLocalDescendingPath):
+// present, relative, without a ".." element, not starting with "..". A
+// static pod is never seen by an API server; the writer checks them again.
+func validateVolumePaths(v *corev1.Volume, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	check := func(fp *field.Path, s string) {
+		switch {
+		case s == "":
+			errs = append(errs, field.Required(fp, ""))
+		case path.IsAbs(s):
+			errs = append(errs, field.Invalid(fp, s, "must be a relative path"))
+		case slices.Contains(strings.Split(s, "/"), ".."):
+			errs = append(errs, field.Invalid(fp, s, "must not contain '..'"))
+		case strings.HasPrefix(s, ".."):
+			errs = append(errs, field.Invalid(fp, s, "must not start with '..'"))
+		}
+	}
+	items := func(fp *field.Path, list []corev1.KeyToPath) {
+		for i, it := range list {
+			check(fp.Index(i).Child("path"), it.Path)
+		}
+	}
+	files := func(fp *field.Path, list []corev1.DownwardAPIVolumeFile) {
+		for i, it := range list {
+			check(fp.Index(i).Child("path"), it.Path)
+		}
+	}
+	switch {
+	case v.ConfigMap != nil:
+		items(p.Child("configMap", "items"), v.ConfigMap.Items)
+	case v.Secret != nil:
+		items(p.Child("secret", "items"), v.Secret.Items)
+	case v.DownwardAPI != nil:
+		files(p.Child("downwardAPI", "items"), v.DownwardAPI.Items)
+	case v.Projected != nil:
+		for j, src := range v.Projected.Sources {
+			sp := p.Child("projected", "sources").Index(j)
+			switch {
+			case src.ConfigMap != nil:
+				items(sp.Child("configMap", "items"), src.ConfigMap.Items)
+			case src.Secret != nil:
+				items(sp.Child("secret", "items"), src.Secret.Items)
+			case src.DownwardAPI != nil:
+				files(sp.Child("downwardAPI", "items"), src.DownwardAPI.Items)
+			case src.ServiceAccountToken != nil:
+				check(sp.Child("serviceAccountToken", "path"), src.ServiceAccountToken.Path)
+			}
+		}
+	}
+	return errs
 }

@@ -13,13 +13,15 @@ import (
 // frees them: it cannot lock out the API server, whose logs, exec and
 // port-forward come from another address, nor the metrics scrapes.
 func LimitClients(l net.Listener, total, perClient int) net.Listener {
-	return &clientLimiter{Listener: l, slots: make(chan struct{}, total), perClient: perClient, held: map[string]int{}}
+	return &clientLimiter{Listener: l, slots: make(chan struct{}, total), perClient: perClient, held: map[string]int{}, done: make(chan struct{})}
 }
 
 type clientLimiter struct {
 	net.Listener
 	slots     chan struct{}
 	perClient int
+	done      chan struct{} // closed by Close: an Accept waiting for a slot returns
+	closeOnce sync.Once
 
 	mu   sync.Mutex
 	held map[string]int // open connections by source address
@@ -27,7 +29,11 @@ type clientLimiter struct {
 
 func (l *clientLimiter) Accept() (net.Conn, error) {
 	for {
-		l.slots <- struct{}{}
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.done:
+			return nil, net.ErrClosed
+		}
 		c, err := l.Listener.Accept()
 		if err != nil {
 			<-l.slots
@@ -45,6 +51,12 @@ func (l *clientLimiter) Accept() (net.Conn, error) {
 		l.mu.Unlock()
 		return &limitedConn{Conn: c, release: func() { l.release(client) }}, nil
 	}
+}
+
+// Close closes the listener; an Accept waiting for a slot returns.
+func (l *clientLimiter) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
 }
 
 func (l *clientLimiter) release(client string) {

@@ -214,3 +214,35 @@ func TestSelfSignedIsALeafOfAThrowawayCA(t *testing.T) {
 		t.Errorf("an old CA certificate was kept: %v", err)
 	}
 }
+
+// An Accept waiting for a slot returns when the listener closes: the
+// server's shutdown does not hang on a full listener.
+func TestLimitClientsCloseEndsAWaitingAccept(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := LimitClients(inner, 1, 1)
+	c, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	held, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	done := make(chan error, 1)
+	go func() { _, err := l.Accept(); done <- err }()
+	time.Sleep(50 * time.Millisecond)
+	l.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Accept after Close: %v, want net.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Accept still waits for a slot after Close")
+	}
+}
