@@ -22,19 +22,22 @@ const killPasses = 16
 // included; elsewhere each pid in the cgroup.procs files is signalled, and
 // the lists are read again until they hold no process not signalled yet.
 // With freezer, the same cgroup's directory in the v1 freezer hierarchy
-// (""; none), the cgroup is frozen first and thawed after, as runc kills
-// a container: no process forks between the reading of the lists and the
-// signals. A missing cgroup is success: there is nothing left to kill.
+// (""; none), every listed process is signalled at once, then the cgroup
+// is frozen, what forked meanwhile signalled, and the cgroup thawed, as
+// runc kills a container: nothing escapes by forking, and a process stuck
+// in reclaim, which keeps a cgroup from freezing, does not hold back the
+// first signals. A missing cgroup is success: there is nothing left to
+// kill.
 func Kill(dir, freezer string) (int, error) {
-	var f func() (func(), error)
+	var f func() (func() error, error)
 	if freezer != "" {
-		f = func() (func(), error) { return freeze(freezer) }
+		f = func() (func() error, error) { return freeze(freezer) }
 	}
 	return kill(dir, f)
 }
 
 // kill is Kill with the freezing done by freeze (nil: none).
-func kill(dir string, freeze func() (thaw func(), err error)) (int, error) {
+func kill(dir string, freeze func() (thaw func() error, err error)) (int, error) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
@@ -44,22 +47,37 @@ func kill(dir string, freeze func() (thaw func(), err error)) (int, error) {
 	case !errors.Is(err, os.ErrNotExist):
 		return 0, fmt.Errorf("kill cgroup %s: %w", dir, err)
 	}
-	if freeze != nil {
-		// Unfrozen (no freezer there, or it would not freeze), the passes
-		// below still catch what forks meanwhile.
-		if thaw, err := freeze(); err == nil {
-			defer thaw()
-		}
+	signalled := map[int]bool{}
+	if freeze == nil {
+		return signalAll(dir, signalled, killPasses)
 	}
-	return signalAll(dir)
+	if _, err := signalAll(dir, signalled, 1); err != nil {
+		return len(signalled), err
+	}
+	thaw, err := freeze()
+	if err != nil {
+		// Unfrozen (it would not freeze), the passes still catch what
+		// forks meanwhile; a cgroup left frozen is the caller's to know.
+		n, serr := signalAll(dir, signalled, killPasses)
+		if errors.Is(err, errThaw) {
+			serr = errors.Join(serr, err)
+		}
+		return n, serr
+	}
+	n, err := signalAll(dir, signalled, killPasses)
+	if terr := thaw(); terr != nil {
+		// Signalled and frozen, they would never die.
+		err = errors.Join(err, fmt.Errorf("kill cgroup %s: thaw: %w", dir, terr))
+	}
+	return n, err
 }
 
-// signalAll SIGKILLs the processes listed under dir until no new one
-// appears, never init or the agent itself.
-func signalAll(dir string) (int, error) {
+// signalAll SIGKILLs the processes listed under dir, reading the lists
+// again up to passes times until no new one appears; never init or the
+// agent itself. signalled holds the pids signalled already.
+func signalAll(dir string, signalled map[int]bool, passes int) (int, error) {
 	self := os.Getpid()
-	signalled := map[int]bool{}
-	for pass := 0; pass < killPasses; pass++ {
+	for pass := 0; pass < passes; pass++ {
 		pids, err := readProcs(dir)
 		if err != nil {
 			return len(signalled), fmt.Errorf("kill cgroup %s: %w", dir, err)
@@ -81,7 +99,10 @@ func signalAll(dir string) (int, error) {
 			return len(signalled), nil
 		}
 	}
-	return len(signalled), fmt.Errorf("kill cgroup %s: processes still appearing after %d passes", dir, killPasses)
+	if passes == 1 {
+		return len(signalled), nil
+	}
+	return len(signalled), fmt.Errorf("kill cgroup %s: processes still appearing after %d passes", dir, passes)
 }
 
 // writeExisting writes a control file that must exist (cgroupfs refuses
@@ -95,26 +116,32 @@ func writeExisting(path, value string) error {
 	return errors.Join(err, f.Close())
 }
 
+// errThaw marks a cgroup left frozen: its signalled processes cannot die.
+var errThaw = errors.New("could not thaw it")
+
 // freezeWait bounds how long a cgroup may take to freeze: a process in an
-// uninterruptible sleep holds the cgroup in FREEZING.
-const freezeWait = time.Second
+// uninterruptible sleep holds the cgroup in FREEZING, and the kill falls
+// back to reading the lists again.
+const freezeWait = 100 * time.Millisecond
 
 // freeze freezes the v1 freezer cgroup at dir and returns what thaws it.
 // A cgroup that does not reach FROZEN within freezeWait is thawed and an
 // error returned.
-func freeze(dir string) (thaw func(), err error) {
+func freeze(dir string) (thaw func() error, err error) {
 	state := filepath.Join(dir, "freezer.state")
 	if err := writeExisting(state, "FROZEN"); err != nil {
 		return nil, err
 	}
-	thaw = func() { writeExisting(state, "THAWED") }
+	thaw = func() error { return writeExisting(state, "THAWED") }
 	for deadline := time.Now().Add(freezeWait); ; time.Sleep(time.Millisecond) {
 		b, err := os.ReadFile(state)
 		if err == nil && strings.TrimSpace(string(b)) == "FROZEN" {
 			return thaw, nil
 		}
 		if time.Now().After(deadline) {
-			thaw()
+			if err := thaw(); err != nil {
+				return nil, fmt.Errorf("freeze %s: not frozen within %s, and %w: %w", dir, freezeWait, errThaw, err)
+			}
 			return nil, fmt.Errorf("freeze %s: not frozen within %s", dir, freezeWait)
 		}
 	}

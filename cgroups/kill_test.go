@@ -1,6 +1,7 @@
 package cgroups
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -128,41 +129,55 @@ func zombie(t *testing.T, pid int) bool {
 	return len(f) > 0 && f[0] == "Z"
 }
 
-// On v1 the cgroup is frozen before any process is signalled and thawed
-// after all were (runc's order): nothing forks between the reading of the
-// lists and the signals.
-func TestKillFreezesThenSignalsThenThaws(t *testing.T) {
+// On v1 every listed process is signalled at once, then the cgroup is
+// frozen, what forked meanwhile is signalled while frozen, and the cgroup
+// thawed after (runc's order, without making the first signals wait for
+// a freeze).
+func TestKillSignalsFreezesSignalsThaws(t *testing.T) {
 	pod := t.TempDir()
-	procs := sleepers(t, 2)
-	var lines []string
-	for _, c := range procs {
-		lines = append(lines, fmt.Sprint(c.Process.Pid))
+	procs := sleepers(t, 3)
+	writeProcs := func(cmds ...*exec.Cmd) {
+		var lines []string
+		for _, c := range cmds {
+			lines = append(lines, fmt.Sprint(c.Process.Pid))
+		}
+		os.WriteFile(filepath.Join(pod, "cgroup.procs"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 	}
-	os.WriteFile(filepath.Join(pod, "cgroup.procs"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
-	var order []string
-	alive := func() string {
+	writeProcs(procs[:2]...)
+	alive := func() int {
 		n := 0
 		for _, c := range procs {
 			if !zombie(t, c.Process.Pid) {
 				n++
 			}
 		}
-		return fmt.Sprintf("%d alive", n)
+		return n
 	}
-	n, err := kill(pod, func() (func(), error) {
-		order = append(order, "freeze with "+alive())
-		return func() {
-			time.Sleep(50 * time.Millisecond) // the kernel's delivery
-			order = append(order, "thaw with "+alive())
+	var order []string
+	n, err := kill(pod, func() (func() error, error) {
+		time.Sleep(50 * time.Millisecond) // the kernel's delivery
+		order = append(order, fmt.Sprintf("freeze with %d alive", alive()))
+		writeProcs(procs...) // one forked before the freeze
+		return func() error {
+			time.Sleep(50 * time.Millisecond)
+			order = append(order, fmt.Sprintf("thaw with %d alive", alive()))
+			return nil
 		}, nil
 	})
-	if err != nil || n != 2 {
-		t.Fatalf("kill = %d, %v", n, err)
+	if err != nil || n != 3 {
+		t.Fatalf("kill = %d, %v; want 3 signalled", n, err)
 	}
-	if want := []string{"freeze with 2 alive", "thaw with 0 alive"}; strings.Join(order, "; ") != strings.Join(want, "; ") {
+	if want := []string{"freeze with 1 alive", "thaw with 0 alive"}; strings.Join(order, "; ") != strings.Join(want, "; ") {
 		t.Errorf("order %q, want %q", order, want)
 	}
-	// A real v1 freezer directory: FROZEN while signalling, THAWED after.
+	// A thaw that fails is an error: frozen, the processes never die.
+	_, err = kill(pod, func() (func() error, error) {
+		return func() error { return errors.New("EBUSY") }, nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "thaw") {
+		t.Errorf("a failed thaw: %v", err)
+	}
+	// A real v1 freezer directory is left THAWED.
 	freezer := t.TempDir()
 	os.WriteFile(filepath.Join(freezer, "freezer.state"), []byte("THAWED"), 0o644)
 	if _, err := Kill(pod, freezer); err != nil {

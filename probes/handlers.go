@@ -49,9 +49,6 @@ type outcome struct {
 	output string
 }
 
-// text is the whole message: the agent's words, then the output.
-func (o outcome) text() string { return o.message + o.output }
-
 // maxOutput caps what is kept of exec output and read of HTTP bodies.
 const maxOutput = 10 << 10
 

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -99,9 +101,15 @@ func setup(t *testing.T, optionsErr error) (*Manager, *fakePlugin, *clocktesting
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_, err = pluginapi.NewRegistrationClient(conn).Register(context.Background(), &pluginapi.RegisterRequest{
-		Version: pluginapi.Version, Endpoint: "fake.sock", ResourceName: "example.com/gpu"})
-	return m, p, clk, err
+	// The socket file appears at bind, a moment before it listens: a busy
+	// machine may refuse the first tries.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, err = pluginapi.NewRegistrationClient(conn).Register(context.Background(), &pluginapi.RegisterRequest{
+			Version: pluginapi.Version, Endpoint: "fake.sock", ResourceName: "example.com/gpu"})
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			return m, p, clk, err
+		}
+	}
 }
 
 func waitFor(t *testing.T, m *Manager, capacity, allocatable int64) {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -179,6 +180,11 @@ type Manager struct {
 	goneTold map[types.UID]bool // deleted pods Gone was told about
 	removed  map[types.UID]removedPod
 	wg       sync.WaitGroup
+
+	// sweeping: a goroutine removes set-aside pod directories; only it
+	// touches sweepFailed (the directories it logged it could not remove).
+	sweeping    atomic.Bool
+	sweepFailed map[string]bool
 }
 
 // NewManager returns a manager; Run starts it.

@@ -600,6 +600,7 @@ func TestOrphanedPodDirectoriesAreRemoved(t *testing.T) {
 	m.pods[desired.UID] = desired
 	m.mu.Unlock()
 	m.removeOrphanedPodDirs()
+	m.wg.Wait()
 	if _, err := os.Stat(filepath.Join(podsDir, "gone-uid")); err != nil {
 		t.Fatalf("removed before the sources spoke: %v", err)
 	}
@@ -607,6 +608,7 @@ func TestOrphanedPodDirectoriesAreRemoved(t *testing.T) {
 	m.synced = true
 	m.mu.Unlock()
 	m.removeOrphanedPodDirs()
+	m.wg.Wait()
 	entries, _ := os.ReadDir(podsDir)
 	if len(entries) != 1 || entries[0].Name() != string(desired.UID) {
 		var names []string
@@ -629,8 +631,10 @@ func TestPodDirectoriesAre0750(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, dir := range []string{filepath.Join(root, "pods"), f.podDir(uid), filepath.Join(f.podDir(uid), "volumes")} {
-			if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o750 {
-				t.Errorf("%s: %v %v, want 0750", dir, st.Mode(), err)
+			if st, err := os.Stat(dir); err != nil {
+				t.Error(err)
+			} else if st.Mode().Perm() != 0o750 {
+				t.Errorf("%s: %v, want 0750", dir, st.Mode())
 			}
 		}
 	}

@@ -68,16 +68,25 @@ func (l *clientLimiter) release(client string) {
 	<-l.slots
 }
 
-// sourceAddress is a connection's client: its IP address.
+// sourceAddress is a connection's client: its IPv4 address, its IPv6
+// /64 (one host holds a whole one), or "loopback" for any loopback
+// address (a local user may dial from every one of 127/8).
 func sourceAddress(a net.Addr) string {
+	var ip net.IP
 	if tcp, ok := a.(*net.TCPAddr); ok {
-		return tcp.IP.String()
+		ip = tcp.IP
+	} else if host, _, err := net.SplitHostPort(a.String()); err == nil {
+		ip = net.ParseIP(host)
 	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
+	switch {
+	case ip == nil:
 		return a.String()
+	case ip.IsLoopback():
+		return "loopback"
+	case ip.To4() != nil:
+		return ip.To4().String()
 	}
-	return host
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
 // limitedConn gives its slot back once, on the first Close.

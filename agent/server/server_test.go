@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -118,8 +119,8 @@ func TestLimitClientsKeepsRoomForOthers(t *testing.T) {
 		return err == io.EOF || errors.Is(err, syscall.ECONNRESET)
 	}
 	var flood []net.Conn
-	for range 6 {
-		flood = append(flood, dial("127.0.0.2"))
+	for i := range 6 { // one local user dialling from several loopback addresses
+		flood = append(flood, dial(fmt.Sprintf("127.0.0.%d", 2+i%3)))
 	}
 	var held []net.Conn
 	for range 3 {
@@ -130,17 +131,18 @@ func TestLimitClientsKeepsRoomForOthers(t *testing.T) {
 			t.Error("a connection past the client's share was not closed")
 		}
 	}
-	dial("127.0.0.3")
+	other := nonLoopback(t)
+	dial(other)
 	select {
 	case c := <-accepted:
-		if got := sourceAddress(c.RemoteAddr()); got != "127.0.0.3" {
-			t.Errorf("accepted %s, want the other client", got)
+		if got := sourceAddress(c.RemoteAddr()); got != other {
+			t.Errorf("accepted %s, want the other client %s", got, other)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("another client was not accepted while the first held its share")
 	}
 	held[0].Close()
-	dial("127.0.0.2")
+	dial("127.0.0.4")
 	select {
 	case <-accepted:
 	case <-time.After(5 * time.Second):
@@ -244,5 +246,33 @@ func TestLimitClientsCloseEndsAWaitingAccept(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Accept still waits for a slot after Close")
+	}
+}
+
+// nonLoopback is an IPv4 address of this host other than loopback.
+func nonLoopback(t *testing.T) string {
+	t.Helper()
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	t.Fatal("no IPv4 address but loopback on this host: the test needs a second client address")
+	return ""
+}
+
+func TestSourceAddressGroupsWhatOneHostHolds(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:5": "loopback", "127.8.9.10:5": "loopback", "[::1]:5": "loopback",
+		"10.0.0.7:5": "10.0.0.7", "[2001:db8:1:2:aaaa::1]:5": "2001:db8:1:2::/64", "[2001:db8:1:2:bbbb::9]:7": "2001:db8:1:2::/64",
+	} {
+		tcp, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sourceAddress(tcp); got != want {
+			t.Errorf("%s: %q, want %q", addr, got, want)
+		}
 	}
 }

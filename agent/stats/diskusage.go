@@ -31,8 +31,11 @@ type DiskUsage struct {
 	mu       sync.Mutex
 	measured map[string]Usage
 	asked    map[string]bool // read before their first measure
-	kick     chan struct{}
-	once     sync.Once
+	// failed could not be measured (a tree deeper than the walk goes):
+	// tried again each period, never at a reader's request.
+	failed map[string]bool
+	kick   chan struct{}
+	once   sync.Once
 }
 
 // Usage is a directory's measure.
@@ -56,14 +59,15 @@ func (d *DiskUsage) Get(dir string) (Usage, bool) {
 	d.init()
 	d.mu.Lock()
 	u, ok := d.measured[dir]
-	if !ok {
+	kick := !ok && !d.failed[dir]
+	if kick {
 		if d.asked == nil {
 			d.asked = map[string]bool{}
 		}
 		d.asked[dir] = true
 	}
 	d.mu.Unlock()
-	if !ok {
+	if kick {
 		select {
 		case d.kick <- struct{}{}:
 		default:
@@ -104,7 +108,7 @@ func (d *DiskUsage) measureAll(ctx context.Context) {
 			delete(d.measured, dir)
 		}
 	}
-	d.asked = nil
+	d.asked, d.failed = nil, nil
 	d.mu.Unlock()
 	for _, dir := range dirs {
 		if ctx.Err() != nil {
@@ -132,16 +136,21 @@ func (d *DiskUsage) measureNew(ctx context.Context) {
 
 func (d *DiskUsage) measure(dir string) {
 	b, i, err := d.Measure(dir)
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if err != nil {
 		d.Log.Debug("disk usage not measured", "dir", dir, "err", err)
+		delete(d.measured, dir)
+		if d.failed == nil {
+			d.failed = map[string]bool{}
+		}
+		d.failed[dir] = true
 		return
 	}
-	d.mu.Lock()
 	if d.measured == nil {
 		d.measured = map[string]Usage{}
 	}
 	d.measured[dir] = Usage{Bytes: b, Inodes: i, Time: d.Clock.Now()}
-	d.mu.Unlock()
 }
 
 // PodDirs are the directories the Summary reports for pods: each

@@ -2,8 +2,10 @@ package stats
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,6 +25,12 @@ type fakeWalks struct {
 }
 
 func (f *fakeWalks) measure(dir string) (int64, int64, error) {
+	if strings.HasSuffix(dir, "/deep") {
+		f.mu.Lock()
+		f.walks[dir]++
+		f.mu.Unlock()
+		return 0, 0, errors.New("deeper than 1024 directories")
+	}
 	if n := f.running.Add(1); n > f.most.Load() {
 		f.most.Store(n)
 	}
@@ -99,6 +107,24 @@ func TestDiskUsageWalksInTheBackgroundOnly(t *testing.T) {
 	}
 	if walks.most.Load() != 1 {
 		t.Errorf("%d walks ran at once, want 1", walks.most.Load())
+	}
+
+	// A tree the walk cannot measure is tried again each period, never at
+	// a reader's request.
+	mu.Lock()
+	dirs = []string{"/logs/deep"}
+	mu.Unlock()
+	d.Get("/logs/deep")
+	eventually("the deep tree's first walk", func() bool { return walks.count("/logs/deep") == 1 })
+	time.Sleep(10 * time.Millisecond)
+	for range 100 {
+		if _, ok := d.Get("/logs/deep"); ok {
+			t.Fatal("an unmeasured tree has a measure")
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := walks.count("/logs/deep"); n != 1 {
+		t.Errorf("the tree that cannot be measured was walked %d times on 100 reads, want once", n)
 	}
 	cancel()
 	select {

@@ -3,6 +3,7 @@ package volumes
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -26,13 +27,17 @@ func errNotFound(name string) error {
 
 // fuzzObjects holds one configMap and one secret, named cm and s, whose
 // keys are whatever the pod asks for (each value as long as its key name
-// times 100 bytes): the fuzzer reaches every path of the projection.
-type fuzzObjects struct{ keys map[string]bool }
+// times 100 bytes times grow): the fuzzer reaches every path of the
+// projection.
+type fuzzObjects struct {
+	keys map[string]bool
+	grow *int // the objects' resourceVersion, and how much their values grew
+}
 
 func (f fuzzObjects) data() map[string][]byte {
 	out := map[string][]byte{}
 	for k := range f.keys {
-		out[k] = []byte(strings.Repeat("x", 100*len(k)))
+		out[k] = []byte(strings.Repeat("x", 100*len(k)**f.grow))
 	}
 	return out
 }
@@ -41,14 +46,14 @@ func (f fuzzObjects) ConfigMap(_ context.Context, _, name string) (*corev1.Confi
 	if name != "cm" {
 		return nil, errNotFound(name)
 	}
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "1"}, BinaryData: f.data()}, nil
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: fmt.Sprint(*f.grow)}, BinaryData: f.data()}, nil
 }
 
 func (f fuzzObjects) Secret(_ context.Context, _, name string) (*corev1.Secret, error) {
 	if name != "s" {
 		return nil, errNotFound(name)
 	}
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "1"}, Data: f.data()}, nil
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{ResourceVersion: fmt.Sprint(*f.grow)}, Data: f.data()}, nil
 }
 
 func (f fuzzObjects) Token(_ context.Context, _ *corev1.Pod, _ *corev1.ServiceAccountTokenProjection) (string, time.Time, error) {
@@ -60,7 +65,7 @@ func (f fuzzObjects) Token(_ context.Context, _ *corev1.Pod, _ *corev1.ServiceAc
 // annotations and labels (the downward API writes them). Any pod that
 // passes validation is written entirely below its volume's directory,
 // within the limit, or refused; nothing panics and nothing lands
-// elsewhere.
+// elsewhere, also when the objects grow and the volumes are written again.
 func FuzzAPIPodContentVolumes(f *testing.F) {
 	f.Add([]byte(`{"metadata":{"annotations":{"a":"b"},"labels":{"l":"v"}},"spec":{"volumes":[{"name":"v","projected":{"sources":[
 		{"configMap":{"name":"cm","items":[{"key":"k","path":"a/b"},{"key":"k","path":"c","mode":256}]}},
@@ -81,7 +86,8 @@ func FuzzAPIPodContentVolumes(f *testing.F) {
 		if len(manifest.Validate(&pod)) > 0 {
 			return
 		}
-		objs := fuzzObjects{keys: map[string]bool{}}
+		grow := 1
+		objs := fuzzObjects{keys: map[string]bool{}, grow: &grow}
 		for _, v := range pod.Spec.Volumes {
 			for _, it := range allItems(&v) {
 				objs.keys[it.Key] = true
@@ -91,35 +97,37 @@ func FuzzAPIPodContentVolumes(f *testing.F) {
 		m := New(Config{Root: root, Objects: objs, HostIP: "10.0.0.1", Clock: clocktesting.NewFakeClock(time.Unix(1_000_000, 0)), Limit: 64 << 10,
 			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")},
 			Tmpfs:       func(string, int64) error { return nil }})
-		_, failures := m.SetUp(context.Background(), &pod)
-		failed := map[string]bool{}
-		for _, f := range failures {
-			failed[f.Volume] = true
-		}
-		podVolumes := filepath.Join(root, "pods", "uid-1", "volumes")
-		var written int64
-		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || p == root || strings.HasPrefix(podVolumes, p) {
-				return err
+		for ; grow <= 4; grow *= 4 {
+			_, failures := m.SetUp(context.Background(), &pod)
+			failed := map[string]bool{}
+			for _, f := range failures {
+				failed[f.Volume] = true
 			}
-			if !strings.HasPrefix(p, podVolumes+"/") {
-				t.Fatalf("%s written outside the pod's volumes", p)
+			podVolumes := filepath.Join(root, "pods", "uid-1", "volumes")
+			var written int64
+			filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+				if err != nil || p == root || strings.HasPrefix(podVolumes, p) {
+					return err
+				}
+				if !strings.HasPrefix(p, podVolumes+"/") {
+					t.Fatalf("%s written outside the pod's volumes", p)
+				}
+				if d.Type().IsRegular() {
+					info, _ := d.Info()
+					written += info.Size()
+				}
+				return nil
+			})
+			if written > 64<<10 {
+				t.Fatalf("%d bytes on disk (objects grown %dx), over the 64 KiB limit", written, grow)
 			}
-			if d.Type().IsRegular() {
-				info, _ := d.Info()
-				written += info.Size()
-			}
-			return nil
-		})
-		if written > 64<<10 {
-			t.Fatalf("%d bytes written, over the 64 KiB limit", written)
-		}
-		for _, v := range pod.Spec.Volumes {
-			if !Handles(&v) || failed[v.Name] {
-				continue
-			}
-			if _, err := os.Readlink(filepath.Join(Dir(root, pod.UID, &v), "..data")); err != nil {
-				t.Fatalf("volume %s neither written nor refused: %v", v.Name, err)
+			for _, v := range pod.Spec.Volumes {
+				if !Handles(&v) || failed[v.Name] {
+					continue
+				}
+				if _, err := os.Readlink(filepath.Join(Dir(root, pod.UID, &v), "..data")); err != nil {
+					t.Fatalf("volume %s neither written nor refused: %v", v.Name, err)
+				}
 			}
 		}
 	})

@@ -72,12 +72,15 @@ type Manager struct {
 }
 
 // volumeState is what the manager last made of a volume: the content's
-// key, its charge, and whether that content is what the disk holds.
+// key, its charge, whether that content is what the disk holds, and the
+// charge of what the disk holds (an older content, when the newer one was
+// refused).
 type volumeState struct {
 	key     uint64
 	charge  int64
 	files   int
 	written bool
+	onDisk  int64
 }
 
 // New returns a manager writing under <root>/pods/<uid>/volumes.
@@ -140,8 +143,15 @@ var ErrTooLarge = errors.New("content over the limit")
 func (m *Manager) SetUp(ctx context.Context, pod *corev1.Pod) (time.Duration, []Failure) {
 	var refresh time.Duration
 	var failures []Failure
-	var used int64
 	own := owner(pod)
+	// What the pod's content volumes hold now; a volume refused keeps its
+	// older content, which still counts.
+	var held int64
+	m.mu.Lock()
+	for _, st := range m.state[pod.UID] {
+		held += st.onDisk
+	}
+	m.mu.Unlock()
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
 		if !Handles(v) {
@@ -150,7 +160,7 @@ func (m *Manager) SetUp(ctx context.Context, pod *corev1.Pod) (time.Duration, []
 		dir := Dir(m.root, pod.UID, v)
 		c, err := m.resolve(ctx, pod, v)
 		if err == nil {
-			err = m.write(pod.UID, dir, v, c, own, &used)
+			err = m.write(pod.UID, dir, v, c, own, &held)
 		}
 		if err != nil {
 			_, statErr := os.Lstat(filepath.Join(dir, "..data"))
@@ -169,27 +179,28 @@ func (m *Manager) SetUp(ctx context.Context, pod *corev1.Pod) (time.Duration, []
 
 // write writes a volume's files unless they are what this manager last
 // wrote there (a pod syncs every few seconds, and its volumes rarely
-// change), or refuses them when, with what the pod's other content
-// volumes hold (used), they pass the limit.
-func (m *Manager) write(uid types.UID, dir string, v *corev1.Volume, c *content, own atomicdir.Owner, used *int64) error {
+// change), or refuses them when, in place of what the volume holds now and
+// with what the pod's other content volumes hold (held is all of it), they
+// pass the limit; held is updated.
+func (m *Manager) write(uid types.UID, dir string, v *corev1.Volume, c *content, own atomicdir.Owner, held *int64) error {
 	key := c.key(own)
 	m.mu.Lock()
 	st, ok := m.state[uid][v.Name]
 	m.mu.Unlock()
 	if !ok || st.key != key {
-		st = volumeState{key: key}
+		st.key, st.written = key, false
 		st.charge, st.files = c.charge()
 	}
-	if *used+st.charge > m.limit {
+	others := *held - st.onDisk
+	if others+st.charge > m.limit {
 		m.remember(uid, v.Name, st)
-		if *used > 0 {
+		if others > 0 {
 			return fmt.Errorf("%w: %s in %d files, and %s in the pod's other content volumes: more than the %s a pod's configMap, secret, downwardAPI and projected volumes may hold together (--pod-volume-content-limit)",
-				ErrTooLarge, size(st.charge), st.files, size(*used), size(m.limit))
+				ErrTooLarge, size(st.charge), st.files, size(others), size(m.limit))
 		}
 		return fmt.Errorf("%w: %s in %d files, more than the %s a pod's configMap, secret, downwardAPI and projected volumes may hold together (--pod-volume-content-limit)",
 			ErrTooLarge, size(st.charge), st.files, size(m.limit))
 	}
-	*used += st.charge
 	if st.written {
 		if _, err := os.Lstat(filepath.Join(dir, "..data")); err == nil {
 			return nil
@@ -214,7 +225,8 @@ func (m *Manager) write(uid types.UID, dir string, v *corev1.Volume, c *content,
 	if _, err := atomicdir.Write(dir, files, own); err != nil {
 		return err
 	}
-	st.written = true
+	st.written, st.onDisk = true, st.charge
+	*held = others + st.charge
 	m.remember(uid, v.Name, st)
 	return nil
 }

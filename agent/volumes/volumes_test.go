@@ -268,3 +268,50 @@ func TestContentOverTheLimitIsRefusedUnwritten(t *testing.T) {
 		t.Errorf("tmpfs sizes %v, want one of twice the limit and a MiB", mounted)
 	}
 }
+
+// A volume refused keeps its older content on disk, and that counts: a
+// volume that grows cannot take the room another volume still holds, so
+// what the pod's volumes hold never passes the limit.
+func TestContentHeldOnDiskCountsTowardTheLimit(t *testing.T) {
+	cm := func(rv string, n int) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: rv}, Data: map[string]string{"k": strings.Repeat("x", n)}}
+	}
+	objs := &fakeObjects{configMaps: map[string]*corev1.ConfigMap{"ns/a": cm("1", 10), "ns/b": cm("1", 900<<10)}}
+	root := t.TempDir()
+	m := New(Config{Root: root, Objects: objs, Clock: clocktesting.NewFakeClock(time.Unix(1_000_000, 0)), Limit: 1 << 20, Tmpfs: func(string, int64) error { return nil }})
+	vol := func(name string) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}
+	}
+	pod := volumePod(vol("a"), vol("b"))
+	if _, failures := m.SetUp(context.Background(), pod); len(failures) != 0 {
+		t.Fatal(failures)
+	}
+	onDisk := func() int64 {
+		var n int64
+		filepath.Walk(filepath.Join(root, "pods"), func(_ string, info os.FileInfo, err error) error {
+			if err == nil && info.Mode().IsRegular() {
+				n += info.Size()
+			}
+			return nil
+		})
+		return n
+	}
+	// a grows to 900 KiB while b holds its 900 KiB: a is refused.
+	objs.configMaps["ns/a"] = cm("2", 900<<10)
+	_, failures := m.SetUp(context.Background(), pod)
+	if len(failures) != 1 || failures[0].Volume != "a" || failures[0].Blocking {
+		t.Fatalf("failures %v, want a refused (it keeps its older content)", failures)
+	}
+	if n := onDisk(); n > 1<<20 {
+		t.Errorf("%d bytes on disk, over the 1 MiB limit", n)
+	}
+	// b shrinks: a fits at the next sync (b is written after a's turn).
+	objs.configMaps["ns/b"] = cm("2", 10)
+	m.SetUp(context.Background(), pod)
+	if _, failures := m.SetUp(context.Background(), pod); len(failures) != 0 {
+		t.Errorf("after b shrank: %v", failures)
+	}
+	if n := onDisk(); n > 1<<20 || n < 900<<10 {
+		t.Errorf("%d bytes on disk: want a's 900 KiB and b's few", n)
+	}
+}

@@ -54,13 +54,28 @@ func (c *client) findPod(name string) (*corev1.Pod, error) {
 	return findIn(pods, name)
 }
 
+// findIn is the one pod name names. A name that several pods answer to
+// (the same name in two namespaces, or one pod's name and another's
+// manifest name) is refused with the choices: a pod author must not be
+// able to put their pod where the operator meant another.
 func findIn(pods []corev1.Pod, name string) (*corev1.Pod, error) {
+	var found []*corev1.Pod
 	for i := range pods {
 		if podMatches(&pods[i], name) {
-			return &pods[i], nil
+			found = append(found, &pods[i])
 		}
 	}
-	return nil, fmt.Errorf("pods %q not found", name)
+	switch len(found) {
+	case 0:
+		return nil, fmt.Errorf("pods %q not found", name)
+	case 1:
+		return found[0], nil
+	}
+	var names []string
+	for _, p := range found {
+		names = append(names, p.Namespace+"/"+p.Name)
+	}
+	return nil, fmt.Errorf("pod name %q matches %d pods (%s): name one as NAMESPACE/NAME", name, len(found), strings.Join(names, ", "))
 }
 
 // podMatches: name is the pod's, or its manifest's (the pod's without the

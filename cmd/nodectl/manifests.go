@@ -98,14 +98,14 @@ func (c *client) deletePod(name string, wait bool, grace *int64) error {
 }
 
 // deleteLocal removes <dir>/<name>.yaml, name being the manifest's own
-// (the node suffix of a listed name is dropped when the file is not
-// there). Only a valid pod name is turned into a file name. The agent may
-// be down and its read-only port anyone's: what it lists only tells where
-// the node suffix starts, never another name.
+// (a suffix of this host's name is dropped when the file is not there).
+// Only a valid pod name is turned into a file name. The agent may be down
+// and its read-only port anyone's: nothing it lists is used.
 func (c *client) deleteLocal(name string, wait bool) error {
 	candidates := []string{name}
-	if pod, err := c.findPod(name); err == nil {
-		if bare := strings.TrimSuffix(pod.Name, "-"+strings.ToLower(pod.Spec.NodeName)); bare != name && strings.HasPrefix(name, bare+"-") {
+	// The node suffix is this host's name (the agent's default node name).
+	if host, err := os.Hostname(); err == nil {
+		if bare, ok := strings.CutSuffix(name, "-"+strings.ToLower(host)); ok && bare != "" {
 			candidates = append(candidates, bare)
 		}
 	}

@@ -35,7 +35,7 @@ func DirUsage(dir string) (bytes, inodes int64, err error) {
 		unix.Close(fd)
 		return 0, 0, fmt.Errorf("measure %s: %w", dir, err)
 	}
-	w.count(&st)
+	w.count(&st) // a directory: never remembered
 	if err := w.walk(os.NewFile(uintptr(fd), dir), 1); err != nil {
 		return 0, 0, fmt.Errorf("measure %s: %w", dir, err)
 	}
@@ -49,19 +49,27 @@ type walker struct {
 	seen          map[fileID]struct{}
 }
 
+// MaxLinked bounds the files with more than one link a walk remembers
+// (about 50 bytes each); a tree with more is not measured.
+const MaxLinked = 1 << 17
+
 // count adds a file once. Only a file with more than one link can be met
 // again, so only those are remembered: a tree of a million files costs
-// the walk no memory per file.
-func (w *walker) count(st *unix.Stat_t) {
+// the walk no memory per file, and one of linked files at most MaxLinked.
+func (w *walker) count(st *unix.Stat_t) error {
 	if st.Nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		id := fileID{uint64(st.Dev), st.Ino}
 		if _, ok := w.seen[id]; ok {
-			return
+			return nil
+		}
+		if len(w.seen) >= MaxLinked {
+			return fmt.Errorf("more than %d files with several links", MaxLinked)
 		}
 		w.seen[id] = struct{}{}
 	}
 	w.bytes += st.Blocks * 512
 	w.inodes++
+	return nil
 }
 
 // walk counts what dir holds; it closes dir.
@@ -81,7 +89,9 @@ func (w *walker) walk(dir *os.File, depth int) error {
 				}
 				return err
 			}
-			w.count(&st)
+			if err := w.count(&st); err != nil {
+				return err
+			}
 			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 				continue
 			}

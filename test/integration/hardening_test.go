@@ -402,8 +402,10 @@ func TestLeftoverPodDirectoryIsCleanedUp(t *testing.T) {
 	pod := n.waitRunning("left")
 	podDir := filepath.Join(n.agent.RootDir, "pods", string(pod.UID))
 	for _, dir := range []string{filepath.Join(n.agent.RootDir, "pods"), podDir, filepath.Join(podDir, "volumes")} {
-		if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o750 {
-			t.Errorf("%s: %v %v, want 0750", dir, st.Mode().Perm(), err)
+		if st, err := os.Stat(dir); err != nil {
+			t.Error(err)
+		} else if st.Mode().Perm() != 0o750 {
+			t.Errorf("%s: %v, want 0750", dir, st.Mode().Perm())
 		}
 	}
 	if len(mountsUnder(t, podDir)) == 0 {
