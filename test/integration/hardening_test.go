@@ -336,37 +336,31 @@ func TestClusterHalfOpenConnectionsLeaveTheKubeletServerServing(t *testing.T) {
 	pod := runningAPIPod(t, cp, n, "besieged")
 	addr := net.JoinHostPort(nodeAddress, strconv.Itoa(n.agent.KubeletPort))
 	stop := make(chan struct{})
-	var opened, held atomic.Int64
+	end := time.Now().Add(30 * time.Second)
+	var opened atomic.Int64
 	var wg sync.WaitGroup
 	for range 2000 {
 		wg.Go(func() {
 			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, Timeout: 5 * time.Second}
 			buf := make([]byte, 1)
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for time.Now().Before(end) {
 				c, err := d.Dial("tcp", addr)
 				if err != nil {
 					time.Sleep(50 * time.Millisecond)
 					continue
 				}
 				opened.Add(1)
-				held.Add(1)
 				start := time.Now()
-				go func() { <-stop; c.Close() }()
-				c.Read(buf) // until the agent closes it
+				c.SetDeadline(end)
+				c.Read(buf) // until the agent closes it, or the siege ends
 				c.Close()
-				held.Add(-1)
 				if time.Since(start) < 100*time.Millisecond {
 					time.Sleep(50 * time.Millisecond) // refused at once: come back
 				}
 			}
 		})
 	}
-	time.AfterFunc(30*time.Second, func() { close(stop) })
+	time.AfterFunc(time.Until(end), func() { close(stop) })
 	f := watchNodeUnderFlood(t, cp, n, pod, stop)
 	wg.Wait()
 	logs50, logsMax := spread(f.logs)
