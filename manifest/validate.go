@@ -347,15 +347,14 @@ func validateVolumePaths(v *corev1.Volume, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(fp, s, "must not start with '..'"))
 		}
 	}
-	items := func(fp *field.Path, list []corev1.KeyToPath) {
-		for i, it := range list {
-			check(fp.Index(i).Child("path"), it.Path)
+	each := func(fp *field.Path, n int, path func(int) string) {
+		for i := range n {
+			check(fp.Index(i).Child("path"), path(i))
 		}
 	}
+	items := func(fp *field.Path, list []corev1.KeyToPath) { each(fp, len(list), func(i int) string { return list[i].Path }) }
 	files := func(fp *field.Path, list []corev1.DownwardAPIVolumeFile) {
-		for i, it := range list {
-			check(fp.Index(i).Child("path"), it.Path)
-		}
+		each(fp, len(list), func(i int) string { return list[i].Path })
 	}
 	switch {
 	case v.ConfigMap != nil:
