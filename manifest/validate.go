@@ -352,7 +352,9 @@ func validateVolumePaths(v *corev1.Volume, p *field.Path) field.ErrorList {
 			check(fp.Index(i).Child("path"), path(i))
 		}
 	}
-	items := func(fp *field.Path, list []corev1.KeyToPath) { each(fp, len(list), func(i int) string { return list[i].Path }) }
+	items := func(fp *field.Path, list []corev1.KeyToPath) {
+		each(fp, len(list), func(i int) string { return list[i].Path })
+	}
 	files := func(fp *field.Path, list []corev1.DownwardAPIVolumeFile) {
 		each(fp, len(list), func(i int) string { return list[i].Path })
 	}
