@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -14,6 +13,7 @@ import (
 
 	"nodeagent/cgroups"
 	"nodeagent/internal/fsinfo"
+	"nodeagent/internal/layout"
 )
 
 // Observation is one reading of a signal.
@@ -255,8 +255,8 @@ func (u HostUsage) Containers(pod *corev1.Pod) map[string]ContainerUsage {
 // and of its writable layers when they share the node filesystem.
 func (u HostUsage) Disk(pod *corev1.Pod) (bytes, inodes int64, ok bool) {
 	for _, dir := range []string{
-		filepath.Join(u.RootDir, "pods", string(pod.UID), "volumes"),
-		filepath.Join(u.LogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID)),
+		layout.Root(u.RootDir).Volumes(pod.UID),
+		layout.Logs(u.LogsDir).Pod(pod.Namespace, pod.Name, pod.UID),
 	} {
 		b, i, err := fsinfo.DirUsage(dir)
 		if err != nil {
@@ -285,6 +285,6 @@ func (u HostUsage) ImageFs(pod *corev1.Pod) (bytes, inodes int64, ok bool) {
 
 // EmptyDir implements PodUsage: the bytes a disk emptyDir volume holds.
 func (u HostUsage) EmptyDir(pod *corev1.Pod, volume string) (int64, error) {
-	b, _, err := fsinfo.DirUsage(filepath.Join(u.RootDir, "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", volume))
+	b, _, err := fsinfo.DirUsage(layout.Root(u.RootDir).EmptyDir(pod.UID, volume))
 	return b, err
 }

@@ -6,19 +6,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"nodeagent/agent/volumes"
+	"nodeagent/internal/layout"
 )
 
 // nodeFiles makes what pods' configs point at, under <root>/pods/<uid> in
 // the kubelet's layout (criconfig.Host).
-type nodeFiles struct{ root string }
+type nodeFiles struct{ root layout.Root }
 
-func (f nodeFiles) podDir(uid types.UID) string { return filepath.Join(f.root, "pods", string(uid)) }
+func (f nodeFiles) podDir(uid types.UID) string { return f.root.Pod(uid) }
 
 // podDirMode is the kubelet's for <root>/pods, a pod's directory and its
 // volumes directory: secret files below must not be any local user's.
@@ -28,10 +28,10 @@ const podDirMode = 0o750
 // directory 0750 (whatever the umask, and also when an older agent made
 // them 0755), before anything is written below them.
 func (f nodeFiles) makePodDirs(uid types.UID) error {
-	if err := os.MkdirAll(f.root, podDirMode); err != nil {
+	if err := os.MkdirAll(string(f.root), podDirMode); err != nil {
 		return err
 	}
-	for _, dir := range []string{filepath.Join(f.root, "pods"), f.podDir(uid), filepath.Join(f.podDir(uid), "volumes")} {
+	for _, dir := range []string{f.root.Pods(), f.root.Pod(uid), f.root.Volumes(uid)} {
 		if err := os.Mkdir(dir, podDirMode); err != nil && !os.IsExist(err) {
 			return err
 		}
@@ -53,7 +53,7 @@ func (f nodeFiles) makePodDirs(uid types.UID) error {
 
 // EmptyDir creates the volume's directory, a tmpfs for medium Memory.
 func (f nodeFiles) EmptyDir(pod *corev1.Pod, v *corev1.Volume) (string, error) {
-	dir := filepath.Join(f.podDir(pod.UID), "volumes", "kubernetes.io~empty-dir", v.Name)
+	dir := f.root.EmptyDir(pod.UID, v.Name)
 	// 0777 whatever the umask, as the kubelet: any user the containers
 	// run as may write there.
 	if err := volumes.MkdirMode(dir, 0o777); err != nil {
@@ -79,14 +79,14 @@ func (nodeFiles) HostPath(v *corev1.HostPathVolumeSource) (string, error) {
 
 // SubPath binds sub at <pod dir>/volume-subpaths/<volume>/<container>/<index>.
 func (f nodeFiles) SubPath(pod *corev1.Pod, volume, container string, index int, volumePath, sub string) (string, error) {
-	target := filepath.Join(f.podDir(pod.UID), "volume-subpaths", volume, container, strconv.Itoa(index))
+	target := f.root.SubPath(pod.UID, volume, container, index)
 	return target, bindSubPath(volumePath, sub, target)
 }
 
 // ContentVolume is the directory of a configMap, secret, downwardAPI or
 // projected volume, once the volume manager has written it.
 func (f nodeFiles) ContentVolume(pod *corev1.Pod, v *corev1.Volume) (string, error) {
-	dir := volumes.Dir(f.root, pod.UID, v)
+	dir := volumes.Dir(string(f.root), pod.UID, v)
 	if _, err := os.Lstat(filepath.Join(dir, "..data")); err != nil {
 		return "", fmt.Errorf("not set up: %w", err)
 	}
@@ -98,7 +98,7 @@ func (f nodeFiles) HostsFile(pod *corev1.Pod, content []byte) (string, error) {
 	if err := f.makePodDirs(pod.UID); err != nil {
 		return "", err
 	}
-	file := filepath.Join(f.podDir(pod.UID), "etc-hosts")
+	file := f.root.HostsFile(pod.UID)
 	return file, os.WriteFile(file, content, 0o644)
 }
 
@@ -106,7 +106,7 @@ func (f nodeFiles) HostsFile(pod *corev1.Pod, content []byte) (string, error) {
 // container's terminationMessagePath: under the pod's directory, with a
 // random name, writable by any user the container runs as.
 func (f nodeFiles) TerminationMessageFile(pod *corev1.Pod, container string) (string, error) {
-	dir := filepath.Join(f.podDir(pod.UID), "containers", container)
+	dir := f.root.Container(pod.UID, container)
 	if err := os.MkdirAll(dir, podDirMode); err != nil {
 		return "", err
 	}

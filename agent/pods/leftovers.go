@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"nodeagent/internal/layout"
 	"nodeagent/internal/mounts"
 )
 
@@ -34,7 +35,7 @@ func (m *Manager) removeOrphanedPodDirs() {
 // setAsideOrphans renames the directories of gone pods out of the way and
 // reports whether any set-aside directory waits for removal.
 func (m *Manager) setAsideOrphans() bool {
-	root := filepath.Join(m.opts.RootDir, "pods")
+	root := layout.Root(m.opts.RootDir).Pods()
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		if !os.IsNotExist(err) {
@@ -79,7 +80,7 @@ func (m *Manager) setAsideOrphan(root string, uid types.UID) bool {
 // sweepOrphans removes the set-aside directories; one that cannot be
 // removed is logged once and tried again at the next housekeeping.
 func (m *Manager) sweepOrphans() {
-	root := filepath.Join(m.opts.RootDir, "pods")
+	root := layout.Root(m.opts.RootDir).Pods()
 	entries, _ := os.ReadDir(root)
 	for _, e := range entries {
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), orphanPrefix) {

@@ -25,6 +25,7 @@ import (
 	"nodeagent/agent/status"
 	"nodeagent/agent/volumes"
 	"nodeagent/cgroups"
+	"nodeagent/internal/layout"
 	"nodeagent/internal/notify"
 	"nodeagent/internal/qos"
 	"nodeagent/manifest"
@@ -228,10 +229,10 @@ func NewManager(opts Options, deps Deps) *Manager {
 			MemoryQoS: opts.MemoryQoS, MemoryThrottlingFactor: opts.MemoryThrottlingFactor, AllocatableMemory: opts.AllocatableMemory,
 			ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain, ResolvConf: opts.ResolvConf,
 			SeccompRoot: filepath.Join(opts.RootDir, "seccomp"),
-		}, nodeFiles{root: opts.RootDir}, deps.Objects),
+		}, nodeFiles{root: layout.Root(opts.RootDir)}, deps.Objects),
 		volumes: volumes.New(volumes.Config{Root: opts.RootDir, Objects: deps.Objects, Allocatable: opts.Allocatable, HostIP: opts.NodeIP,
 			Tmpfs: mountSizedTmpfs, Clock: deps.Clock, Limit: opts.VolumeContentLimit}),
-		files:        nodeFiles{root: opts.RootDir},
+		files:        nodeFiles{root: layout.Root(opts.RootDir)},
 		objects:      deps.Objects,
 		restarts:     newRestartBackOff(deps.Clock, opts.MaxRestartBackOff),
 		imagePulls:   newImagePullBackOff(deps.Clock),

@@ -31,6 +31,7 @@ import (
 	"nodeagent/cgroups"
 	"nodeagent/cri"
 	"nodeagent/cri/critest"
+	"nodeagent/internal/layout"
 	"nodeagent/manifest"
 )
 
@@ -623,7 +624,7 @@ func TestOrphanedPodDirectoriesAreRemoved(t *testing.T) {
 // them 0755: secret files below are no local user's.
 func TestPodDirectoriesAre0750(t *testing.T) {
 	root := t.TempDir()
-	f := nodeFiles{root: root}
+	f := nodeFiles{root: layout.Root(root)}
 	os.MkdirAll(filepath.Join(root, "pods", "old", "volumes"), 0o755)
 	os.Chmod(filepath.Join(root, "pods"), 0o755)
 	for _, uid := range []types.UID{"new", "old"} {

@@ -18,6 +18,7 @@ import (
 	"nodeagent/agent/pleg"
 	"nodeagent/agent/source"
 	"nodeagent/cri"
+	"nodeagent/internal/layout"
 	"nodeagent/manifest"
 )
 
@@ -464,7 +465,7 @@ func TestSidecarsKeepThePodRunningUntilStopped(t *testing.T) {
 
 func TestNodeFilesLayout(t *testing.T) {
 	root := t.TempDir()
-	files := nodeFiles{root: root}
+	files := nodeFiles{root: layout.Root(root)}
 	pod := testPod(corev1.RestartPolicyAlways, "web")
 	msg, err := files.TerminationMessageFile(pod, "web")
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"nodeagent/agent/pods/criconfig"
 	"nodeagent/agent/source"
 	"nodeagent/cri"
+	"nodeagent/internal/layout"
 	"nodeagent/internal/mounts"
 	"nodeagent/internal/qos"
 	"nodeagent/internal/sat"
@@ -278,13 +279,13 @@ func (w *worker) killAndClean(ctx context.Context) error {
 
 // podDirs are the pod's log directories and its volume directory.
 func (w *worker) podDirs(rt *pleg.PodRuntime) []string {
-	dirs := []string{filepath.Join(w.m.opts.RootDir, "pods", string(w.uid))}
+	dirs := []string{layout.Root(w.m.opts.RootDir).Pod(w.uid)}
 	seen := map[string]bool{}
 	add := func(ns, name string) {
 		if ns == "" || name == "" {
 			return
 		}
-		d := filepath.Join(w.m.opts.PodLogsDir, fmt.Sprintf("%s_%s_%s", ns, name, w.uid))
+		d := layout.Logs(w.m.opts.PodLogsDir).Pod(ns, name, w.uid)
 		if !seen[d] {
 			seen[d] = true
 			dirs = append(dirs, d)

@@ -8,7 +8,9 @@ import (
 
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 
+	"nodeagent/internal/layout"
 	"nodeagent/internal/mounts"
 	"nodeagent/internal/sat"
 )
@@ -54,9 +56,9 @@ func isMountPoint(dir string) (bool, error) {
 // releaseVolumes tears down a finished pod's volumes: every mount under
 // the pod's directory (tmpfs emptyDirs, subPath binds) is detached first,
 // then the emptyDirs and subPath targets are removed.
-func releaseVolumes(podDir string) error {
-	if err := mounts.UnmountUnder(podDir); err != nil {
+func releaseVolumes(root layout.Root, uid types.UID) error {
+	if err := mounts.UnmountUnder(root.Pod(uid)); err != nil {
 		return err
 	}
-	return errors.Join(os.RemoveAll(filepath.Join(podDir, "volumes")), os.RemoveAll(filepath.Join(podDir, "volume-subpaths")))
+	return errors.Join(os.RemoveAll(root.Volumes(uid)), os.RemoveAll(root.SubPaths(uid)))
 }

@@ -3,7 +3,6 @@ package stats
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodeagent/internal/fsinfo"
+	"nodeagent/internal/layout"
 )
 
 // DiskUsage measures what the pods' logs and disk emptyDir volumes take,
@@ -175,9 +175,9 @@ func PodDirs(pods []corev1.Pod, rootDir, logsDir string) []string {
 }
 
 func logDir(logsDir string, pod *corev1.Pod, container string) string {
-	return filepath.Join(logsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), container)
+	return layout.Logs(logsDir).Container(pod.Namespace, pod.Name, pod.UID, container)
 }
 
 func emptyDirDir(rootDir string, pod *corev1.Pod, volume string) string {
-	return filepath.Join(rootDir, "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", volume)
+	return layout.Root(rootDir).EmptyDir(pod.UID, volume)
 }

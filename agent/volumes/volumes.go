@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodeagent/internal/atomicdir"
+	"nodeagent/internal/layout"
 )
 
 // Objects reads what volumes reference in the API server. Missing objects
@@ -98,13 +99,13 @@ func New(cfg Config) *Manager {
 func plugin(v *corev1.Volume) string {
 	switch {
 	case v.ConfigMap != nil:
-		return "kubernetes.io~configmap"
+		return layout.PluginConfigMap
 	case v.Secret != nil:
-		return "kubernetes.io~secret"
+		return layout.PluginSecret
 	case v.DownwardAPI != nil:
-		return "kubernetes.io~downward-api"
+		return layout.PluginDownwardAPI
 	case v.Projected != nil:
-		return "kubernetes.io~projected"
+		return layout.PluginProjected
 	}
 	return ""
 }
@@ -114,7 +115,7 @@ func Handles(v *corev1.Volume) bool { return plugin(v) != "" }
 
 // Dir is where volume v of the pod lives, in the kubelet's layout.
 func Dir(root string, uid types.UID, v *corev1.Volume) string {
-	return filepath.Join(root, "pods", string(uid), "volumes", plugin(v), v.Name)
+	return layout.Root(root).Volume(uid, plugin(v), v.Name)
 }
 
 // Failure is a volume that could not be written.

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +21,7 @@ import (
 
 	"nodeagent/cri"
 	"nodeagent/internal/cli"
+	"nodeagent/internal/layout"
 	"nodeagent/manifest"
 )
 
@@ -226,7 +225,7 @@ func logFile(p *corev1.Pod, cs corev1.ContainerStatus, logsDir string, previous 
 	if err := checkPathNames(p, cs.Name); err != nil {
 		return logTarget{}, err
 	}
-	file := filepath.Join(logsDir, fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), cs.Name, strconv.Itoa(int(n))+".log")
+	file := layout.Logs(logsDir).File(p.Namespace, p.Name, p.UID, cs.Name, int(n))
 	st, err := os.Lstat(file)
 	if err != nil {
 		return logTarget{}, fmt.Errorf("read logs: %w", err)

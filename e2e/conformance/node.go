@@ -16,6 +16,7 @@ import (
 
 	"nodeagent/api"
 	"nodeagent/internal/crilog"
+	"nodeagent/internal/layout"
 )
 
 // Node is the live agent under test, as its public interfaces show it.
@@ -212,7 +213,7 @@ func (t *T) WaitPod(listed string, timeout time.Duration, what string, check fun
 
 // Logs is a container's log (its current instance's file), as text.
 func (t *T) Logs(p *corev1.Pod, container string) (string, error) {
-	dir := filepath.Join(t.node.PodLogsDir, p.Namespace+"_"+p.Name+"_"+string(p.UID), container)
+	dir := layout.Logs(t.node.PodLogsDir).Container(p.Namespace, p.Name, p.UID, container)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", fmt.Errorf("container %s logs: %w", container, err)

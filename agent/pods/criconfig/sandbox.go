@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -12,12 +11,13 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/cri"
+	"nodeagent/internal/layout"
 	"nodeagent/internal/sysctl"
 )
 
 // LogDir is the kubelet's pod log directory: <podLogsDir>/<ns>_<name>_<uid>.
 func LogDir(root string, pod *corev1.Pod) string {
-	return filepath.Join(root, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID))
+	return layout.Logs(root).Pod(pod.Namespace, pod.Name, pod.UID)
 }
 
 // sandboxConfig builds the PodSandboxConfig as the kubelet does: metadata

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"nodeagent/agent/pods/criconfig"
+	"nodeagent/internal/layout"
 	"nodeagent/internal/qos"
 	"nodeagent/manifest"
 )
@@ -66,7 +67,7 @@ func (f *configFloor) cleanup(ctx context.Context) {
 type benchHost struct{ dir string }
 
 func (h benchHost) podDir(pod *corev1.Pod, sub ...string) (string, error) {
-	dir := filepath.Join(append([]string{h.dir, "pods", string(pod.UID)}, sub...)...)
+	dir := filepath.Join(append([]string{layout.Root(h.dir).Pod(pod.UID)}, sub...)...)
 	return dir, os.MkdirAll(dir, 0o755)
 }
 
