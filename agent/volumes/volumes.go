@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodeagent/internal/atomicdir"
+	"nodeagent/internal/bytesize"
 	"nodeagent/internal/layout"
 )
 
@@ -241,18 +242,8 @@ func (m *Manager) remember(uid types.UID, volume string, st volumeState) {
 	m.state[uid][volume] = st
 }
 
-// size prints a byte count for people: "2.6GiB", "900KiB", "16MiB".
-func size(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	f, i := float64(n), 0
-	for f >= 1024 && i < len(units)-1 {
-		f, i = f/1024, i+1
-	}
-	if f == float64(int64(f)) {
-		return fmt.Sprintf("%d%s", int64(f), units[i])
-	}
-	return fmt.Sprintf("%.1f%s", f, units[i])
-}
+// size prints a byte count for people.
+func size(n int64) string { return bytesize.Binary(uint64(max(n, 0))) }
 
 // MkdirMode creates a volume directory with exactly mode, whatever the
 // umask.

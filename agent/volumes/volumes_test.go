@@ -242,7 +242,7 @@ func TestContentOverTheLimitIsRefusedUnwritten(t *testing.T) {
 			t.Fatalf("failures %v, want one blocking ErrTooLarge", failures)
 		}
 		msg := failures[0].Error()
-		for _, want := range []string{`volume "huge"`, "2.6GiB in 3000 files", "8MiB"} {
+		for _, want := range []string{`volume "huge"`, "2.6Gi in 3000 files", "8.0Mi"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("message %q does not say %q", msg, want)
 			}

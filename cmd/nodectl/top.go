@@ -10,6 +10,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"nodeagent/api"
+	"nodeagent/internal/bytesize"
 )
 
 // topPods prints each pod's CPU and memory from /stats/summary, in
@@ -106,27 +107,14 @@ func (c *client) cgroups(output string) error {
 		}
 		limit := "max"
 		if e.MemoryLimit >= 0 {
-			limit = bytesText(uint64(e.MemoryLimit))
+			limit = bytesize.Binary(uint64(e.MemoryLimit))
 		}
 		pids := fmt.Sprint(e.Pids)
 		if e.PidsLimit >= 0 {
 			pids += fmt.Sprintf("/%d", e.PidsLimit)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, orNone(e.Pod), orNone(e.QOS), shares, quota, limit,
-			bytesText(e.Memory), bytesText(e.WorkingSet), pids)
+			bytesize.Binary(e.Memory), bytesize.Binary(e.WorkingSet), pids)
 	}
 	return tw.Flush()
-}
-
-// bytesText is a byte count in binary units, one decimal.
-func bytesText(b uint64) string {
-	units := []string{"B", "Ki", "Mi", "Gi", "Ti"}
-	v, i := float64(b), 0
-	for v >= 1024 && i < len(units)-1 {
-		v, i = v/1024, i+1
-	}
-	if i == 0 {
-		return fmt.Sprintf("%d%s", b, units[0])
-	}
-	return fmt.Sprintf("%.1f%s", v, units[i])
 }

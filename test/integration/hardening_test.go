@@ -143,7 +143,7 @@ func TestClusterAmplifiedProjectedVolumeIsRefused(t *testing.T) {
 			return err
 		}
 		for _, e := range evs.Items {
-			if e.Reason == "FailedMount" && strings.Contains(e.Message, `volume "bomb"`) && strings.Contains(e.Message, "2.6GiB in 3000 files") {
+			if e.Reason == "FailedMount" && strings.Contains(e.Message, `volume "bomb"`) && strings.Contains(e.Message, "2.6Gi in 3000 files") {
 				return nil
 			}
 		}
