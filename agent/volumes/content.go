@@ -17,10 +17,9 @@ import (
 	"nodeagent/internal/atomicdir"
 )
 
-// entry is one file a volume will hold: where, with what mode, how big,
-// and its bytes, made only when the volume is written.
+// entry is one file a volume will hold: its mode, how big it is, and its
+// bytes, made only when the volume is written.
 type entry struct {
-	path string
 	mode fs.FileMode
 	size int
 	data func() []byte
@@ -31,24 +30,18 @@ type entry struct {
 // resourceVersions, the downward values, the token), and when it is due
 // to change (zero: when an object changes).
 type content struct {
-	entries []entry
-	ids     []string
-	due     time.Time
+	files map[string]entry // by path
+	ids   []string
+	due   time.Time
 }
 
 // add records a file; a later one at the same path replaces it, as a
 // later projection source does in the kubelet.
 func (c *content) add(path string, mode fs.FileMode, size int, data func() []byte) {
-	c.entries = append(c.entries, entry{path, mode, size, data})
-}
-
-// files are the entries by path, the last one of a path winning.
-func (c *content) files() map[string]entry {
-	out := make(map[string]entry, len(c.entries))
-	for _, e := range c.entries {
-		out[e.path] = e
+	if c.files == nil {
+		c.files = map[string]entry{}
 	}
-	return out
+	c.files[path] = entry{mode, size, data}
 }
 
 // key identifies the content: layout, sizes and modes, what the bytes are
@@ -56,9 +49,8 @@ func (c *content) files() map[string]entry {
 func (c *content) key(own atomicdir.Owner) uint64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d:%d\x00", own.UID, own.GID)
-	files := c.files()
-	for _, p := range slices.Sorted(maps.Keys(files)) {
-		e := files[p]
+	for _, p := range slices.Sorted(maps.Keys(c.files)) {
+		e := c.files[p]
 		fmt.Fprintf(h, "%s\x00%o\x00%d\x00", p, e.mode, e.size)
 	}
 	for _, id := range c.ids {
@@ -75,7 +67,7 @@ const pageSize = 4096
 // charge is what the files cost the node: each rounded up to pages, at
 // least one page.
 func (c *content) charge() (bytes int64, files int) {
-	for _, e := range c.files() {
+	for _, e := range c.files {
 		bytes += max(1, (int64(e.size)+pageSize-1)/pageSize) * pageSize
 		files++
 	}

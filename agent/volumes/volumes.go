@@ -220,8 +220,8 @@ func (m *Manager) write(uid types.UID, dir string, v *corev1.Volume, c *content,
 			return err
 		}
 	}
-	files := make(map[string]atomicdir.File, len(c.entries))
-	for p, e := range c.files() {
+	files := make(map[string]atomicdir.File, len(c.files))
+	for p, e := range c.files {
 		files[p] = atomicdir.File{Data: e.data(), Mode: e.mode}
 	}
 	if _, err := atomicdir.Write(dir, files, own); err != nil {
