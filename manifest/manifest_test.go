@@ -144,6 +144,10 @@ func TestParseManifestErrors(t *testing.T) {
 			`spec.volumes[0].projected.sources[1].configMap.items[0].path: Invalid value: "/etc/passwd": must be a relative path`},
 		"secret item starting with ..": {pod(`volumes: [{name: v, secret: {secretName: s, items: [{key: k, path: ..data}]}}]`, `[{name: a, image: b}]`),
 			`spec.volumes[0].secret.items[0].path: Invalid value: "..data": must not start with '..'`},
+		"hostPath with ..": {pod(`volumes: [{name: v, hostPath: {path: /var/../etc}}]`, `[{name: a, image: b}]`),
+			`spec.volumes[0].hostPath.path: Invalid value: "/var/../etc": must not contain '..'`},
+		"hostPath type unknown": {pod(`volumes: [{name: v, hostPath: {path: /run/x, type: Pipe}}]`, `[{name: a, image: b}]`),
+			`spec.volumes[0].hostPath.type: Unsupported value: "Pipe": supported values: "", "DirectoryOrCreate"`},
 		"token path empty": {pod(`volumes: [{name: v, projected: {sources: [{serviceAccountToken: {path: ""}}]}}]`, `[{name: a, image: b}]`),
 			`spec.volumes[0].projected.sources[0].serviceAccountToken.path: Required value`},
 	}

@@ -110,8 +110,8 @@ func Validate(pod *corev1.Pod) field.ErrorList {
 			errs = append(errs, field.Duplicate(p.Child("name"), v.Name))
 		}
 		volumes.Insert(v.Name)
-		if v.HostPath != nil && !path.IsAbs(v.HostPath.Path) {
-			errs = append(errs, field.Invalid(p.Child("hostPath", "path"), v.HostPath.Path, "must be an absolute path"))
+		if v.HostPath != nil {
+			errs = append(errs, validateHostPath(v.HostPath, p.Child("hostPath"))...)
 		}
 		if v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil {
 			errs = append(errs, validateQuantity(corev1.ResourceEphemeralStorage, *v.EmptyDir.SizeLimit, p.Child("emptyDir", "sizeLimit"))...)
@@ -379,6 +379,26 @@ func validateVolumePaths(v *corev1.Volume, p *field.Path) field.ErrorList {
 				check(sp.Child("serviceAccountToken", "path"), src.ServiceAccountToken.Path)
 			}
 		}
+	}
+	return errs
+}
+
+// hostPathTypes are the API server's values of hostPath.type.
+var hostPathTypes = []string{"", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice", "BlockDevice"}
+
+// validateHostPath is the API server's check (no "..", a known type),
+// and an absolute path: the agent would resolve a relative one against
+// its own working directory.
+func validateHostPath(h *corev1.HostPathVolumeSource, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if !path.IsAbs(h.Path) {
+		errs = append(errs, field.Invalid(p.Child("path"), h.Path, "must be an absolute path"))
+	}
+	if slices.Contains(strings.Split(h.Path, "/"), "..") {
+		errs = append(errs, field.Invalid(p.Child("path"), h.Path, "must not contain '..'"))
+	}
+	if h.Type != nil && !slices.Contains(hostPathTypes, string(*h.Type)) {
+		errs = append(errs, field.NotSupported(p.Child("type"), *h.Type, hostPathTypes))
 	}
 	return errs
 }

@@ -96,15 +96,11 @@ spec:
 // paperHost names the files a config points at without making them.
 type paperHost struct{}
 
-func (paperHost) EmptyDir(pod *corev1.Pod, v *corev1.Volume) (string, error) {
-	return "/v/" + v.Name, nil
+func (paperHost) Volume(_ *corev1.Pod, name string) (string, bool, error) {
+	return "/v/" + name, false, nil
 }
-func (paperHost) HostPath(v *corev1.HostPathVolumeSource) (string, error) { return v.Path, nil }
 func (paperHost) SubPath(_ *corev1.Pod, volume, container string, index int, _, _ string) (string, error) {
 	return "/s/" + volume + "/" + container, nil
 }
-func (paperHost) HostsFile(*corev1.Pod, []byte) (string, error) { return "/hosts", nil }
-func (paperHost) ContentVolume(_ *corev1.Pod, v *corev1.Volume) (string, error) {
-	return "/c/" + v.Name, nil
-}
+func (paperHost) HostsFile(*corev1.Pod, []byte) (string, error)              { return "/hosts", nil }
 func (paperHost) TerminationMessageFile(*corev1.Pod, string) (string, error) { return "/msg", nil }

@@ -3,6 +3,7 @@ package pods
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,8 +16,12 @@ import (
 )
 
 // nodeFiles makes what pods' configs point at, under <root>/pods/<uid> in
-// the kubelet's layout (criconfig.Host).
-type nodeFiles struct{ root layout.Root }
+// the kubelet's layout (criconfig.Host), and looks up where the volume
+// manager set their volumes up.
+type nodeFiles struct {
+	root    layout.Root
+	volumes *volumes.Manager
+}
 
 func (f nodeFiles) podDir(uid types.UID) string { return f.root.Pod(uid) }
 
@@ -51,46 +56,18 @@ func (f nodeFiles) makePodDirs(uid types.UID) error {
 	return nil
 }
 
-// EmptyDir creates the volume's directory, a tmpfs for medium Memory.
-func (f nodeFiles) EmptyDir(pod *corev1.Pod, v *corev1.Volume) (string, error) {
-	dir := f.root.EmptyDir(pod.UID, v.Name)
-	// 0777 whatever the umask, as the kubelet: any user the containers
-	// run as may write there.
-	if err := volumes.MkdirMode(dir, 0o777); err != nil {
-		return "", err
+// Volume is where the pod's volume name was set up by the volume manager.
+func (f nodeFiles) Volume(pod *corev1.Pod, name string) (string, bool, error) {
+	v, ok := f.volumes.Mount(pod.UID, name)
+	if !ok {
+		return "", false, errors.New("not set up")
 	}
-	if v.EmptyDir.Medium == corev1.StorageMediumMemory {
-		if err := mountTmpfs(dir, v.EmptyDir.SizeLimit); err != nil {
-			return "", err
-		}
-	}
-	return dir, nil
-}
-
-// HostPath creates a DirectoryOrCreate path.
-func (nodeFiles) HostPath(v *corev1.HostPathVolumeSource) (string, error) {
-	if v.Type != nil && *v.Type == corev1.HostPathDirectoryOrCreate {
-		if err := os.MkdirAll(v.Path, 0o755); err != nil {
-			return "", err
-		}
-	}
-	return v.Path, nil
+	return v.Path, v.ReadOnly, nil
 }
 
 // SubPath binds sub at <pod dir>/volume-subpaths/<volume>/<container>/<index>.
 func (f nodeFiles) SubPath(pod *corev1.Pod, volume, container string, index int, volumePath, sub string) (string, error) {
-	target := f.root.SubPath(pod.UID, volume, container, index)
-	return target, bindSubPath(volumePath, sub, target)
-}
-
-// ContentVolume is the directory of a configMap, secret, downwardAPI or
-// projected volume, once the volume manager has written it.
-func (f nodeFiles) ContentVolume(pod *corev1.Pod, v *corev1.Volume) (string, error) {
-	dir := volumes.Dir(string(f.root), pod.UID, v)
-	if _, err := os.Lstat(filepath.Join(dir, "..data")); err != nil {
-		return "", fmt.Errorf("not set up: %w", err)
-	}
-	return dir, nil
+	return f.volumes.SubPath(pod.UID, volume, container, index, volumePath, sub)
 }
 
 // HostsFile writes <pod dir>/etc-hosts.

@@ -218,6 +218,9 @@ func NewManager(opts Options, deps Deps) *Manager {
 	if opts.SerializeImagePulls {
 		pullSlot = make(chan struct{}, 1)
 	}
+	vols := volumes.New(volumes.Config{Root: opts.RootDir, Objects: deps.Objects, Allocatable: opts.Allocatable, HostIP: opts.NodeIP,
+		Clock: deps.Clock, Limit: opts.VolumeContentLimit})
+	files := nodeFiles{root: layout.Root(opts.RootDir), volumes: vols}
 	return &Manager{
 		pullSlot: pullSlot,
 		opts:     opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, onPodSynced: deps.PodSynced, gone: deps.Gone, devices: deps.Devices, clock: deps.Clock,
@@ -229,10 +232,9 @@ func NewManager(opts Options, deps Deps) *Manager {
 			MemoryQoS: opts.MemoryQoS, MemoryThrottlingFactor: opts.MemoryThrottlingFactor, AllocatableMemory: opts.AllocatableMemory,
 			ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain, ResolvConf: opts.ResolvConf,
 			SeccompRoot: filepath.Join(opts.RootDir, "seccomp"),
-		}, nodeFiles{root: layout.Root(opts.RootDir)}, deps.Objects),
-		volumes: volumes.New(volumes.Config{Root: opts.RootDir, Objects: deps.Objects, Allocatable: opts.Allocatable, HostIP: opts.NodeIP,
-			Tmpfs: mountSizedTmpfs, Clock: deps.Clock, Limit: opts.VolumeContentLimit}),
-		files:        nodeFiles{root: layout.Root(opts.RootDir)},
+		}, files, deps.Objects),
+		volumes:      vols,
+		files:        files,
 		objects:      deps.Objects,
 		restarts:     newRestartBackOff(deps.Clock, opts.MaxRestartBackOff),
 		imagePulls:   newImagePullBackOff(deps.Clock),

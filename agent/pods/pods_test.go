@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"nodeagent/agent/pleg"
 	"nodeagent/agent/source"
+	"nodeagent/agent/volumes"
 	"nodeagent/cri"
 	"nodeagent/internal/layout"
 	"nodeagent/manifest"
@@ -465,7 +467,7 @@ func TestSidecarsKeepThePodRunningUntilStopped(t *testing.T) {
 
 func TestNodeFilesLayout(t *testing.T) {
 	root := t.TempDir()
-	files := nodeFiles{root: layout.Root(root)}
+	files := nodeFiles{root: layout.Root(root), volumes: volumes.New(volumes.Config{Root: root, Clock: clocktesting.NewFakeClock(t0)})}
 	pod := testPod(corev1.RestartPolicyAlways, "web")
 	msg, err := files.TerminationMessageFile(pod, "web")
 	if err != nil {
@@ -478,9 +480,16 @@ func TestNodeFilesLayout(t *testing.T) {
 	if b, _ := os.ReadFile(hosts); err != nil || hosts != filepath.Join(root, "pods", "uid1", "etc-hosts") || string(b) != "127.0.0.1\tlocalhost\n" {
 		t.Errorf("hosts file %s holds %q (%v)", hosts, b, err)
 	}
-	dir, err := files.EmptyDir(pod, &corev1.Volume{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-	if st, serr := os.Stat(dir); err != nil || serr != nil || !st.IsDir() || dir != filepath.Join(root, "pods", "uid1", "volumes", "kubernetes.io~empty-dir", "cache") {
-		t.Errorf("emptyDir %s: %v %v", dir, err, serr)
+	if _, _, err := files.Volume(pod, "cache"); err == nil {
+		t.Error("a volume not set up was looked up")
+	}
+	pod.Spec.Volumes = []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	if _, failures := files.volumes.SetUp(context.Background(), pod); len(failures) > 0 {
+		t.Fatal(failures)
+	}
+	dir, readOnly, err := files.Volume(pod, "cache")
+	if st, serr := os.Stat(dir); err != nil || serr != nil || !st.IsDir() || readOnly || dir != filepath.Join(root, "pods", "uid1", "volumes", "kubernetes.io~empty-dir", "cache") {
+		t.Errorf("emptyDir %s (read-only %v): %v %v", dir, readOnly, err, serr)
 	}
 }
 

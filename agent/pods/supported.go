@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"nodeagent/agent/source"
+	"nodeagent/agent/volumes"
 )
 
 // unsupported lists what a valid pod spec asks for that the agent cannot
@@ -22,37 +23,7 @@ func unsupported(pod *corev1.Pod) field.ErrorList {
 			errs = append(errs, field.Forbidden(p, "static pods may not reference API objects ("+what+")"))
 		}
 	}
-	for i, v := range pod.Spec.Volumes {
-		p := spec.Child("volumes").Index(i)
-		switch {
-		case v.EmptyDir != nil:
-			if m := v.EmptyDir.Medium; m != corev1.StorageMediumDefault && m != corev1.StorageMediumMemory {
-				errs = append(errs, field.NotSupported(p.Child("emptyDir", "medium"), m, []string{"", "Memory"}))
-			}
-		case v.HostPath != nil, v.DownwardAPI != nil:
-		case v.ConfigMap != nil:
-			apiRef(p.Child("configMap"), "configMap")
-		case v.Secret != nil:
-			apiRef(p.Child("secret"), "secret")
-		case v.Projected != nil:
-			for j, src := range v.Projected.Sources {
-				sp := p.Child("projected", "sources").Index(j)
-				switch {
-				case src.DownwardAPI != nil:
-				case src.ConfigMap != nil:
-					apiRef(sp.Child("configMap"), "configMap")
-				case src.Secret != nil:
-					apiRef(sp.Child("secret"), "secret")
-				case src.ServiceAccountToken != nil:
-					apiRef(sp.Child("serviceAccountToken"), "serviceAccountToken")
-				default:
-					errs = append(errs, field.Forbidden(sp, "only configMap, secret, downwardAPI and serviceAccountToken projections are supported"))
-				}
-			}
-		default:
-			errs = append(errs, field.Forbidden(p, "only emptyDir, hostPath, configMap, secret, downwardAPI and projected volumes are supported"))
-		}
-	}
+	errs = append(errs, volumes.Check(pod, static)...)
 	check := func(cs []corev1.Container, path *field.Path) {
 		for i := range cs {
 			c := &cs[i]

@@ -12,7 +12,6 @@ import (
 
 	"nodeagent/agent/pleg"
 	"nodeagent/agent/pods/criconfig"
-	"nodeagent/internal/layout"
 	"nodeagent/internal/sat"
 )
 
@@ -177,7 +176,7 @@ func (w *worker) finish(ctx context.Context, rt *pleg.PodRuntime) time.Duration 
 		// As the kubelet tears down a terminated pod's volumes: an
 		// eviction gives back the space it was for, a finished pod
 		// holds none.
-		if err := releaseVolumes(layout.Root(w.m.opts.RootDir), w.uid); err != nil {
+		if err := w.m.volumes.TearDown(w.uid); err != nil {
 			w.log.Warn("release a finished pod's volumes; will retry", "err", err)
 			retry = 10 * time.Second
 		} else {

@@ -268,6 +268,9 @@ func (w *worker) killAndClean(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := w.m.volumes.TearDown(w.uid); err != nil {
+		return err
+	}
 	for _, dir := range w.podDirs(rt) {
 		// Mounts first: RemoveAll would empty what a subPath bind shows.
 		if err := mounts.RemoveAll(dir); err != nil {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
+	"nodeagent/agent/volumes"
 	"nodeagent/internal/fsinfo"
 	"nodeagent/internal/layout"
 )
@@ -154,7 +155,8 @@ func (d *DiskUsage) measure(dir string) {
 }
 
 // PodDirs are the directories the Summary reports for pods: each
-// container's log directory and each disk emptyDir volume.
+// container's log directory and each volume's usage directory (a disk
+// emptyDir's).
 func PodDirs(pods []corev1.Pod, rootDir, logsDir string) []string {
 	var dirs []string
 	for i := range pods {
@@ -165,19 +167,11 @@ func PodDirs(pods []corev1.Pod, rootDir, logsDir string) []string {
 		for _, c := range pod.Spec.InitContainers {
 			dirs = append(dirs, logDir(logsDir, pod, c.Name))
 		}
-		for _, v := range pod.Spec.Volumes {
-			if v.EmptyDir != nil && v.EmptyDir.Medium != corev1.StorageMediumMemory {
-				dirs = append(dirs, emptyDirDir(rootDir, pod, v.Name))
-			}
-		}
+		dirs = append(dirs, volumes.UsageDirs(rootDir, pod)...)
 	}
 	return dirs
 }
 
 func logDir(logsDir string, pod *corev1.Pod, container string) string {
 	return layout.Logs(logsDir).Container(pod.Namespace, pod.Name, pod.UID, container)
-}
-
-func emptyDirDir(rootDir string, pod *corev1.Pod, volume string) string {
-	return layout.Root(rootDir).EmptyDir(pod.UID, volume)
 }

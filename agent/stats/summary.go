@@ -19,6 +19,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"nodeagent/agent/volumes"
 	"nodeagent/cgroups"
 	"nodeagent/internal/fsinfo"
 )
@@ -205,10 +206,11 @@ func (p *Provider) podStats(pr podReading, rootfs map[string]*statsapi.FsStats, 
 		ps.Containers = append(ps.Containers, cs)
 	}
 	for _, v := range pod.Spec.Volumes {
-		if v.EmptyDir == nil || v.EmptyDir.Medium == corev1.StorageMediumMemory {
+		dir := volumes.UsageDir(p.RootDir, pod.UID, &v)
+		if dir == "" {
 			continue
 		}
-		u, ok := p.disk(emptyDirDir(p.RootDir, pod, v.Name))
+		u, ok := p.disk(dir)
 		if !ok {
 			continue
 		}

@@ -7,14 +7,19 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"nodeagent/agent/pods/downward"
 	"nodeagent/internal/atomicdir"
+	"nodeagent/internal/layout"
 )
 
 // entry is one file a volume will hold: its mode, how big it is, and its
@@ -74,41 +79,54 @@ func (c *content) charge() (bytes int64, files int) {
 	return bytes, files
 }
 
-// resolve reads what volume v is made of now.
-func (m *Manager) resolve(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) (*content, error) {
+// contentPlugin is a volume whose files come from the API server or the
+// pod itself (configMap, secret, downwardAPI, projected): written whole
+// with the atomic writer under the pod's directory, and written again
+// when its content changes. What a pod's content volumes hold together is
+// bounded by the manager's limit.
+type contentPlugin struct {
+	name    string
+	onTmpfs bool // its content never reaches a disk
+	handles func(v *corev1.Volume) bool
+	check   func(v *corev1.Volume, p *field.Path, static bool) field.ErrorList
+	// resolve adds what v is made of now to c.
+	resolve func(ctx context.Context, m *Manager, pod *corev1.Pod, v *corev1.Volume, c *content) error
+}
+
+func (p contentPlugin) Name() string                  { return p.name }
+func (p contentPlugin) Handles(v *corev1.Volume) bool { return p.handles(v) }
+func (p contentPlugin) Live() bool                    { return true }
+func (p contentPlugin) TearDown(path string) error    { return removeVolumeDir(path) }
+
+func (p contentPlugin) Check(v *corev1.Volume, path *field.Path, static bool) field.ErrorList {
+	return p.check(v, path, static)
+}
+
+// UsageDir is none: the node's summary reports disk emptyDirs only.
+func (contentPlugin) UsageDir(layout.Root, types.UID, *corev1.Volume) string { return "" }
+
+// SetUp writes the volume unless its content is what was last written.
+// The volume is mounted read-only whatever the mount says, as the
+// kubelet's plugins for these volumes are. On error, content written
+// before keeps serving.
+func (p contentPlugin) SetUp(ctx context.Context, m *Manager, pod *corev1.Pod, v *corev1.Volume) (Mounted, error) {
+	dir := layout.Root(m.root).Volume(pod.UID, p.name, v.Name)
 	c := &content{}
-	switch {
-	case v.ConfigMap != nil:
-		s := v.ConfigMap
-		return c, m.object(ctx, pod, c, "configmap", s.Name, s.Items, mode(s.DefaultMode), s.Optional)
-	case v.Secret != nil:
-		s := v.Secret
-		return c, m.object(ctx, pod, c, "secret", s.SecretName, s.Items, mode(s.DefaultMode), s.Optional)
-	case v.DownwardAPI != nil:
-		return c, m.downwardAPI(pod, c, v.DownwardAPI.Items, mode(v.DownwardAPI.DefaultMode))
+	err := p.resolve(ctx, m, pod, v, c)
+	if err == nil {
+		err = m.write(pod.UID, dir, v, c, owner(pod), p.onTmpfs)
 	}
-	def := mode(v.Projected.DefaultMode)
-	for i, src := range v.Projected.Sources {
-		var err error
-		switch {
-		case src.ConfigMap != nil:
-			s := src.ConfigMap
-			err = m.object(ctx, pod, c, "configmap", s.Name, s.Items, def, s.Optional)
-		case src.Secret != nil:
-			s := src.Secret
-			err = m.object(ctx, pod, c, "secret", s.Name, s.Items, def, s.Optional)
-		case src.DownwardAPI != nil:
-			err = m.downwardAPI(pod, c, src.DownwardAPI.Items, def)
-		case src.ServiceAccountToken != nil:
-			err = m.token(ctx, pod, c, src.ServiceAccountToken, def)
-		default:
-			err = fmt.Errorf("sources[%d]: only configMap, secret, downwardAPI and serviceAccountToken projections are supported", i)
+	if err != nil {
+		if _, statErr := os.Lstat(filepath.Join(dir, "..data")); statErr != nil {
+			return Mounted{}, err
 		}
-		if err != nil {
-			return nil, err
-		}
+		return Mounted{Path: dir, ReadOnly: true}, err
 	}
-	return c, nil
+	mounted := Mounted{Path: dir, ReadOnly: true}
+	if !c.due.IsZero() {
+		mounted.Refresh = max(c.due.Sub(m.clock.Now()), time.Second)
+	}
+	return mounted, nil
 }
 
 // mode is a volume's defaultMode, 0644 when unset (the API server's

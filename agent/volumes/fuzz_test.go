@@ -122,10 +122,10 @@ func FuzzAPIPodContentVolumes(f *testing.F) {
 				t.Fatalf("%d bytes on disk (objects grown %dx), over the 64 KiB limit", written, grow)
 			}
 			for _, v := range pod.Spec.Volumes {
-				if !Handles(&v) || failed[v.Name] {
+				if pluginFor(&v) == nil || failed[v.Name] {
 					continue
 				}
-				if _, err := os.Readlink(filepath.Join(Dir(root, pod.UID, &v), "..data")); err != nil {
+				if _, err := os.Readlink(filepath.Join(volumeDir(root, pod.UID, &v), "..data")); err != nil {
 					t.Fatalf("volume %s neither written nor refused: %v", v.Name, err)
 				}
 			}

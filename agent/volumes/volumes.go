@@ -1,18 +1,20 @@
-// Package volumes writes the volumes whose content comes from the API
-// server or from the pod itself: configMap, secret, downwardAPI and
-// projected (configMap, secret, downwardAPI, serviceAccountToken
-// sources). Each is a directory under the pod's, written whole with the
-// atomic writer and written again when its content changes; secret and
-// projected volumes sit on a tmpfs, so their content never reaches a disk.
-//
-// emptyDir and hostPath volumes are the pod worker's (they have no
-// content to keep current).
+// Package volumes is the agent's volume manager, in the kubelet's shape:
+// one Plugin per volume type sets up, tears down and measures its
+// volumes (emptyDir, hostPath, configMap, secret, downwardAPI,
+// projected). A pod's volumes are set up before its sandbox and torn down
+// once its containers are gone; building a container's config only looks
+// up where a volume is. Volumes whose content comes from the API server or
+// the pod itself are written whole with the atomic writer and written
+// again when their content changes; secret and projected volumes sit on a
+// tmpfs, so their content never reaches a disk. SubPaths are bound here
+// too, beneath the volume they name.
 package volumes
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -25,6 +27,7 @@ import (
 	"nodeagent/internal/atomicdir"
 	"nodeagent/internal/bytesize"
 	"nodeagent/internal/layout"
+	"nodeagent/internal/mounts"
 )
 
 // Objects reads what volumes reference in the API server. Missing objects
@@ -69,8 +72,15 @@ type Manager struct {
 	clock       clock.Clock
 	limit       int64
 
-	mu    sync.Mutex
-	state map[types.UID]map[string]volumeState // per pod, per volume
+	mu      sync.Mutex
+	state   map[types.UID]map[string]volumeState // content volumes, per pod, per volume
+	mounted map[types.UID]map[string]mountedVolume
+}
+
+// mountedVolume is a volume set up for a pod, and its plugin.
+type mountedVolume struct {
+	Mounted
+	plugin Plugin
 }
 
 // volumeState is what the manager last made of a volume: the content's
@@ -91,32 +101,12 @@ func New(cfg Config) *Manager {
 	if limit <= 0 {
 		limit = DefaultContentLimit
 	}
-	return &Manager{root: cfg.Root, objects: cfg.Objects, allocatable: cfg.Allocatable, hostIP: cfg.HostIP, tmpfs: cfg.Tmpfs, clock: cfg.Clock,
-		limit: limit, state: map[types.UID]map[string]volumeState{}}
-}
-
-// plugin is the kubelet's directory name for a volume type ("" for the
-// volumes this package does not write).
-func plugin(v *corev1.Volume) string {
-	switch {
-	case v.ConfigMap != nil:
-		return layout.PluginConfigMap
-	case v.Secret != nil:
-		return layout.PluginSecret
-	case v.DownwardAPI != nil:
-		return layout.PluginDownwardAPI
-	case v.Projected != nil:
-		return layout.PluginProjected
+	tmpfs := cfg.Tmpfs
+	if tmpfs == nil {
+		tmpfs = mountTmpfs
 	}
-	return ""
-}
-
-// Handles reports whether v is a volume this package writes.
-func Handles(v *corev1.Volume) bool { return plugin(v) != "" }
-
-// Dir is where volume v of the pod lives, in the kubelet's layout.
-func Dir(root string, uid types.UID, v *corev1.Volume) string {
-	return layout.Root(root).Volume(uid, plugin(v), v.Name)
+	return &Manager{root: cfg.Root, objects: cfg.Objects, allocatable: cfg.Allocatable, hostIP: cfg.HostIP, tmpfs: tmpfs, clock: cfg.Clock,
+		limit: limit, state: map[types.UID]map[string]volumeState{}, mounted: map[types.UID]map[string]mountedVolume{}}
 }
 
 // Failure is a volume that could not be written.
@@ -136,64 +126,119 @@ func (f Failure) Error() string {
 // ErrTooLarge is content over the limit: nothing of it is written.
 var ErrTooLarge = errors.New("content over the limit")
 
-// SetUp writes every content volume of pod, or refreshes it. It returns
-// how long the content may stand before it must be written again (a token
+// SetUp sets up every volume of pod that is not set up yet, and brings
+// the content of those that follow objects up to date. It returns how
+// long the content may stand before it must be written again (a token
 // due for rotation; 0: only when an object changes) and the volumes it
-// could not write. A volume whose content is what was last written is
-// left alone without its bytes being read; one that would take the pod's
-// content volumes past the limit is refused before anything is written.
+// could not set up.
 func (m *Manager) SetUp(ctx context.Context, pod *corev1.Pod) (time.Duration, []Failure) {
 	var refresh time.Duration
 	var failures []Failure
-	own := owner(pod)
-	// What the pod's content volumes hold now; a volume refused keeps its
-	// older content, which still counts.
-	var held int64
-	m.mu.Lock()
-	for _, st := range m.state[pod.UID] {
-		held += st.onDisk
-	}
-	m.mu.Unlock()
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
-		if !Handles(v) {
+		p := pluginFor(v)
+		if p == nil {
+			// Admission refuses such a pod first.
+			failures = append(failures, Failure{Volume: v.Name, Err: errors.New("unsupported volume type"), Blocking: true})
 			continue
 		}
-		dir := Dir(m.root, pod.UID, v)
-		c, err := m.resolve(ctx, pod, v)
-		if err == nil {
-			err = m.write(pod.UID, dir, v, c, own, &held)
+		if _, ok := m.Mount(pod.UID, v.Name); ok && !p.Live() {
+			continue
 		}
+		mounted, err := p.SetUp(ctx, m, pod, v)
+		m.record(pod.UID, v.Name, mountedVolume{mounted, p})
 		if err != nil {
-			_, statErr := os.Lstat(filepath.Join(dir, "..data"))
-			failures = append(failures, Failure{Volume: v.Name, Err: err, Blocking: statErr != nil})
+			failures = append(failures, Failure{Volume: v.Name, Err: err, Blocking: mounted.Path == ""})
 			continue
 		}
-		if !c.due.IsZero() {
-			d := max(c.due.Sub(m.clock.Now()), time.Second)
-			if refresh == 0 || d < refresh {
-				refresh = d
-			}
+		if d := mounted.Refresh; d > 0 && (refresh == 0 || d < refresh) {
+			refresh = d
 		}
 	}
 	return refresh, failures
 }
 
+// record remembers where a pod's volume is ("": nowhere usable).
+func (m *Manager) record(uid types.UID, name string, v mountedVolume) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if v.Path == "" {
+		delete(m.mounted[uid], name)
+		return
+	}
+	if m.mounted[uid] == nil {
+		m.mounted[uid] = map[string]mountedVolume{}
+	}
+	m.mounted[uid][name] = v
+}
+
+// Mount is where the pod's volume name is set up, false when it is not.
+func (m *Manager) Mount(uid types.UID, name string) (Mounted, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.mounted[uid][name]
+	return v.Mounted, ok
+}
+
+// SubPath binds sub, beneath the pod's volume at volumePath, at the
+// target of the container's index-th mount and returns the target.
+func (m *Manager) SubPath(uid types.UID, volume, container string, index int, volumePath, sub string) (string, error) {
+	target := layout.Root(m.root).SubPath(uid, volume, container, index)
+	return target, bindSubPath(volumePath, sub, target)
+}
+
+// TearDown tears down a pod whose containers are gone: its subPath binds,
+// each volume through its plugin, then what an earlier agent set up and
+// this one never saw. The pod's volumes are forgotten once all are gone.
+func (m *Manager) TearDown(uid types.UID) error {
+	root := layout.Root(m.root)
+	// The binds first: they show files of the volumes.
+	if err := mounts.RemoveAll(root.SubPaths(uid)); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	mounted := maps.Clone(m.mounted[uid])
+	m.mu.Unlock()
+	var errs []error
+	for name, v := range mounted {
+		if err := v.plugin.TearDown(v.Path); err != nil {
+			errs = append(errs, fmt.Errorf("volume %s: %w", name, err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if err := mounts.UnmountUnder(root.Volumes(uid)); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(root.Volumes(uid)); err != nil {
+		return err
+	}
+	m.Forget(uid)
+	return nil
+}
+
 // write writes a volume's files unless they are what this manager last
 // wrote there (a pod syncs every few seconds, and its volumes rarely
 // change), or refuses them when, in place of what the volume holds now and
-// with what the pod's other content volumes hold (held is all of it), they
-// pass the limit; held is updated.
-func (m *Manager) write(uid types.UID, dir string, v *corev1.Volume, c *content, own atomicdir.Owner, held *int64) error {
+// with what the pod's other content volumes hold, they pass the limit.
+func (m *Manager) write(uid types.UID, dir string, v *corev1.Volume, c *content, own atomicdir.Owner, onTmpfs bool) error {
 	key := c.key(own)
 	m.mu.Lock()
 	st, ok := m.state[uid][v.Name]
+	// What the pod's other content volumes hold now; a volume refused
+	// keeps its older content, which still counts.
+	var others int64
+	for name, o := range m.state[uid] {
+		if name != v.Name {
+			others += o.onDisk
+		}
+	}
 	m.mu.Unlock()
 	if !ok || st.key != key {
 		st.key, st.written = key, false
 		st.charge, st.files = c.charge()
 	}
-	others := *held - st.onDisk
 	if others+st.charge > m.limit {
 		m.remember(uid, v.Name, st)
 		if others > 0 {
@@ -213,7 +258,7 @@ func (m *Manager) write(uid types.UID, dir string, v *corev1.Volume, c *content,
 	if err := MkdirMode(dir, 0o777); err != nil {
 		return err
 	}
-	if v.Secret != nil || v.Projected != nil {
+	if onTmpfs {
 		// Room for the old set and the new one side by side, as the atomic
 		// writer swaps them, and the directories.
 		if err := m.tmpfs(dir, 2*m.limit+1<<20); err != nil {
@@ -228,7 +273,6 @@ func (m *Manager) write(uid types.UID, dir string, v *corev1.Volume, c *content,
 		return err
 	}
 	st.written, st.onDisk = true, st.charge
-	*held = others + st.charge
 	m.remember(uid, v.Name, st)
 	return nil
 }
@@ -258,6 +302,7 @@ func MkdirMode(dir string, mode os.FileMode) error {
 func (m *Manager) Forget(uid types.UID) {
 	m.mu.Lock()
 	delete(m.state, uid)
+	delete(m.mounted, uid)
 	m.mu.Unlock()
 }
 

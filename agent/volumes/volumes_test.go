@@ -15,8 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"nodeagent/internal/layout"
 )
 
 type fakeObjects struct {
@@ -77,7 +80,7 @@ func TestConfigMapVolumeFollowsTheObject(t *testing.T) {
 	if _, failures := m.SetUp(context.Background(), pod); len(failures) != 0 {
 		t.Fatal(failures)
 	}
-	dir := Dir(root, pod.UID, &v)
+	dir := volumeDir(root, pod.UID, &v)
 	if !strings.HasSuffix(dir, "pods/uid-1/volumes/kubernetes.io~configmap/cfg") {
 		t.Errorf("dir %s is not the kubelet's layout", dir)
 	}
@@ -103,7 +106,7 @@ func TestItemsModesAndMissingKeys(t *testing.T) {
 	if _, failures := m.SetUp(context.Background(), pod); len(failures) != 0 {
 		t.Fatal(failures)
 	}
-	st, err := os.Stat(filepath.Join(Dir(root, pod.UID, &v), "creds", "user"))
+	st, err := os.Stat(filepath.Join(volumeDir(root, pod.UID, &v), "creds", "user"))
 	if err != nil || st.Mode().Perm() != 0o440 {
 		t.Fatalf("item mode: %v %v", st, err)
 	}
@@ -135,7 +138,7 @@ func TestMissingObjectBlocksUntilItExists(t *testing.T) {
 	if _, failures := m.SetUp(context.Background(), volumePod(v)); len(failures) != 0 {
 		t.Fatalf("optional missing object: %v", failures)
 	}
-	if _, err := os.Readlink(filepath.Join(Dir(root, "uid-1", &v), "..data")); err != nil {
+	if _, err := os.Readlink(filepath.Join(volumeDir(root, "uid-1", &v), "..data")); err != nil {
 		t.Errorf("optional missing object: no empty volume: %v", err)
 	}
 }
@@ -162,14 +165,14 @@ func TestDownwardAPIAndProjectedToken(t *testing.T) {
 	if refresh != time.Hour {
 		t.Errorf("refresh in %v, want the token's rotation in 1h", refresh)
 	}
-	d := Dir(root, pod.UID, &dv)
+	d := volumeDir(root, pod.UID, &dv)
 	if got := readFile(t, filepath.Join(d, "labels")); got != "a=\"x\\\"y\"\nb=\"2\"" {
 		t.Errorf("labels file %q", got)
 	}
 	if readFile(t, filepath.Join(d, "cpu")) != "250" || readFile(t, filepath.Join(d, "mem")) != "1073741824" {
 		t.Error("resource files wrong (limit, and allocatable for an unset limit)")
 	}
-	p := Dir(root, pod.UID, &pv)
+	p := volumeDir(root, pod.UID, &pv)
 	if readFile(t, filepath.Join(p, "token")) != "token-sa-1" || readFile(t, filepath.Join(p, "ca.crt")) != "CA" || readFile(t, filepath.Join(p, "namespace")) != "ns" {
 		t.Error("kube-api-access content wrong")
 	}
@@ -193,7 +196,7 @@ func TestUnchangedContentIsNotReadOrWrittenAgain(t *testing.T) {
 	v := corev1.Volume{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}
 	pod := volumePod(v)
 	m.SetUp(context.Background(), pod)
-	dir := Dir(root, pod.UID, &v)
+	dir := volumeDir(root, pod.UID, &v)
 	data, _ := os.Readlink(filepath.Join(dir, "..data"))
 	// A sync with the same content leaves the files alone (this one was
 	// changed behind the manager's back to show it is not even compared).
@@ -248,7 +251,7 @@ func TestContentOverTheLimitIsRefusedUnwritten(t *testing.T) {
 			}
 		}
 	}
-	if entries, err := os.ReadDir(filepath.Dir(Dir(root, pod.UID, &huge))); err == nil && len(entries) > 0 {
+	if entries, err := os.ReadDir(filepath.Dir(volumeDir(root, pod.UID, &huge))); err == nil && len(entries) > 0 {
 		t.Errorf("something was written for the refused volume: %v", entries)
 	}
 	if len(mounted) != 0 {
@@ -261,7 +264,7 @@ func TestContentOverTheLimitIsRefusedUnwritten(t *testing.T) {
 	if len(failures) != 1 || failures[0].Volume != "other" || !strings.Contains(failures[0].Error(), "in the pod's other content volumes") {
 		t.Fatalf("failures %v, want only the second volume refused, naming the others' share", failures)
 	}
-	if got := readFile(t, filepath.Join(Dir(root, pod.UID, &small), "d", "7")); len(got) != len(big) {
+	if got := readFile(t, filepath.Join(volumeDir(root, pod.UID, &small), "d", "7")); len(got) != len(big) {
 		t.Errorf("the volume within the limit holds %d bytes, want %d", len(got), len(big))
 	}
 	if len(mounted) != 1 || mounted[0] != 2*(8<<20)+1<<20 {
@@ -314,4 +317,9 @@ func TestContentHeldOnDiskCountsTowardTheLimit(t *testing.T) {
 	if n := onDisk(); n > 1<<20 || n < 900<<10 {
 		t.Errorf("%d bytes on disk: want a's 900 KiB and b's few", n)
 	}
+}
+
+// volumeDir is where volume v of the pod lives, by its plugin.
+func volumeDir(root string, uid types.UID, v *corev1.Volume) string {
+	return layout.Root(root).Volume(uid, pluginFor(v).Name(), v.Name)
 }

@@ -1,8 +1,8 @@
 // Package criconfig translates a pod into the CRI's sandbox and container
 // configs, as the kubelet's kuberuntime does. It decides what the runtime
-// is asked for; the files a config points at (volume directories, subPath
-// binds, the hosts and termination message files) are made by the Host it
-// is given.
+// is asked for; the files a config points at (subPath binds, the hosts and
+// termination message files) are made by the Host it is given, which also
+// knows where the volume manager set the pod's volumes up.
 package criconfig
 
 import (
@@ -43,21 +43,15 @@ type Options struct {
 
 // Host makes what a container's mounts point at on the node.
 type Host interface {
-	// EmptyDir returns the directory of the pod's emptyDir volume v,
-	// created (with a tmpfs for medium Memory).
-	EmptyDir(pod *corev1.Pod, v *corev1.Volume) (string, error)
-	// HostPath returns the volume's path, created when its type is
-	// DirectoryOrCreate.
-	HostPath(v *corev1.HostPathVolumeSource) (string, error)
+	// Volume is where the pod's volume name was set up, and whether
+	// containers mount it read-only whatever their mount says.
+	Volume(pod *corev1.Pod, name string) (path string, readOnly bool, err error)
 	// SubPath resolves sub beneath the volume at volumePath, binds it at a
 	// target of its own for the container's index-th mount and returns
 	// the target.
 	SubPath(pod *corev1.Pod, volume, container string, index int, volumePath, sub string) (string, error)
 	// HostsFile writes the pod's managed hosts file and returns its path.
 	HostsFile(pod *corev1.Pod, content []byte) (string, error)
-	// ContentVolume returns the directory of a configMap, secret,
-	// downwardAPI or projected volume, which must have been written.
-	ContentVolume(pod *corev1.Pod, v *corev1.Volume) (string, error)
 	// TerminationMessageFile creates the file mounted at the container's
 	// terminationMessagePath and returns its path.
 	TerminationMessageFile(pod *corev1.Pod, container string) (string, error)

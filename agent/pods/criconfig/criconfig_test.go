@@ -2,6 +2,7 @@ package criconfig
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,14 +28,18 @@ type fakeHost struct {
 	hosts map[string]string // pod UID -> hosts file content
 }
 
-func (h *fakeHost) EmptyDir(pod *corev1.Pod, v *corev1.Volume) (string, error) {
-	h.made = append(h.made, "emptyDir "+v.Name)
-	return filepath.Join(h.dir, string(pod.UID), "volumes", v.Name), nil
-}
-
-func (h *fakeHost) HostPath(v *corev1.HostPathVolumeSource) (string, error) {
-	h.made = append(h.made, "hostPath "+v.Path)
-	return v.Path, nil
+func (h *fakeHost) Volume(pod *corev1.Pod, name string) (string, bool, error) {
+	h.made = append(h.made, "volume "+name)
+	for _, v := range pod.Spec.Volumes {
+		if v.Name != name {
+			continue
+		}
+		if v.HostPath != nil {
+			return v.HostPath.Path, false, nil
+		}
+		return filepath.Join(h.dir, string(pod.UID), "volumes", name), v.ConfigMap != nil, nil
+	}
+	return "", false, errors.New("not set up")
 }
 
 func (h *fakeHost) SubPath(pod *corev1.Pod, volume, container string, index int, volumePath, sub string) (string, error) {
@@ -45,11 +50,6 @@ func (h *fakeHost) SubPath(pod *corev1.Pod, volume, container string, index int,
 func (h *fakeHost) HostsFile(pod *corev1.Pod, content []byte) (string, error) {
 	h.hosts[string(pod.UID)] = string(content)
 	return filepath.Join(h.dir, string(pod.UID), "etc-hosts"), nil
-}
-
-func (h *fakeHost) ContentVolume(pod *corev1.Pod, v *corev1.Volume) (string, error) {
-	h.made = append(h.made, "content "+v.Name)
-	return filepath.Join(h.dir, string(pod.UID), "content", v.Name), nil
 }
 
 func (h *fakeHost) TerminationMessageFile(pod *corev1.Pod, container string) (string, error) {
@@ -291,7 +291,7 @@ func TestVolumeMountsAreMadeByTheHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"emptyDir cache", "hostPath /srv/data", "subPath /srv/data shards/s1"}
+	want := []string{"volume cache", "volume data", "subPath /srv/data shards/s1"}
 	if strings.Join(host.made, ",") != strings.Join(want, ",") {
 		t.Errorf("host made %q, want %q", host.made, want)
 	}

@@ -6,42 +6,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"nodeagent/agent/volumes"
 	"nodeagent/internal/expand"
 	"nodeagent/manifest"
 )
 
-// mounts resolves the container's volume mounts to host paths, which the
-// Host makes. A subPathExpr is expanded with the container's environment
-// and checked as a subPath is; the Host binds subPaths.
+// mounts looks up where the container's volumes were set up. A
+// subPathExpr is expanded with the container's environment and checked as
+// a subPath is; the Host binds subPaths.
 func (b *Builder) mounts(pod *corev1.Pod, c *corev1.Container, env func(string) (string, bool)) ([]*runtimeapi.Mount, error) {
 	var out []*runtimeapi.Mount
 	for i, vm := range c.VolumeMounts {
-		var host string
-		readOnly := vm.ReadOnly
-		for _, v := range pod.Spec.Volumes {
-			if v.Name != vm.Name {
-				continue
-			}
-			var err error
-			switch {
-			case v.EmptyDir != nil:
-				host, err = b.host.EmptyDir(pod, &v)
-			case v.HostPath != nil:
-				host, err = b.host.HostPath(v.HostPath)
-			case volumes.Handles(&v):
-				// Read-only whatever the mount says, as the kubelet's
-				// plugins for these volumes are.
-				readOnly = true
-				host, err = b.host.ContentVolume(pod, &v)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("volume %s: %w", v.Name, err)
-			}
+		host, readOnly, err := b.host.Volume(pod, vm.Name)
+		if err != nil {
+			return nil, fmt.Errorf("volume %s: %w", vm.Name, err)
 		}
-		if host == "" {
-			return nil, fmt.Errorf("volume %s not found", vm.Name)
-		}
+		readOnly = readOnly || vm.ReadOnly
 		sub := vm.SubPath
 		if vm.SubPathExpr != "" {
 			sub = expand.Vars(vm.SubPathExpr, env)

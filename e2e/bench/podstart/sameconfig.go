@@ -91,9 +91,7 @@ func (h benchHost) TerminationMessageFile(pod *corev1.Pod, container string) (st
 
 var errNoVolumes = errors.New("the bench pods have no volumes")
 
-func (benchHost) EmptyDir(*corev1.Pod, *corev1.Volume) (string, error)      { return "", errNoVolumes }
-func (benchHost) HostPath(*corev1.HostPathVolumeSource) (string, error)     { return "", errNoVolumes }
-func (benchHost) ContentVolume(*corev1.Pod, *corev1.Volume) (string, error) { return "", errNoVolumes }
+func (benchHost) Volume(*corev1.Pod, string) (string, bool, error) { return "", false, errNoVolumes }
 func (benchHost) SubPath(*corev1.Pod, string, string, int, string, string) (string, error) {
 	return "", errNoVolumes
 }
