@@ -33,6 +33,7 @@ import (
 	"nodeagent/cri"
 	"nodeagent/eviction"
 	"nodeagent/internal/control"
+	"nodeagent/internal/layout"
 	"nodeagent/internal/notify"
 	"nodeagent/internal/version"
 	"nodeagent/manifest"
@@ -189,7 +190,7 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 	}
 	p.recorder = events.NewForwardingRecorder(a.opts.Clock, a.opts.NodeName, events.DefaultCapacity, forward)
 	pressure := eviction.NewPressure(cfg.EvictionPressureTransitionPeriod.Duration, a.opts.Clock)
-	p.devices = devices.NewManager(filepath.Join(a.opts.RootDir, "device-plugins"), a.opts.Clock, log.With("component", "devices"))
+	p.devices = devices.NewManager(layout.Root(a.opts.RootDir).DevicePlugins(), a.opts.Clock, log.With("component", "devices"))
 	p.nodeStatus = node.NewStatus(node.Facts{
 		Name: a.opts.NodeName, IP: nodeIP, Version: version.KubeletVersion(), RuntimeVersion: ver.RuntimeName + "://" + ver.RuntimeVersion,
 		Machine: machine, Capacity: capacity, Allocatable: allocatable, Pressure: pressure.Conditions, Extended: p.devices.Resources,

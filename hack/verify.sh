@@ -59,6 +59,15 @@ for pkg in $($GO list ./api/... ./manifest/... ./cgroups/... ./cri/... ./evictio
 done
 ((core_bad)) && fail "a core package imports agent/"
 
+rule "the root directory's layout is spelled in internal/layout only"
+# Packages that write, measure and clean up a pod's files must agree on
+# where they are: they ask internal/layout (tests spell paths to check it).
+layout_bad=$(git grep --untracked -nE 'filepath\.Join\([^)]*"(pods|volumes|volume-subpaths|etc-hosts|containers|seccomp|device-plugins)"|"kubernetes\.io~' -- '*.go' ':!*_test.go' ':!internal/layout/' ':!test/')
+if [[ -n $layout_bad ]]; then
+	echo "$layout_bad" | sed 's/^/  /'
+	fail "a path of the root directory's layout spelled outside internal/layout"
+fi
+
 if ((${#failed[@]})); then
 	printf 'verify failed: %s\n' "${failed[@]}" >&2
 	exit 1

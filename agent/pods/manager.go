@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
-	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
@@ -231,7 +230,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 			EnforceCPULimits: opts.EnforceCPULimits, CPUPeriod: opts.CPUPeriod, OOMGroupKill: opts.OOMGroupKill,
 			MemoryQoS: opts.MemoryQoS, MemoryThrottlingFactor: opts.MemoryThrottlingFactor, AllocatableMemory: opts.AllocatableMemory,
 			ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain, ResolvConf: opts.ResolvConf,
-			SeccompRoot: filepath.Join(opts.RootDir, "seccomp"),
+			SeccompRoot: layout.Root(opts.RootDir).Seccomp(),
 		}, files, deps.Objects),
 		volumes:      vols,
 		files:        files,

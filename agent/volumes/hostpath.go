@@ -21,7 +21,7 @@ import (
 // Nothing is torn down: the path is the node's.
 type hostPathPlugin struct{}
 
-func (hostPathPlugin) Name() string                  { return "kubernetes.io~host-path" }
+func (hostPathPlugin) Name() string                  { return layout.PluginHostPath }
 func (hostPathPlugin) Handles(v *corev1.Volume) bool { return v.HostPath != nil }
 func (hostPathPlugin) Live() bool                    { return false }
 func (hostPathPlugin) TearDown(string) error         { return nil }

@@ -8,6 +8,8 @@
 //	<root>/pods/<uid>/volume-subpaths/<volume>/<container>/<index>
 //	<root>/pods/<uid>/containers/<container>/              termination-message files
 //	<root>/pods/<uid>/etc-hosts
+//	<root>/seccomp/                                        localhost seccomp profiles
+//	<root>/device-plugins/                                 device plugins' sockets
 //	<logs>/<namespace>_<name>_<uid>/<container>/<restart>.log
 //
 // It only builds paths; it never touches the disk.
@@ -23,6 +25,7 @@ import (
 // The volume plugins' directory names, the kubelet's.
 const (
 	PluginEmptyDir    = "kubernetes.io~empty-dir"
+	PluginHostPath    = "kubernetes.io~host-path" // a name only: a hostPath lives where it is
 	PluginConfigMap   = "kubernetes.io~configmap"
 	PluginSecret      = "kubernetes.io~secret"
 	PluginDownwardAPI = "kubernetes.io~downward-api"
@@ -67,6 +70,12 @@ func (r Root) Container(uid types.UID, container string) string {
 
 // HostsFile is a pod's /etc/hosts.
 func (r Root) HostsFile(uid types.UID) string { return filepath.Join(r.Pod(uid), "etc-hosts") }
+
+// Seccomp holds the localhost seccomp profiles.
+func (r Root) Seccomp() string { return filepath.Join(string(r), "seccomp") }
+
+// DevicePlugins holds the device plugins' sockets and the agent's own.
+func (r Root) DevicePlugins() string { return filepath.Join(string(r), "device-plugins") }
 
 // Logs is the pods' log directory (podLogsDir).
 type Logs string

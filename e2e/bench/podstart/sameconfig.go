@@ -33,7 +33,7 @@ func newConfigFloor(f *floor) *configFloor {
 	b := criconfig.New(criconfig.Options{
 		NodeName: "floor-configs", PodLogsDir: filepath.Join(dir, "logs"), MemoryCapacity: 1 << 40,
 		OOMRange: qos.OOMScoreRange{}, EnforceCPULimits: true, CPUPeriod: 100000, ResolvConf: "/etc/resolv.conf",
-		SeccompRoot: filepath.Join(dir, "seccomp"),
+		SeccompRoot: layout.Root(dir).Seccomp(),
 	}, benchHost{dir}, nil)
 	return &configFloor{floor: f, dir: dir, builder: b}
 }
@@ -66,23 +66,22 @@ func (f *configFloor) cleanup(ctx context.Context) {
 // benchHost makes the files a bench pod's containers mount.
 type benchHost struct{ dir string }
 
-func (h benchHost) podDir(pod *corev1.Pod, sub ...string) (string, error) {
-	dir := filepath.Join(append([]string{layout.Root(h.dir).Pod(pod.UID)}, sub...)...)
+func (h benchHost) podDir(pod *corev1.Pod) (string, error) {
+	dir := layout.Root(h.dir).Pod(pod.UID)
 	return dir, os.MkdirAll(dir, 0o755)
 }
 
 func (h benchHost) HostsFile(pod *corev1.Pod, content []byte) (string, error) {
-	dir, err := h.podDir(pod)
-	if err != nil {
+	if _, err := h.podDir(pod); err != nil {
 		return "", err
 	}
-	file := filepath.Join(dir, "etc-hosts")
+	file := layout.Root(h.dir).HostsFile(pod.UID)
 	return file, os.WriteFile(file, content, 0o644)
 }
 
 func (h benchHost) TerminationMessageFile(pod *corev1.Pod, container string) (string, error) {
-	dir, err := h.podDir(pod, "containers", container)
-	if err != nil {
+	dir := layout.Root(h.dir).Container(pod.UID, container)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
 	file := filepath.Join(dir, "termination-log")
