@@ -250,6 +250,7 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 	}, pods.Deps{Runtime: rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		Probes: p.prober, Hooks: hooks, Pressure: pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,
 		PodStarted: p.metrics.podStarted, PodSynced: p.metrics.podSynced, Gone: gone, Objects: objects, Devices: p.devices,
+		KillPod: p.killPod(cfg.PerQOS(), a.opts.EvictionGracefulHardMemory),
 	})
 
 	high, low := cfg.ImageGCThresholds()
@@ -264,8 +265,7 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 			p.recorder.Event(p.recorder.NodeRef(), eventType, reason, message)
 		},
 		Reclaim: p.reclaim,
-		KillPod: p.killPod(cfg.PerQOS(), a.opts.EvictionGracefulHardMemory),
-	}, signals, p.manager, eviction.NewHostUsage(ctx, rt, p.tree, p.cache.ContainerNames, a.opts.RootDir, cfg.PodLogsDir))
+	}, signals, evictedPods{p.manager}, eviction.NewHostUsage(ctx, rt, p.tree, p.cache.ContainerNames, a.opts.RootDir, cfg.PodLogsDir))
 
 	if err := p.cache.Relist(ctx); err != nil {
 		return p, fmt.Errorf("list the runtime's pods: %w", err)
@@ -506,8 +506,17 @@ func runtimeImages(rt *cri.Client) func(context.Context) ([]corev1.ContainerImag
 	}
 }
 
-// killPod is how the eviction manager kills a hard memory threshold's
-// victims at once: through their pod cgroups, unless the operator chose
+// evictedPods is the pod manager as eviction sees it: an eviction is a
+// stop that keeps the pod's status.
+type evictedPods struct{ *pods.Manager }
+
+func (e evictedPods) Evict(uid types.UID, ev eviction.Eviction) (eviction.Kill, error) {
+	s, err := e.StopPod(uid, pods.StopOptions{Grace: &ev.Grace, Eviction: ev.Message, KillNow: ev.KillNow, Why: "evicted"})
+	return eviction.Kill{Done: s.Killed, Sigkilled: s.Sigkilled, Err: s.KillErr}, err
+}
+
+// killPod is how the pod manager kills a hard memory threshold's victims
+// at once: through their pod cgroups, unless the operator chose
 // the kubelet's graceful stop or there are no pod cgroups.
 func (p *parts) killPod(perQOS, graceful bool) func(*corev1.Pod) (int, error) {
 	if graceful || !perQOS {

@@ -89,7 +89,7 @@ func (a *Agent) buildServers(p *parts, apiAddr string) error {
 			IsNotFound: func(err error) bool { return errors.Is(err, pods.ErrPodNotFound) },
 			IsInvalid:  func(err error) bool { return errors.Is(err, source.ErrInvalidManifest) },
 			IsRefused: func(err error) bool {
-				return errors.Is(err, pods.ErrNotStatic) || errors.Is(err, source.ErrNotManifest)
+				return errors.Is(err, errNotStatic) || errors.Is(err, source.ErrNotManifest)
 			},
 			MaxManifest: manifest.MaxManifestSize,
 			UID:         uint32(os.Geteuid()),
@@ -129,8 +129,22 @@ type controlOps struct {
 	files   *source.File
 }
 
-func (c controlOps) DeletePod(namespace, name string, grace *int64) error {
-	return c.manager.DeletePod(namespace, name, grace, c.files.Remove)
+// errNotStatic is a pod DeletePod refuses: it did not come from a
+// manifest file, so removing a file cannot delete it.
+var errNotStatic = errors.New("not a static pod")
+
+// DeletePod deletes a static pod through its source, which removes its
+// manifest and sends the desired set without it, with the grace override:
+// the pod manager stops it as it stops any pod that left its source.
+func (c controlOps) DeletePod(ctx context.Context, namespace, name string, grace *int64) error {
+	err := c.files.Delete(ctx, namespace, name, grace)
+	if !errors.Is(err, source.ErrNoManifest) {
+		return err
+	}
+	if _, ok := c.manager.Named(namespace, name); ok {
+		return fmt.Errorf("pod %s/%s comes from the API server, not a manifest file: %w; delete it with kubectl delete", namespace, name, errNotStatic)
+	}
+	return fmt.Errorf("pod %s/%s: %w", namespace, name, pods.ErrPodNotFound)
 }
 
 func (c controlOps) ApplyManifest(data []byte) (api.ManifestResult, error) {

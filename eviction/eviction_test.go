@@ -168,6 +168,10 @@ type fakePods struct {
 	procs    map[types.UID]int64 // processes, in container "c"
 	evicted  map[types.UID]int64 // grace
 	msgs     map[types.UID]string
+	killNow  map[types.UID]bool
+	// kill answers a KillNow eviction (nil: the node stops pods
+	// gracefully, nothing is killed at once).
+	kill func(uid types.UID) Kill
 }
 
 func (f *fakePods) Active() []*corev1.Pod {
@@ -182,12 +186,19 @@ func (f *fakePods) Active() []*corev1.Pod {
 	return out
 }
 
-func (f *fakePods) Evict(uid types.UID, grace int64, msg string) error {
+func (f *fakePods) Evict(uid types.UID, e Eviction) (Kill, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.evicted[uid] = grace
-	f.msgs[uid] = msg
-	return nil
+	f.evicted[uid] = e.Grace
+	f.msgs[uid] = e.Message
+	if f.killNow == nil {
+		f.killNow = map[types.UID]bool{}
+	}
+	f.killNow[uid] = e.KillNow
+	if e.KillNow && f.kill != nil {
+		return f.kill(uid), nil
+	}
+	return Kill{}, nil
 }
 
 func (f *fakePods) Memory(p *corev1.Pod) (int64, bool) { u, ok := f.usage[p.UID]; return u, ok }
@@ -363,9 +374,9 @@ func (a admittingPods) Active() []*corev1.Pod {
 	return a.fakePods.Active()
 }
 
-func (a admittingPods) Evict(uid types.UID, grace int64, msg string) error {
+func (a admittingPods) Evict(uid types.UID, e Eviction) (Kill, error) {
 	a.m.opts.Pressure.Admit(pod("probe", corev1.PodQOSBestEffort, 0))
-	return a.fakePods.Evict(uid, grace, msg)
+	return a.fakePods.Evict(uid, e)
 }
 
 func TestSynchronizeNeverCallsThePodsWithItsLockHeld(t *testing.T) {
@@ -593,9 +604,10 @@ func TestNotificationsAreArmedAfterTheKills(t *testing.T) {
 }
 
 // TestHardMemoryVictimsAreKilledThroughTheirCgroups: a hard memory
-// threshold's victims are killed at once, after their eviction is
-// recorded; soft memory and hard disk thresholds leave the kill to the
-// pod workers, and a failed cgroup kill still counts as an eviction.
+// threshold's victims are evicted to be killed at once (KillNow) and the
+// trace keeps what the kill did; soft memory and hard disk thresholds
+// leave the kill to the pod workers, and a failed cgroup kill still counts
+// as an eviction.
 func TestHardMemoryVictimsAreKilledThroughTheirCgroups(t *testing.T) {
 	mi := int64(1 << 20)
 	for _, tc := range []struct {
@@ -621,17 +633,11 @@ func TestHardMemoryVictimsAreKilledThroughTheirCgroups(t *testing.T) {
 				t.Fatal(err)
 			}
 			var killed []string
-			kill := func(p *corev1.Pod) (int, error) {
-				pods.mu.Lock()
-				_, evicted := pods.evicted[p.UID]
-				pods.mu.Unlock()
-				if !evicted {
-					t.Errorf("%s killed before its eviction was recorded", p.Name)
-				}
-				killed = append(killed, p.Name)
-				return 2, tc.killErr
+			pods.kill = func(uid types.UID) Kill {
+				killed = append(killed, string(uid))
+				return Kill{Done: true, Sigkilled: 2, Err: tc.killErr}
 			}
-			m := NewManager(Options{Thresholds: ts, Clock: clock, KillPod: kill}, src, pods, pods)
+			m := NewManager(Options{Thresholds: ts, Clock: clock}, src, pods, pods)
 			src.set(tc.signal, 60*mi, 1000*mi, clock.Now())
 			m.Synchronize(context.Background())
 

@@ -25,9 +25,27 @@ type Pods interface {
 	// Active lists the admitted pods that still run (not terminal, not
 	// already being evicted).
 	Active() []*corev1.Pod
-	// Evict stops a pod with grace seconds and leaves it Failed with
-	// reason Evicted and message.
-	Evict(uid types.UID, grace int64, message string) error
+	// Evict stops a pod with the eviction's grace seconds and leaves it
+	// Failed with reason Evicted and its message.
+	Evict(uid types.UID, e Eviction) (Kill, error)
+}
+
+// Eviction is how a pod is evicted.
+type Eviction struct {
+	Grace   int64
+	Message string
+	// KillNow: a hard memory threshold's victim, whose processes are
+	// SIGKILLed at once through its cgroup once its eviction is recorded
+	// (at 1 GiB/s a second of grace is a gigabyte), unless the node stops
+	// pods gracefully.
+	KillNow bool
+}
+
+// Kill is what a KillNow eviction did at once.
+type Kill struct {
+	Done      bool // the processes were signalled through the cgroup
+	Sigkilled int
+	Err       error
 }
 
 // PodUsage reads a pod's use of a starved resource.
@@ -80,13 +98,6 @@ type Options struct {
 	// 0 leaves it). Under CPU contention a normal thread is preempted
 	// several times within one decision; a raised one is not.
 	ThreadNice int
-	// KillPod ends every process of a pod at once through its cgroup
-	// (SIGKILL) and returns how many the agent signalled itself; nil leaves
-	// the kill to the pod workers (SIGTERM, the grace period, SIGKILL
-	// through the runtime). It is used for the victims of hard memory
-	// thresholds, right after their eviction is recorded: at 1 GiB/s a
-	// second of grace is a gigabyte.
-	KillPod func(pod *corev1.Pod) (int, error)
 }
 
 // Manager watches the signals and evicts pods when thresholds are met. The
@@ -428,15 +439,13 @@ func (m *Manager) execute(p *evictionPlan) {
 			v.Message += containersMessage(p.victims[i].Pod, m.usage.Containers(p.victims[i].Pod))
 			p.trace.Victims[i].Message = v.Message
 		}
-		results[i] = m.pods.Evict(v.UID, v.Grace, v.Message)
-		if results[i] == nil && p.killNow && m.opts.KillPod != nil {
-			// After Evict: the worker knows the pod is evicted before it
-			// sees its containers die, and does not restart them.
-			n, err := m.opts.KillPod(p.victims[i].Pod)
+		kill, err := m.pods.Evict(v.UID, Eviction{Grace: v.Grace, Message: v.Message, KillNow: p.killNow})
+		results[i] = err
+		if kill.Done {
 			p.trace.Victims[i].KilledAt = m.opts.Clock.Now()
-			p.trace.Victims[i].Sigkilled = n
-			if err != nil {
-				p.trace.Victims[i].KillError = err.Error()
+			p.trace.Victims[i].Sigkilled = kill.Sigkilled
+			if kill.Err != nil {
+				p.trace.Victims[i].KillError = kill.Err.Error()
 			}
 		}
 	}

@@ -8,69 +8,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"nodeagent/manifest"
 )
 
-// ErrNotStatic is a pod DeletePod refuses: it did not come from a manifest
-// file, so removing a file cannot delete it (an API pod is deleted with
-// kubectl).
-var ErrNotStatic = errors.New("not a static pod")
-
-// DeletePod removes a static pod's manifest with remove and terminates the
-// pod, with grace seconds instead of its own grace period when set (0:
-// SIGKILL at once), as `kubectl delete --grace-period` does. It is what
-// nodectl asks for over the control socket. remove is the file source's:
-// it deletes only a file of the static pod directory. Pods from the API
-// server are refused with ErrNotStatic.
-func (m *Manager) DeletePod(namespace, name string, grace *int64, remove func(file string) error) error {
+// Named is the admitted pod namespace/name.
+func (m *Manager) Named(namespace, name string) (*corev1.Pod, bool) {
 	m.mu.Lock()
-	var pod *corev1.Pod
+	defer m.mu.Unlock()
 	for _, p := range m.pods {
 		if p.Namespace == namespace && p.Name == name {
-			pod = p
+			return p, true
 		}
 	}
-	var w *worker
-	if pod != nil {
-		w = m.workers[pod.UID]
-	}
-	m.mu.Unlock()
-	if pod == nil {
-		return fmt.Errorf("pod %s/%s: %w", namespace, name, ErrPodNotFound)
-	}
-	// The API source sets config.source on every pod it hands out and
-	// strips the manifest annotation: only the file source's pods pass.
-	file := pod.Annotations[manifest.AnnotationManifest]
-	if pod.Annotations[manifest.AnnotationConfigSource] != manifest.SourceFile || file == "" {
-		return fmt.Errorf("pod %s/%s comes from the API server, not a manifest file: %w; delete it with kubectl delete", namespace, name, ErrNotStatic)
-	}
-	// The override first: the source sees the manifest go at once and
-	// terminates the pod, with whatever grace the worker has then.
-	if w != nil && grace != nil {
-		w.overrideGrace(grace)
-	}
-	if err := remove(file); err != nil {
-		if w != nil && grace != nil {
-			w.overrideGrace(nil)
-		}
-		return fmt.Errorf("remove manifest of %s/%s: %w", namespace, name, err)
-	}
-	args := []any{"pod", fullName(pod), "pod_uid", pod.UID, "manifest", file}
-	if grace != nil {
-		args = append(args, "grace_period", *grace)
-	}
-	m.log.Info("pod deleted on request", args...)
-	// Not desired any more, now: the worker may finish before the source
-	// sees the manifest go (inotify is late or absent, as on 9p), and a pod
-	// still desired then would be started again.
-	m.mu.Lock()
-	delete(m.pods, pod.UID)
-	m.deleted[pod.UID] = true
-	m.mu.Unlock()
-	if w != nil {
-		w.terminate(grace)
-	}
-	return nil
+	return nil, false
 }
 
 // KernelOOMKill tells the pod's worker that the kernel OOM killer killed a
@@ -155,18 +104,4 @@ func (m *Manager) ReclaimContainers(ctx context.Context) (int, error) {
 		}
 	}
 	return removed, errors.Join(errs...)
-}
-
-// Evict ends a pod as the kubelet's eviction does: its containers stop
-// with grace seconds and it stays listed as Failed, reason Evicted, with
-// message and a DisruptionTarget condition, until its manifest changes.
-func (m *Manager) Evict(uid types.UID, grace int64, message string) error {
-	m.mu.Lock()
-	w := m.workers[uid]
-	m.mu.Unlock()
-	if w == nil {
-		return fmt.Errorf("pod %s: %w", uid, ErrPodNotFound)
-	}
-	w.evict(message, grace)
-	return nil
 }

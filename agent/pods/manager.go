@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 
 	"nodeagent/agent/events"
 	"nodeagent/agent/pods/criconfig"
@@ -128,6 +127,10 @@ type Deps struct {
 	Objects Objects
 	// Devices allocates device plugins' resources (nil: none).
 	Devices Devices
+	// KillPod SIGKILLs every process of a pod through its cgroup and
+	// returns how many it signalled: StopOptions.KillNow (nil: the worker
+	// stops the pod, with its grace period).
+	KillPod func(pod *corev1.Pod) (int, error)
 }
 
 // Objects reads what pods reference in the API server.
@@ -155,6 +158,7 @@ type Manager struct {
 	onPodSynced  func(operation string, took time.Duration)
 	gone         func(pod *corev1.Pod)
 	devices      Devices
+	killPod      func(pod *corev1.Pod) (int, error)
 	clock        clock.WithTicker
 	log          *slog.Logger
 	configs      *criconfig.Builder
@@ -170,10 +174,6 @@ type Manager struct {
 	ctx      context.Context // the agent's lifetime; set by Run
 	pods     map[types.UID]*corev1.Pod
 	rejected map[types.UID]bool
-	// deleted are pods DeletePod took out of the desired set while their
-	// source may still list them (it has not seen the manifest go yet):
-	// until it stops listing them they are not admitted again.
-	deleted  map[types.UID]bool
 	workers  map[types.UID]*worker
 	synced   bool // every source delivered its first desired set
 	bySource map[string][]*corev1.Pod
@@ -222,7 +222,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 	files := nodeFiles{root: layout.Root(opts.RootDir), volumes: vols}
 	return &Manager{
 		pullSlot: pullSlot,
-		opts:     opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, onPodSynced: deps.PodSynced, gone: deps.Gone, devices: deps.Devices, clock: deps.Clock,
+		opts:     opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, onPodSynced: deps.PodSynced, gone: deps.Gone, devices: deps.Devices, killPod: deps.KillPod, clock: deps.Clock,
 		log: deps.Log,
 		configs: criconfig.New(criconfig.Options{
 			NodeName: opts.NodeName, NodeIP: opts.NodeIP, PodLogsDir: opts.PodLogsDir,
@@ -240,7 +240,6 @@ func NewManager(opts Options, deps Deps) *Manager {
 		housekeeping: 2 * time.Second,
 		pods:         map[types.UID]*corev1.Pod{},
 		rejected:     map[types.UID]bool{},
-		deleted:      map[types.UID]bool{},
 		workers:      map[types.UID]*worker{},
 		bySource:     map[string][]*corev1.Pod{},
 		goneTold:     map[types.UID]bool{},
@@ -290,6 +289,7 @@ func (m *Manager) Run(ctx context.Context, updates <-chan source.Update) {
 // each source in Options.Sources has sent one (any update, without them).
 func (m *Manager) merge(u source.Update) (all source.Update, complete bool) {
 	m.bySource[u.Source] = u.Pods
+	all.Grace = u.Grace
 	names := slices.Sorted(maps.Keys(m.bySource))
 	for _, name := range names {
 		all.Pods = append(all.Pods, m.bySource[name]...)
@@ -324,13 +324,6 @@ func (m *Manager) apply(u source.Update, complete bool) {
 	}
 
 	m.mu.Lock()
-	for uid := range m.deleted {
-		if _, listed := desired[uid]; listed {
-			delete(desired, uid) // a scan from before the manifest went
-		} else {
-			delete(m.deleted, uid)
-		}
-	}
 	changed := false
 	for uid, p := range m.pods {
 		if _, ok := desired[uid]; ok {
@@ -338,13 +331,13 @@ func (m *Manager) apply(u source.Update, complete bool) {
 		}
 		delete(m.pods, uid)
 		changed = true
-		if w := m.workers[uid]; w != nil {
+		if m.workers[uid] != nil {
 			if d := deleting[uid]; d != nil {
-				m.log.Info("pod deleted; terminating", "pod", fullName(p), "pod_uid", uid, "grace_period", ptr.Deref(d.DeletionGracePeriodSeconds, -1))
-				w.terminate(d.DeletionGracePeriodSeconds)
+				m.stopLocked(uid, p, StopOptions{Grace: d.DeletionGracePeriodSeconds, Why: "deleted"})
+			} else if g, ok := u.Grace[uid]; ok {
+				m.stopLocked(uid, p, StopOptions{Grace: &g, Why: "deleted on request"})
 			} else {
-				m.log.Info("pod removed from its source; terminating", "pod", fullName(p), "pod_uid", uid)
-				w.terminate(nil)
+				m.stopLocked(uid, p, StopOptions{Why: "removed from its source"})
 			}
 		} else if !running[uid] {
 			// Never started (it waited for a predecessor): only its
@@ -367,11 +360,7 @@ func (m *Manager) apply(u source.Update, complete bool) {
 		switch {
 		case m.workers[uid] != nil:
 		case running[uid]:
-			// Deleted while the agent was down: stopped as deleted.
-			m.log.Info("pod deleted while the agent was away; terminating", "pod", fullName(p), "pod_uid", uid)
-			w := newWorker(m, uid, p)
-			w.terminating, w.grace = true, p.DeletionGracePeriodSeconds
-			m.launchLocked(w)
+			m.stopLocked(uid, p, StopOptions{Grace: p.DeletionGracePeriodSeconds, Why: "deleted while the agent was away"})
 		default:
 			m.goneLocked(p)
 		}
@@ -595,8 +584,7 @@ func (m *Manager) collectOrphans() {
 		if _, wanted := m.pods[uid]; wanted || m.workers[uid] != nil {
 			continue
 		}
-		m.log.Info("found a pod no source wants; terminating it", "pod_uid", uid)
-		m.startWorkerLocked(uid, nil)
+		m.stopLocked(uid, nil, StopOptions{Why: "found in the runtime; no source wants it"})
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"nodeagent/agent/events"
 	"nodeagent/agent/pleg"
@@ -382,31 +383,24 @@ func TestRemovedPodsRestartCountsAreKeptAMinute(t *testing.T) {
 	}
 }
 
-// A pod deleted on request leaves the desired set at once: when its worker
-// finishes before the file source has seen the manifest go (inotify late,
-// or absent as on 9p), the pod is not started again, nor by a scan taken
-// before the removal; a manifest written again is a new request.
-func TestDeletedPodIsNotRestartedBeforeItsSourceCatchesUp(t *testing.T) {
+// A pod that left its source on request (nodectl delete) stops with the
+// grace period the update carries, and a manifest written again is a new
+// request that runs.
+func TestAPodDeletedOnRequestStopsWithItsGrace(t *testing.T) {
 	rt := critest.New()
-	m, store := newTestManager(t, rt, nil)
-	file := filepath.Join(t.TempDir(), "a.yaml")
-	if err := os.WriteFile(file, []byte("kind: Pod\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir()}, Deps{
+		Runtime: rt, Cache: pleg.New(rt, pleg.Options{Node: "n", Clock: clock.RealClock{}, Log: discard}), Store: status.NewStore(), Clock: clock.RealClock{},
+		Tree: cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true}), Log: discard,
+	})
 	pod := testPod(corev1.RestartPolicyAlways, "a")
-	pod.Annotations = map[string]string{manifest.AnnotationManifest: file, manifest.AnnotationConfigSource: manifest.SourceFile}
+	pod.Annotations = map[string]string{manifest.AnnotationConfigSource: manifest.SourceFile}
 	pod.Spec.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
-	pod.Spec.Containers[0].TerminationMessagePolicy = corev1.TerminationMessageReadFile
+	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
 	worker := func() *worker {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		return m.workers[pod.UID]
-	}
-	desired := func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		_, ok := m.pods[pod.UID]
-		return ok
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
@@ -416,79 +410,27 @@ func TestDeletedPodIsNotRestartedBeforeItsSourceCatchesUp(t *testing.T) {
 			}
 		}
 	}
-
 	ctx, cancel := context.WithCancel(context.Background())
 	updates := make(chan source.Update)
 	done := make(chan struct{})
 	go func() { m.Run(ctx, updates); close(done) }()
 	defer func() { cancel(); <-done }()
 	updates <- source.Update{Source: "file", Pods: []*corev1.Pod{pod}}
-	waitFor("the pod's worker", func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if m.rejected[pod.UID] {
-			p, _ := store.Get(pod.UID)
-			t.Fatalf("the pod was rejected: %s", p.Status.Message)
-		}
-		return m.workers[pod.UID] != nil
-	})
+	waitFor("the container started", func() bool { return len(rt.Calls("StartContainer")) > 0 })
 
-	if err := m.DeletePod(pod.Namespace, pod.Name, new(int64), os.Remove); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(file); !os.IsNotExist(err) {
-		t.Errorf("manifest still there: %v", err)
-	}
+	updates <- source.Update{Source: "file", Grace: map[types.UID]int64{pod.UID: 0}}
 	waitFor("the worker to finish", func() bool { return worker() == nil })
-	// A scan taken before the removal, delivered late.
-	updates <- source.Update{Source: "file", Pods: []*corev1.Pod{pod}}
-	time.Sleep(300 * time.Millisecond)
-	if w := worker(); w != nil || desired() {
-		t.Fatalf("the deleted pod is desired again (worker %v, desired %v) before its source saw the manifest go", w != nil, desired())
+	stops := rt.Calls("StopContainer")
+	if len(stops) == 0 {
+		t.Fatal("the container was not stopped")
 	}
-	// The source catches up; then the same manifest written again runs.
-	updates <- source.Update{Source: "file"}
+	for _, c := range stops {
+		if c.Timeout != 0 {
+			t.Errorf("stopped with a %d s timeout, want the update's grace 0 over the pod's 30", c.Timeout)
+		}
+	}
 	updates <- source.Update{Source: "file", Pods: []*corev1.Pod{pod}}
 	waitFor("the re-added pod's worker", func() bool { return worker() != nil })
-}
-
-// nodectl delete of a pod from the API server is refused before anything
-// is removed, whatever file its annotations name: only the file source's
-// pods are deleted by removing a file.
-func TestDeletePodRefusesAPIPods(t *testing.T) {
-	rt := critest.New()
-	m, _ := newTestManager(t, rt, nil)
-	victim := filepath.Join(t.TempDir(), "etcd.yaml")
-	if err := os.WriteFile(victim, []byte("kind: Pod\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, annotations := range []map[string]string{
-		{manifest.AnnotationConfigSource: source.SourceAPI, manifest.AnnotationManifest: victim},
-		{manifest.AnnotationManifest: victim}, // no source at all
-	} {
-		pod := testPod(corev1.RestartPolicyAlways, "a")
-		pod.Annotations = annotations
-		m.mu.Lock()
-		m.pods[pod.UID] = pod
-		m.mu.Unlock()
-		removed := false
-		err := m.DeletePod(pod.Namespace, pod.Name, nil, func(string) error { removed = true; return nil })
-		if !errors.Is(err, ErrNotStatic) || !strings.Contains(err.Error(), "kubectl delete") {
-			t.Errorf("annotations %v: err %v, want ErrNotStatic saying to use kubectl delete", annotations, err)
-		}
-		if removed {
-			t.Errorf("annotations %v: remove was called", annotations)
-		}
-		m.mu.Lock()
-		_, desired := m.pods[pod.UID]
-		m.mu.Unlock()
-		if !desired {
-			t.Errorf("annotations %v: the refused pod left the desired set", annotations)
-		}
-	}
-	if _, err := os.Stat(victim); err != nil {
-		t.Errorf("the file an API pod named: %v", err)
-	}
 }
 
 // A kernel OOM kill is an event on the pod, naming the process and the

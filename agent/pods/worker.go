@@ -88,8 +88,6 @@ func (w *worker) overrideGrace(grace *int64) {
 	w.mu.Unlock()
 }
 
-// terminate asks the worker to stop its pod; grace, when set, overrides
-// the pod's grace period.
 // respec hands the worker its pod's updated spec, taken at the next sync.
 func (w *worker) respec(p *corev1.Pod) {
 	w.mu.Lock()
@@ -112,6 +110,8 @@ func (w *worker) takeSpec() {
 	}
 }
 
+// terminate asks the worker to stop its pod; grace, when set, overrides
+// the pod's grace period.
 func (w *worker) terminate(grace *int64) {
 	w.mu.Lock()
 	w.terminating = true

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,7 +18,7 @@ import (
 type Control interface {
 	// DeletePod removes the pod's manifest and stops it, with grace
 	// seconds when set, else the pod's own grace period.
-	DeletePod(namespace, name string, grace *int64) error
+	DeletePod(ctx context.Context, namespace, name string, grace *int64) error
 	// ApplyManifest validates a manifest and writes it into the static pod
 	// directory.
 	ApplyManifest(data []byte) (api.ManifestResult, error)
@@ -48,7 +49,7 @@ func ControlHandler(src ControlSources) http.Handler {
 			}
 			grace = &g
 		}
-		if err := ctl.DeletePod(r.PathValue("namespace"), r.PathValue("name"), grace); err != nil {
+		if err := ctl.DeletePod(r.Context(), r.PathValue("namespace"), r.PathValue("name"), grace); err != nil {
 			code := http.StatusInternalServerError
 			switch {
 			case isNotFound(err):

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -51,7 +52,7 @@ type fakeControl struct {
 	grace   *int64
 }
 
-func (f *fakeControl) DeletePod(ns, name string, grace *int64) error {
+func (f *fakeControl) DeletePod(_ context.Context, ns, name string, grace *int64) error {
 	if name == "from-api" {
 		return errRefused
 	}

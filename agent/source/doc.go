@@ -8,6 +8,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Source produces the desired pods of one origin.
@@ -25,6 +26,10 @@ type Update struct {
 	Source string // the sending Source's Name
 	Pods   []*corev1.Pod
 	Errors []ManifestError
+	// Grace holds the grace periods (seconds) that override their own for
+	// pods that left the source in this update on request, as kubectl
+	// delete --grace-period does.
+	Grace map[types.UID]int64
 }
 
 // ManifestError is an input that did not become a pod, and why.

@@ -33,6 +33,17 @@ type File struct {
 	reported map[string]string // file -> last logged problem, so each is logged once
 	owners   map[string]string // namespace/name -> file that defined it in the last scan
 	parsed   map[string]parseResult
+	// deletes reach the scanning goroutine: a deletion and the scans are
+	// serialized, so no scan taken before a manifest went is sent after.
+	deletes chan deletion
+	stopped chan struct{} // closed when Run returns
+}
+
+// deletion is a request of Delete.
+type deletion struct {
+	namespace, name string
+	grace           *int64
+	done            chan error
 }
 
 // parseResult caches a file's parse, valid while its size and mtime hold.
@@ -110,17 +121,76 @@ func (f *File) Remove(file string) error {
 	return nil
 }
 
+// ErrNoManifest is a pod Delete did not find: no manifest of the
+// directory defines it.
+var ErrNoManifest = errors.New("no static pod manifest defines it")
+
+// Delete removes the manifest that defines the pod namespace/name (see
+// Remove) and returns once the source has sent the desired set without
+// it, the pod's grace period overridden by grace when set (0: SIGKILL at
+// once). It is nodectl delete, done by the agent for a root caller of its
+// control socket. It fails when the source is not running.
+func (f *File) Delete(ctx context.Context, namespace, name string, grace *int64) error {
+	req := deletion{namespace: namespace, name: name, grace: grace, done: make(chan error, 1)}
+	select {
+	case f.deletes <- req:
+	case <-f.stopped:
+		return errors.New("the static pod source is stopped")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-f.stopped:
+		return errors.New("the static pod source is stopped")
+	}
+}
+
+// delete removes the manifest of req's pod and scans: the update without
+// the pod carries the grace override.
+func (f *File) delete(req deletion, last *Update) (Update, error) {
+	key := req.namespace + "/" + req.name
+	file, ok := f.owners[key]
+	if !ok {
+		return Update{}, fmt.Errorf("pod %s: %w in %s", key, ErrNoManifest, f.dir)
+	}
+	var uid types.UID
+	if last != nil {
+		for _, p := range last.Pods {
+			if p.Namespace == req.namespace && p.Name == req.name {
+				uid = p.UID
+			}
+		}
+	}
+	if err := f.Remove(file); err != nil {
+		return Update{}, fmt.Errorf("remove manifest of %s: %w", key, err)
+	}
+	args := []any{"pod", key, "pod_uid", uid, "manifest", file}
+	if req.grace != nil {
+		args = append(args, "grace_period", *req.grace)
+	}
+	f.log.Info("pod deleted on request", args...)
+	u := f.Scan()
+	if req.grace != nil && uid != "" {
+		u.Grace = map[types.UID]int64{uid: *req.grace}
+	}
+	return u, nil
+}
+
 // debounce groups the events of one editor save or copy into one scan.
 const debounce = 10 * time.Millisecond
 
 // NewFile returns a source for dir on node, rescanning every period.
 func NewFile(dir, node string, period time.Duration, log *slog.Logger) *File {
-	return &File{dir: dir, node: node, period: period, log: log, reported: map[string]string{}, owners: map[string]string{}, parsed: map[string]parseResult{}}
+	return &File{dir: dir, node: node, period: period, log: log, reported: map[string]string{}, owners: map[string]string{}, parsed: map[string]parseResult{},
+		deletes: make(chan deletion), stopped: make(chan struct{})}
 }
 
 // Run sends the desired set to out at once and again whenever it changes,
 // until ctx is done. It creates the directory when missing.
 func (f *File) Run(ctx context.Context, out chan<- Update) {
+	defer close(f.stopped)
 	if err := os.MkdirAll(f.dir, 0o755); err != nil {
 		f.log.Warn("cannot create static pod directory; will keep rescanning", "dir", f.dir, "err", err)
 	}
@@ -150,12 +220,24 @@ func (f *File) watch(ctx context.Context, out chan<- Update, events <-chan fsnot
 
 	// next blocks until a scan is due: at once on the first event of a
 	// burst (an atomic rename is complete), once more when the burst
-	// settles, and on every periodic rescan. It is false when ctx is done.
+	// settles, on every periodic rescan, and for a deletion (its update is
+	// ready). It is false when ctx is done.
+	var last *Update
+	var deleted *deletion
+	var ready Update
 	next := func() bool {
 		for {
 			select {
 			case <-ctx.Done():
 				return false
+			case req := <-f.deletes:
+				u, err := f.delete(req, last)
+				if err != nil {
+					req.done <- err
+					continue
+				}
+				deleted, ready = &req, u
+				return true
 			case <-events:
 				settle.Reset(debounce)
 				if !settling {
@@ -177,10 +259,14 @@ func (f *File) watch(ctx context.Context, out chan<- Update, events <-chan fsnot
 			}
 		}
 	}
-	var last *Update
 	for scan := true; scan; scan = next() {
-		u := f.Scan()
-		if last != nil && sameUpdate(*last, u) {
+		var u Update
+		if deleted != nil {
+			u = ready
+		} else {
+			u = f.Scan()
+		}
+		if last != nil && sameUpdate(*last, u) && deleted == nil {
 			continue
 		}
 		last = &u
@@ -188,6 +274,10 @@ func (f *File) watch(ctx context.Context, out chan<- Update, events <-chan fsnot
 		case out <- u:
 		case <-ctx.Done():
 			return
+		}
+		if deleted != nil {
+			deleted.done <- nil
+			deleted = nil
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
+	"k8s.io/utils/ptr"
 )
 
 const goodPod = `apiVersion: v1
@@ -224,5 +225,57 @@ func TestRemoveStaysInsideTheDirectory(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "sub.yaml")); err != nil {
 		t.Errorf("the directory: %v", err)
+	}
+}
+
+// nodectl delete goes through the source: the manifest goes, and the
+// update without the pod carries the grace override, sent before Delete
+// returns; no update lists the pod again (scans and the deletion take
+// turns). A pod no manifest defines is ErrNoManifest, the file untouched.
+func TestDeleteRemovesTheManifestAndSendsTheGrace(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "web.yaml")
+	if err := os.WriteFile(file, []byte(goodPod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan Update)
+	src := NewFile(dir, "n", 10*time.Millisecond, quiet()) // rescans all the time
+	go src.Run(ctx, out)
+	first := recv(t, out)
+	if len(first.Pods) != 1 {
+		t.Fatalf("first update %v", first.Pods)
+	}
+	pod := first.Pods[0]
+
+	if err := src.Delete(ctx, pod.Namespace, "other", nil); !errors.Is(err, ErrNoManifest) {
+		t.Errorf("Delete of a pod no manifest defines: %v, want ErrNoManifest", err)
+	}
+	deleted := make(chan error, 1)
+	go func() { deleted <- src.Delete(ctx, pod.Namespace, pod.Name, ptr.To[int64](3)) }()
+	u := recv(t, out)
+	if len(u.Pods) != 0 || u.Grace[pod.UID] != 3 || len(u.Grace) != 1 {
+		t.Fatalf("update after Delete: pods %v grace %v, want no pod and grace 3 for %s", u.Pods, u.Grace, pod.UID)
+	}
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(file); !os.IsNotExist(err) {
+		t.Errorf("manifest still there: %v", err)
+	}
+	// Scans go on every 10 ms: none brings the pod back.
+	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); {
+		select {
+		case u := <-out:
+			if len(u.Pods) != 0 {
+				t.Fatalf("the deleted pod is listed again: %v", u.Pods)
+			}
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := src.Delete(context.Background(), pod.Namespace, pod.Name, nil); err == nil {
+		t.Error("Delete on a stopped source succeeded")
 	}
 }

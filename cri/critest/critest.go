@@ -27,6 +27,7 @@ type Call struct {
 	Config  *runtimeapi.ContainerConfig  // CreateContainer's
 	Auth    *runtimeapi.AuthConfig       // PullImage's
 	Handler string                       // RunPodSandbox's
+	Timeout int64                        // StopContainer's, seconds
 }
 
 // Runtime is safe for concurrent use. Its zero value is not: use New.
@@ -261,10 +262,10 @@ func (r *Runtime) StartContainer(_ context.Context, id string) error {
 }
 
 // StopContainer ends a running container as SIGKILL would (exit 137).
-func (r *Runtime) StopContainer(_ context.Context, id string, _ int64) error {
+func (r *Runtime) StopContainer(_ context.Context, id string, timeout int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.record(Call{Op: "StopContainer", ID: id}); err != nil {
+	if err := r.record(Call{Op: "StopContainer", ID: id, Timeout: timeout}); err != nil {
 		return err
 	}
 	if c, ok := r.containers[id]; ok && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
