@@ -7,7 +7,6 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,123 +16,91 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/agent/events"
-	"nodeagent/agent/pleg"
 	"nodeagent/cri"
 	"nodeagent/internal/qos"
 	"nodeagent/probes"
 )
 
-// syncContainer makes one container match the restart policy. It reports
-// when it wants to run again and whether the container is done in the
-// init sense (exited 0, or for sidecars, running).
-func (w *worker) syncContainer(ctx context.Context, pod *corev1.Pod, c *corev1.Container, rt *pleg.PodRuntime, sb *runtimeapi.PodSandboxStatus,
-	sandboxCfg *runtimeapi.PodSandboxConfig, podIP string, init bool) (time.Duration, bool) {
-	var current *runtimeapi.ContainerStatus // newest record in this sandbox
-	var restartCount int32
-	if recs := rt.ContainersNamed(c.Name); len(recs) > 0 {
-		if n, err := strconv.Atoi(recs[0].Annotations[cri.AnnotationRestartCount]); err == nil {
-			restartCount = int32(n) + 1
+// execute carries out one container's step and returns when the pod
+// wants to sync again (a back-off expiring), or 0.
+func (w *worker) execute(ctx context.Context, pod *corev1.Pod, a containerAction, sandboxID string, sandboxCfg *runtimeapi.PodSandboxConfig, podIP string) time.Duration {
+	c, current := a.container, a.current
+	switch a.step {
+	case keepAsIs:
+		delete(w.waiting, c.Name)
+		return 0
+	case startNew:
+		return w.startContainer(ctx, pod, c, a.restartCount, sandboxID, sandboxCfg, podIP)
+	case restartExited:
+		w.log.Info("restarting container", "container", c.Name, "exit_code", current.ExitCode, "restart_count", a.restartCount)
+		return w.restart(ctx, pod, c, a.exitedAt, a.restartCount, sandboxID, sandboxCfg, podIP)
+	case killUnhealthy, restartUnhealthy:
+		delete(w.waiting, c.Name)
+		w.killUnhealthy(ctx, pod, c, current, a.probe, a.probeGrace, podIP)
+		if a.step == killUnhealthy {
+			return 0
 		}
-		if recs[0].CreatedAt >= sb.CreatedAt {
-			current = recs[0]
+		// Restarted whatever its exit code (OnFailure too), in this sync as
+		// the kubelet's: the API never sees it terminated.
+		w.probeKilled[c.Name] = current.Id
+		return w.restart(ctx, pod, c, w.m.clock.Now(), a.restartCount, sandboxID, sandboxCfg, podIP)
+	case replaceChanged:
+		delete(w.waiting, c.Name)
+		// Stopped and started again at once, whatever the restart policy,
+		// as the kubelet's one sync does: the API never sees the old one
+		// terminated (a transition it forbids under Never and OnFailure).
+		if err := w.killChanged(ctx, pod, c, current, podIP); err != nil {
+			w.log.Warn("stop changed container; will retry", "container", c.Name, "err", err)
+			return time.Second
 		}
-	} else if n, ok := w.m.removedRestartCount(pod.UID, c.Name); ok {
-		restartCount = n + 1 // the pod came back (a static pod's manifest)
+		return w.startContainer(ctx, pod, c, a.restartCount, sandboxID, sandboxCfg, podIP)
+	case replaceCutOff:
+		w.actions++
+		if err := w.m.removeContainer(ctx, current); err != nil {
+			w.log.Warn("remove container whose start was interrupted; will retry", "container", c.Name, "err", err)
+			return time.Second
+		}
+		w.m.removeLogs(current)
+		return w.startContainer(ctx, pod, c, a.restartCount, sandboxID, sandboxCfg, podIP)
+	case startCreated:
+		// Start this one rather than make another, so the container runs
+		// exactly once and keeps its restart count.
+		w.actions++
+		if err := w.m.rt.StartContainer(ctx, current.Id); err != nil {
+			w.fail(c, "RunContainerError", err)
+			return time.Second
+		}
+		w.started++
+		delete(w.waiting, c.Name)
+		w.event(c.Name, corev1.EventTypeNormal, "Started", "Started container "+c.Name)
+		w.postStart(ctx, pod, c, current.Id, podIP)
+		return 0
+	case replaceUnknown:
+		// Never beside one that could not be removed.
+		w.actions++
+		if err := w.m.removeContainer(ctx, current); err != nil {
+			w.log.Warn("remove container in unknown state; will retry", "container", c.Name, "err", err)
+			return time.Second
+		}
+		return w.startContainer(ctx, pod, c, a.restartCount, sandboxID, sandboxCfg, podIP)
 	}
-	sidecar := init && qos.IsSidecar(c)
-	if current != nil {
-		switch current.State {
-		case runtimeapi.ContainerState_CONTAINER_RUNNING:
-			delete(w.waiting, c.Name)
-			if kind, probeGrace, kill := w.m.probes.Kill(pod.UID, c.Name, current.Id); kill {
-				w.killUnhealthy(ctx, pod, c, current, kind, probeGrace, podIP)
-				if pod.Spec.RestartPolicy == corev1.RestartPolicyNever && !sidecar {
-					return 0, false
-				}
-				// Restarted whatever its exit code (OnFailure too), in this
-				// sync as the kubelet's: the API never sees it terminated.
-				w.probeKilled[c.Name] = current.Id
-				return w.restart(ctx, pod, c, w.m.clock.Now(), restartCount, sb.Id, sandboxCfg, podIP)
-			}
-			if !init && current.Annotations[cri.AnnotationContainerImageRequest] != c.Image {
-				// Stopped and started again at once, whatever the restart
-				// policy, as the kubelet's one sync does: the API never sees
-				// the old one terminated (a transition it forbids under
-				// Never and OnFailure).
-				if err := w.killChanged(ctx, pod, c, current, podIP); err != nil {
-					w.log.Warn("stop changed container; will retry", "container", c.Name, "err", err)
-					return time.Second, false
-				}
-				return w.startContainer(ctx, pod, c, restartCount, sb.Id, sandboxCfg, podIP), false
-			}
-			if sidecar {
-				// The containers after a sidecar start once it has started:
-				// running, and its startup probe passed (KEP-753). The probe's
-				// result wakes the pod.
-				return 0, w.m.probes.Started(pod.UID, c.Name, current.Id)
-			}
-			return 0, !init
-		case runtimeapi.ContainerState_CONTAINER_EXITED:
-			if current.StartedAt == 0 && current.CreatedAt < w.born.UnixNano() {
-				// An earlier agent's start was cut off and the container never
-				// ran: replace it without counting a restart.
-				w.actions++
-				if err := w.m.removeContainer(ctx, current); err != nil {
-					w.log.Warn("remove container whose start was interrupted; will retry", "container", c.Name, "err", err)
-					return time.Second, false
-				}
-				w.m.removeLogs(current)
-				return w.startContainer(ctx, pod, c, restartCount-1, sb.Id, sandboxCfg, podIP), false
-			}
-			if init && !sidecar && current.ExitCode == 0 {
-				delete(w.waiting, c.Name)
-				return 0, true
-			}
-			if w.probeKilled[c.Name] != current.Id && !shouldRestart(pod, c, init, current.ExitCode) {
-				delete(w.waiting, c.Name)
-				return 0, false
-			}
-			w.log.Info("restarting container", "container", c.Name, "exit_code", current.ExitCode, "restart_count", restartCount)
-			return w.restart(ctx, pod, c, time.Unix(0, current.FinishedAt), restartCount, sb.Id, sandboxCfg, podIP)
-		case runtimeapi.ContainerState_CONTAINER_CREATED:
-			// Created but never started (the agent stopped between create
-			// and start): start this one rather than make another, so the
-			// container runs exactly once and keeps its restart count.
-			w.actions++
-			if err := w.m.rt.StartContainer(ctx, current.Id); err != nil {
-				w.fail(c, "RunContainerError", err)
-				return time.Second, false
-			}
-			w.started++
-			delete(w.waiting, c.Name)
-			w.event(c.Name, corev1.EventTypeNormal, "Started", "Started container "+c.Name)
-			w.postStart(ctx, pod, c, current.Id, podIP)
-			return 0, false
-		default: // unknown: start over, but never beside one we could not remove
-			w.actions++
-			if err := w.m.removeContainer(ctx, current); err != nil {
-				w.log.Warn("remove container in unknown state; will retry", "container", c.Name, "err", err)
-				return time.Second, false
-			}
-		}
-	}
-	return w.startContainer(ctx, pod, c, restartCount, sb.Id, sandboxCfg, podIP), false
+	return 0
 }
 
 // restart starts the container again after it ended at exitedAt, unless
 // its back-off holds it: then it waits in CrashLoopBackOff.
 func (w *worker) restart(ctx context.Context, pod *corev1.Pod, c *corev1.Container, exitedAt time.Time, restartCount int32, sandboxID string,
-	sandboxCfg *runtimeapi.PodSandboxConfig, podIP string) (time.Duration, bool) {
+	sandboxCfg *runtimeapi.PodSandboxConfig, podIP string) time.Duration {
 	key := string(pod.UID) + "/" + c.Name + "/" + c.Image
 	if in, until := w.m.restarts.InBackOff(key, exitedAt); in {
 		w.waiting[c.Name] = waitingReason{Reason: "CrashLoopBackOff", Message: fmt.Sprintf(
 			"back-off %s restarting failed container=%s pod=%s", w.m.restarts.Delay(key), c.Name, pod.Name)}
 		w.event(c.Name, corev1.EventTypeWarning, "BackOff", fmt.Sprintf("Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, pod.Name, pod.Namespace, pod.UID))
-		return until.Sub(w.m.clock.Now()), false
+		return until.Sub(w.m.clock.Now())
 	}
 	w.m.restarts.Next(key, exitedAt)
 	delete(w.probeKilled, c.Name)
-	return w.startContainer(ctx, pod, c, restartCount, sandboxID, sandboxCfg, podIP), false
+	return w.startContainer(ctx, pod, c, restartCount, sandboxID, sandboxCfg, podIP)
 }
 
 // shouldRestart is the restart policy for an exited container.

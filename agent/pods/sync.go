@@ -50,7 +50,9 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 			w.event("", corev1.EventTypeNormal, "DeadlineExceeded", w.failed.Message)
 		}
 	}
-	if w.terminal() {
+	actions := computePodActions(podState{pod: pod, rt: rt, terminal: w.terminal(), born: w.born, probes: w.m.probes, probeKilled: w.probeKilled,
+		removedRestarts: func(name string) (int32, bool) { return w.m.removedRestartCount(pod.UID, name) }})
+	if actions.killPod {
 		return w.finish(ctx, rt)
 	}
 
@@ -59,7 +61,7 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 	var retry time.Duration
 	var err error
 	if !blocked {
-		retry, err = w.syncRuntime(ctx, pod, rt)
+		retry, err = w.syncRuntime(ctx, pod, rt, actions)
 	}
 	if refresh > 0 && (retry == 0 || refresh < retry) {
 		retry = refresh
@@ -199,16 +201,16 @@ func (w *worker) inspect(ctx context.Context, old *pleg.PodRuntime) *pleg.PodRun
 	return rt
 }
 
-// syncRuntime is the kubelet's computePodActions and SyncPod in small: pod
-// cgroup, sandbox, the next init container, then every app container.
-func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRuntime) (time.Duration, error) {
+// syncRuntime carries out one sync's podActions, as the kubelet's
+// SyncPod does: pod cgroup and sandbox, then each container's step.
+func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRuntime, actions podActions) (time.Duration, error) {
 	sb := rt.LatestSandbox()
 	var sandboxCfg *runtimeapi.PodSandboxConfig
 	var err error
-	if needsSandbox(pod, sb) {
-		if sb != nil && pod.Spec.RestartPolicy == corev1.RestartPolicyNever && len(rt.GetContainers()) > 0 {
-			return 0, nil // the kubelet does not re-create the sandbox of a pod that must not restart
-		}
+	switch actions.sandbox {
+	case sandboxNeverAgain:
+		return 0, nil
+	case sandboxCreate:
 		if !pod.Spec.HostNetwork {
 			if err := w.m.networkReady(); err != nil {
 				// As the kubelet: no sandbox until the runtime's network is up.
@@ -228,7 +230,7 @@ func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodR
 		if sb, sandboxCfg, err = w.createSandbox(ctx, pod, rt); err != nil {
 			return 0, err
 		}
-	} else {
+	default:
 		if w.plan == nil {
 			w.plan = criconfig.NewPlan(pod, w.m.tree.CgroupParent(pod))
 		}
@@ -237,42 +239,15 @@ func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodR
 		}
 	}
 	podIP := sb.GetNetwork().GetIp()
-
 	var retry time.Duration
-	keep := func(d time.Duration) {
-		if d > 0 && (retry == 0 || d < retry) {
+	for _, a := range actions.containers {
+		if d := w.execute(ctx, pod, a, sb.Id, sandboxCfg, podIP); d > 0 && (retry == 0 || d < retry) {
 			retry = d
 		}
 	}
-	// Init containers run one at a time, in order; sidecars stay running.
-	appStarted := false
-	for _, c := range rt.GetContainers() {
-		if isAppContainer(pod, c.GetMetadata().GetName()) && c.CreatedAt >= sb.CreatedAt {
-			appStarted = true
-		}
+	if !actions.initPending {
+		w.prune(ctx, rt)
 	}
-	if !appStarted {
-		for i := range pod.Spec.InitContainers {
-			c := &pod.Spec.InitContainers[i]
-			d, done := w.syncContainer(ctx, pod, c, rt, sb, sandboxCfg, podIP, true)
-			keep(d)
-			if !done {
-				return retry, nil
-			}
-		}
-	}
-	for i := range pod.Spec.Containers {
-		d, _ := w.syncContainer(ctx, pod, &pod.Spec.Containers[i], rt, sb, sandboxCfg, podIP, false)
-		keep(d)
-	}
-	// Ephemeral containers (kubectl debug) run once each, never restarted.
-	for i := range pod.Spec.EphemeralContainers {
-		c := (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
-		if len(rt.ContainersNamed(c.Name)) == 0 {
-			keep(w.startContainer(ctx, pod, c, 0, sb.Id, sandboxCfg, podIP))
-		}
-	}
-	w.prune(ctx, rt)
 	return retry, nil
 }
 
