@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"nodeagent/cgroups"
 	"nodeagent/e2e/experiment"
 )
 
@@ -122,8 +123,14 @@ func TestInterruptedExperimentCleansUpAndKeepsWhatItHas(t *testing.T) {
 		t.Fatalf("timeline.json after the interrupt: %v, %+v", err, len(timeline.Runs))
 	}
 	// No experiment pods or agents are left: its cgroup roots are gone.
-	if left, _ := filepath.Glob("/sys/fs/cgroup/memory/nodeagent-experiment-*"); len(left) > 0 {
-		t.Errorf("experiment cgroups left behind: %v", left)
+	roots, err := cgroupManager(t).Children(cgroups.Name{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range roots {
+		if strings.HasPrefix(r, "nodeagent-experiment-") {
+			t.Errorf("experiment cgroup root %s left behind", r)
+		}
 	}
 	if out, _ := exec.Command("pgrep", "-f", filepath.Join(out, "run-1", "agent")).Output(); len(out) > 0 {
 		t.Errorf("the experiment's agent still runs: %s", out)

@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"nodeagent/cgroups"
 	"nodeagent/cri"
 )
 
@@ -273,7 +274,7 @@ func TestStartCutOffLeavesATaskDeleteTaskRemoves(t *testing.T) {
 		}
 		client.StopPodSandbox(ctx, sb)
 		client.RemovePodSandbox(ctx, sb)
-		os.Remove(filepath.Join("/sys/fs/cgroup/memory", sbCfg.Linux.CgroupParent))
+		cgroupManager(t).Remove(cgroups.ParseCgroupfs(sbCfg.Linux.CgroupParent))
 	}()
 	newContainer := func(i int) string {
 		cfg := &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: fmt.Sprintf("c%d", i)}, Image: &runtimeapi.ImageSpec{Image: testImage},

@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -349,22 +348,6 @@ func (n *node) runtimeObjects(uid string) (sandboxes []*runtimeapi.PodSandbox, c
 		n.t.Fatal(err)
 	}
 	return sbs, cs
-}
-
-// cgroupFile reads a cgroup v1 file: controller, cgroupfs path, file.
-func cgroupFile(t *testing.T, controller, path, file string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", controller, path, file))
-	if err != nil {
-		t.Fatalf("read cgroup file: %v", err)
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// cgroupDirs lists the hierarchies in which path exists.
-func cgroupDirs(path string) []string {
-	dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + path)
-	return dirs
 }
 
 // podManifest is a minimal pod running sleep, with optional resources.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +20,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/cgroups"
 )
 
 // memTotal is the node's memory capacity (MemTotal).
@@ -56,16 +59,15 @@ func oomFloor(t *testing.T) int {
 	return n
 }
 
-// containerPID finds the first process of a container in its memory cgroup.
+// containerPID finds the first process of a container in its cgroup.
 func containerPID(t *testing.T, podCgroup, containerID string) int {
 	t.Helper()
 	id := strings.TrimPrefix(containerID, "containerd://")
-	procs := cgroupFile(t, "memory", filepath.Join(podCgroup, id), "cgroup.procs")
-	pid, err := strconv.Atoi(strings.Fields(procs + " x")[0])
-	if err != nil {
-		t.Fatalf("no process in container cgroup %s/%s: %q", podCgroup, id, procs)
+	pids := cgroupPids(t, podCgroup+"/"+id)
+	if len(pids) == 0 {
+		t.Fatalf("no process in container cgroup %s/%s", podCgroup, id)
 	}
-	return pid
+	return slices.Min(pids)
 }
 
 func TestQoSPodsRunInTheirCgroupsAndAreCleanedUp(t *testing.T) {
@@ -96,14 +98,23 @@ spec:
 	_, podNet, _ := net.ParseCIDR("10.88.0.0/16")
 	mem := memTotal(t)
 	floor := oomFloor(t)
+	// memory -1: unlimited.
 	cases := []struct {
-		name, qos, parent          string
-		shares, quota, memory, adj string
+		name, qos, parent string
+		shares            uint64
+		quota, memory     int64
+		adj               string
 	}{
-		{"be", "BestEffort", kubepods + "/besteffort", "2", "-1", "9223372036854771712", "1000"},
-		{"bu", "Burstable", kubepods + "/burstable", "256", "50000", strconv.Itoa(128 << 20),
+		{"be", "BestEffort", kubepods + "/besteffort", 2, -1, -1, "1000"},
+		{"bu", "Burstable", kubepods + "/burstable", 256, 50000, 128 << 20,
 			strconv.Itoa(max(3, min(999, 1000-int(1000*int64(64<<20)/mem))))},
-		{"gu", "Guaranteed", kubepods, "307", "30000", strconv.Itoa(96 << 20), strconv.Itoa(max(-997, floor))},
+		{"gu", "Guaranteed", kubepods, 307, 30000, 96 << 20, strconv.Itoa(max(-997, floor))},
+	}
+	memoryIs := func(v cgroups.Values, want int64) bool {
+		if want < 0 {
+			return unlimitedMemory(v)
+		}
+		return v.MemoryLimit == want
 	}
 	uids := map[string]string{}
 	for _, tc := range cases {
@@ -116,17 +127,18 @@ spec:
 			t.Errorf("%s: podIP %q not from the bridge's 10.88.0.0/16", tc.name, p.Status.PodIP)
 		}
 		podCgroup := tc.parent + "/pod" + string(p.UID)
-		if got := cgroupFile(t, "cpu", podCgroup, "cpu.shares"); got != tc.shares {
-			t.Errorf("%s: pod cpu.shares %s, want %s", tc.name, got, tc.shares)
+		v := cgroupValues(t, podCgroup)
+		if got, want := cpuWeight(v), wantCPUWeight(t, tc.shares); got != want {
+			t.Errorf("%s: pod CPU weight %d, want %d (shares %d)", tc.name, got, want, tc.shares)
 		}
-		if got := cgroupFile(t, "cpu", podCgroup, "cpu.cfs_quota_us"); got != tc.quota {
-			t.Errorf("%s: pod cpu.cfs_quota_us %s, want %s", tc.name, got, tc.quota)
+		if v.CPUQuota != tc.quota {
+			t.Errorf("%s: pod CPU quota %d, want %d", tc.name, v.CPUQuota, tc.quota)
 		}
-		if got := cgroupFile(t, "memory", podCgroup, "memory.limit_in_bytes"); got != tc.memory {
-			t.Errorf("%s: pod memory.limit_in_bytes %s, want %s", tc.name, got, tc.memory)
+		if !memoryIs(v, tc.memory) {
+			t.Errorf("%s: pod memory limit %d, want %d", tc.name, v.MemoryLimit, tc.memory)
 		}
-		if got := cgroupFile(t, "pids", podCgroup, "pids.max"); got != "512" {
-			t.Errorf("%s: pod pids.max %s, want 512 (podPidsLimit)", tc.name, got)
+		if v.PidsLimit != 512 {
+			t.Errorf("%s: pod pids limit %d, want 512 (podPidsLimit)", tc.name, v.PidsLimit)
 		}
 		cid := p.Status.ContainerStatuses[0].ContainerID
 		pid := containerPID(t, podCgroup, cid)
@@ -137,24 +149,25 @@ spec:
 		// The container's own cgroup carries the CRI resources.
 		ctrCgroup := podCgroup + "/" + strings.TrimPrefix(cid, "containerd://")
 		if tc.name != "be" {
-			if got := cgroupFile(t, "memory", ctrCgroup, "memory.limit_in_bytes"); got != tc.memory {
-				t.Errorf("%s: container memory limit %s, want %s", tc.name, got, tc.memory)
+			cv := cgroupValues(t, ctrCgroup)
+			if !memoryIs(cv, tc.memory) {
+				t.Errorf("%s: container memory limit %d, want %d", tc.name, cv.MemoryLimit, tc.memory)
 			}
-			if got := cgroupFile(t, "cpu", ctrCgroup, "cpu.cfs_quota_us"); got != tc.quota {
-				t.Errorf("%s: container quota %s, want %s", tc.name, got, tc.quota)
+			if cv.CPUQuota != tc.quota {
+				t.Errorf("%s: container quota %d, want %d", tc.name, cv.CPUQuota, tc.quota)
 			}
 		}
 	}
 
 	// QoS level values and node allocatable.
-	if got := cgroupFile(t, "cpu", kubepods+"/burstable", "cpu.shares"); got != "256" {
-		t.Errorf("burstable cpu.shares %s, want 256 (Σ Burstable requests)", got)
+	if got, want := cpuWeight(cgroupValues(t, kubepods+"/burstable")), wantCPUWeight(t, 256); got != want {
+		t.Errorf("burstable CPU weight %d, want %d (Σ Burstable requests, 256 shares)", got, want)
 	}
-	if got := cgroupFile(t, "cpu", kubepods+"/besteffort", "cpu.shares"); got != "2" {
-		t.Errorf("besteffort cpu.shares %s, want 2", got)
+	if got, want := cpuWeight(cgroupValues(t, kubepods+"/besteffort")), wantCPUWeight(t, 2); got != want {
+		t.Errorf("besteffort CPU weight %d, want %d", got, want)
 	}
-	if got, want := cgroupFile(t, "memory", kubepods, "memory.limit_in_bytes"), strconv.FormatInt(mem-(384<<20), 10); got != want {
-		t.Errorf("kubepods memory limit %s, want capacity - reserved = %s", got, want)
+	if got, want := cgroupValues(t, kubepods).MemoryLimit, mem-(384<<20); got != want {
+		t.Errorf("kubepods memory limit %d, want capacity - reserved = %d", got, want)
 	}
 
 	// The pod network really carries traffic, to the pod IP and through
@@ -182,8 +195,8 @@ spec:
 		if len(sbs) != 0 || len(cs) != 0 {
 			t.Errorf("%s: runtime still holds %d sandboxes and %d containers", tc.name, len(sbs), len(cs))
 		}
-		if left := cgroupDirs(tc.parent + "/pod" + uids[tc.name]); len(left) != 0 {
-			t.Errorf("%s: pod cgroup left behind in %v", tc.name, left)
+		if cgroupExists(t, tc.parent+"/pod"+uids[tc.name]) {
+			t.Errorf("%s: pod cgroup %s left behind", tc.name, tc.parent+"/pod"+uids[tc.name])
 		}
 		if _, err := os.Stat(filepath.Join(n.dir, "logs")); err == nil {
 			entries, _ := os.ReadDir(filepath.Join(n.dir, "logs"))
@@ -194,8 +207,8 @@ spec:
 			}
 		}
 	}
-	if got := cgroupFile(t, "cpu", kubepods+"/burstable", "cpu.shares"); got != "2" {
-		t.Errorf("burstable cpu.shares after deletion %s, want 2", got)
+	if got, want := cpuWeight(cgroupValues(t, kubepods+"/burstable")), wantCPUWeight(t, 2); got != want {
+		t.Errorf("burstable CPU weight after deletion %d, want %d", got, want)
 	}
 }
 
@@ -291,8 +304,8 @@ func TestRemovedWhileAgentDownIsCleanedUp(t *testing.T) {
 		if len(sbs)+len(cs) > 0 {
 			return fmt.Errorf("%d sandboxes, %d containers left", len(sbs), len(cs))
 		}
-		if left := cgroupDirs(n.cgroupRoot + "/kubepods/besteffort/pod" + string(p.UID)); len(left) > 0 {
-			return fmt.Errorf("pod cgroup left in %v", left)
+		if pod := n.cgroupRoot + "/kubepods/besteffort/pod" + string(p.UID); cgroupExists(t, pod) {
+			return fmt.Errorf("pod cgroup %s left", pod)
 		}
 		return nil
 	})
@@ -570,8 +583,8 @@ func TestQOSReservedCapsTheLowerClasses(t *testing.T) {
 	limits := func(guaranteed int64) error {
 		burstable := allocatable - guaranteed
 		for class, want := range map[string]int64{"burstable": burstable, "besteffort": burstable - 64<<20} {
-			if got := cgroupFile(t, "memory", kubepods+"/"+class, "memory.limit_in_bytes"); got != strconv.FormatInt(want, 10) {
-				return fmt.Errorf("%s memory.limit_in_bytes %s, want %d", class, got, want)
+			if got := cgroupValues(t, kubepods+"/"+class).MemoryLimit; got != want {
+				return fmt.Errorf("%s memory limit %d, want %d", class, got, want)
 			}
 		}
 		return nil
