@@ -68,6 +68,14 @@ if [[ -n $layout_bad ]]; then
 	fail "a path of the root directory's layout spelled outside internal/layout"
 fi
 
+rule "no file of the agent over 500 lines"
+# A file that grows past this holds more than one thing: split it by concept.
+long=$(git ls-files --cached --others --exclude-standard 'agent/*.go' | grep -v '_test\.go$' | xargs wc -l | awk '$2 != "total" && $1 > 500 {print "  " $2 " (" $1 " lines)"}')
+if [[ -n $long ]]; then
+	echo "$long"
+	fail "agent files over 500 lines"
+fi
+
 if ((${#failed[@]})); then
 	printf 'verify failed: %s\n' "${failed[@]}" >&2
 	exit 1

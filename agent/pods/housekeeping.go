@@ -1,0 +1,61 @@
+package pods
+
+import (
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// collectOrphans terminates pods the runtime holds (with this node's label)
+// that no source wants, e.g. after their manifest was removed while the
+// agent was down. It waits for the sources' first update.
+func (m *Manager) collectOrphans() {
+	uids := m.cache.UIDs()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.synced {
+		return
+	}
+	for _, uid := range uids {
+		if _, wanted := m.pods[uid]; wanted || m.workers[uid] != nil {
+			continue
+		}
+		m.stopLocked(uid, nil, StopOptions{Why: "found in the runtime; no source wants it"})
+	}
+}
+
+// Reconcile rewrites the whole cgroup tree for the admitted pods and
+// removes pod cgroups that belong to no pod.
+func (m *Manager) Reconcile() {
+	m.mu.Lock()
+	active := m.admittedLocked()
+	busy := map[types.UID]bool{}
+	for uid := range m.workers {
+		busy[uid] = true
+	}
+	synced := m.synced
+	m.mu.Unlock()
+	if err := m.tree.Sync(active); err != nil {
+		m.log.Warn("reconcile cgroup tree", "err", err)
+	}
+	if !synced {
+		return
+	}
+	found, err := m.tree.PodCgroups()
+	if err != nil {
+		m.log.Warn("list pod cgroups", "err", err)
+		return
+	}
+	wanted := map[types.UID]bool{}
+	for _, p := range active {
+		wanted[p.UID] = true
+	}
+	for uid, name := range found {
+		if wanted[uid] || busy[uid] || m.cache.Get(uid) != nil {
+			continue
+		}
+		if err := m.tree.RemovePod(name); err != nil {
+			m.log.Warn("remove orphaned pod cgroup", "cgroup", name.Cgroupfs(), "err", err)
+		} else {
+			m.log.Info("removed orphaned pod cgroup", "cgroup", name.Cgroupfs())
+		}
+	}
+}
