@@ -24,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -404,56 +405,58 @@ func (s *slowReviews) TokenReview(ctx context.Context, r *authenticationv1.Token
 // refused tokens cannot push a working token out of the cache; review
 // errors (a flood meeting the rate limit) are logged sparsely.
 func TestTokenFloodAsksOnceAndKeepsWorkingTokens(t *testing.T) {
-	reviews := &slowReviews{fakeReviews: fakeReviews{tokens: map[string]string{"good": "admin"}}, release: make(chan struct{})}
-	clk := clocktesting.NewFakePassiveClock(time.Now())
-	authn := &Authenticator{Reviews: reviews, CacheTTL: time.Minute, Clock: clk}
-	req := func(token string) *http.Request {
-		r := httptest.NewRequest("GET", "/pods", nil)
-		r.Header.Set("Authorization", "Bearer "+token)
-		return r
-	}
-	var wg sync.WaitGroup
-	for range 50 {
-		wg.Go(func() {
-			if u, err := authn.Authenticate(req("good")); err != nil || u.Name != "admin" {
-				t.Errorf("good token: %v %v", u, err)
+	synctest.Test(t, func(t *testing.T) {
+		reviews := &slowReviews{fakeReviews: fakeReviews{tokens: map[string]string{"good": "admin"}}, release: make(chan struct{})}
+		clk := clocktesting.NewFakePassiveClock(time.Now())
+		authn := &Authenticator{Reviews: reviews, CacheTTL: time.Minute, Clock: clk}
+		req := func(token string) *http.Request {
+			r := httptest.NewRequest("GET", "/pods", nil)
+			r.Header.Set("Authorization", "Bearer "+token)
+			return r
+		}
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Go(func() {
+				if u, err := authn.Authenticate(req("good")); err != nil || u.Name != "admin" {
+					t.Errorf("good token: %v %v", u, err)
+				}
+			})
+		}
+		synctest.Wait() // all 50 wait on the one review
+		close(reviews.release)
+		wg.Wait()
+		if reviews.n != 1 {
+			t.Errorf("%d TokenReviews for one token brought by 50 requests at once, want 1", reviews.n)
+		}
+		for i := range 2 * maxCached {
+			if _, err := authn.Authenticate(req(fmt.Sprintf("random-%d", i))); !errors.Is(err, errBadCredentials) {
+				t.Fatalf("random token: %v", err)
 			}
-		})
-	}
-	time.Sleep(50 * time.Millisecond)
-	close(reviews.release)
-	wg.Wait()
-	if reviews.n != 1 {
-		t.Errorf("%d TokenReviews for one token brought by 50 requests at once, want 1", reviews.n)
-	}
-	for i := range 2 * maxCached {
-		if _, err := authn.Authenticate(req(fmt.Sprintf("random-%d", i))); !errors.Is(err, errBadCredentials) {
-			t.Fatalf("random token: %v", err)
 		}
-	}
-	before := reviews.n
-	if u, err := authn.Authenticate(req("good")); err != nil || u.Name != "admin" || reviews.n != before {
-		t.Errorf("after the flood, the good token: %v %v, %d more reviews (want 0: still cached)", u, err, reviews.n-before)
-	}
-	if _, err := authn.Authenticate(req(fmt.Sprintf("random-%d", 2*maxCached-1))); !errors.Is(err, errBadCredentials) || reviews.n != before {
-		t.Errorf("a refused token asked again at once: %v, %d more reviews", err, reviews.n-before)
-	}
+		before := reviews.n
+		if u, err := authn.Authenticate(req("good")); err != nil || u.Name != "admin" || reviews.n != before {
+			t.Errorf("after the flood, the good token: %v %v, %d more reviews (want 0: still cached)", u, err, reviews.n-before)
+		}
+		if _, err := authn.Authenticate(req(fmt.Sprintf("random-%d", 2*maxCached-1))); !errors.Is(err, errBadCredentials) || reviews.n != before {
+			t.Errorf("a refused token asked again at once: %v, %d more reviews", err, reviews.n-before)
+		}
 
-	reviews.mu.Lock()
-	reviews.broken = true
-	reviews.mu.Unlock()
-	var logs bytes.Buffer
-	h := Guard(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), "n", authn, AlwaysAllow{}, slog.New(slog.NewTextHandler(&logs, nil)))
-	for i := range 100 {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req(fmt.Sprintf("other-%d", i)))
-		if rec.Code != http.StatusUnauthorized {
-			t.Fatalf("a failed review: %d", rec.Code)
+		reviews.mu.Lock()
+		reviews.broken = true
+		reviews.mu.Unlock()
+		var logs bytes.Buffer
+		h := Guard(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), "n", authn, AlwaysAllow{}, slog.New(slog.NewTextHandler(&logs, nil)))
+		for i := range 100 {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req(fmt.Sprintf("other-%d", i)))
+			if rec.Code != http.StatusUnauthorized {
+				t.Fatalf("a failed review: %d", rec.Code)
+			}
 		}
-	}
-	clk.SetTime(clk.Now().Add(11 * time.Second))
-	h.ServeHTTP(httptest.NewRecorder(), req("late"))
-	if n := strings.Count(logs.String(), "unable to authenticate"); n != 2 || !strings.Contains(logs.String(), "similar_errors_not_logged=99") {
-		t.Errorf("%d error lines for 101 failed reviews over 11 s, want 2, the second counting 99:\n%s", n, logs.String())
-	}
+		clk.SetTime(clk.Now().Add(11 * time.Second))
+		h.ServeHTTP(httptest.NewRecorder(), req("late"))
+		if n := strings.Count(logs.String(), "unable to authenticate"); n != 2 || !strings.Contains(logs.String(), "similar_errors_not_logged=99") {
+			t.Errorf("%d error lines for 101 failed reviews over 11 s, want 2, the second counting 99:\n%s", n, logs.String())
+		}
+	})
 }

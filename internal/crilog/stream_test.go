@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -82,84 +83,89 @@ func waitFor(t *testing.T, out *syncBuffer, want string) {
 
 // A follow goes on across a rotation (the log renamed away, a new file
 // opened at the path), waits for lines the runtime has not finished, and
-// ends once the container stopped and the log is read.
+// ends once the container stopped and the log is read. Time is synctest's:
+// a wait of 50 ms is ten polls, whatever the machine's load.
 func TestStreamFollowsAcrossRotation(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "0.log")
-	if err := os.WriteFile(path, []byte(criLine(0, "F", "before")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var running atomic.Bool
-	running.Store(true)
-	out := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- Stream(context.Background(), path, StreamOptions{Tail: -1, Follow: true, Running: running.Load, Poll: 5 * time.Millisecond}, out)
-	}()
-	waitFor(t, out, "before\n")
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "0.log")
+		if err := os.WriteFile(path, []byte(criLine(0, "F", "before")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var running atomic.Bool
+		running.Store(true)
+		out := &syncBuffer{}
+		done := make(chan error, 1)
+		go func() {
+			done <- Stream(context.Background(), path, StreamOptions{Tail: -1, Follow: true, Running: running.Load, Poll: 5 * time.Millisecond}, out)
+		}()
+		waitFor(t, out, "before\n")
 
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Half a file line: nothing is written until the line is complete.
-	line := criLine(1, "F", "appended")
-	f.WriteString(line[:10])
-	time.Sleep(50 * time.Millisecond)
-	if got := out.String(); got != "before\n" {
-		t.Fatalf("an incomplete line was written: %q", got)
-	}
-	f.WriteString(line[10:] + criLine(2, "F", "last of the old file"))
-	f.Close()
-	waitFor(t, out, "before\nappended\nlast of the old file\n")
-
-	if err := os.Rename(path, path+".20261124-100000"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(criLine(3, "F", "after rotation")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, out, "before\nappended\nlast of the old file\nafter rotation\n")
-
-	f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString(criLine(4, "F", "final"))
-	f.Close()
-	running.Store(false)
-	select {
-	case err := <-done:
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the follow did not end after the container stopped")
-	}
-	if want := "before\nappended\nlast of the old file\nafter rotation\nfinal\n"; out.String() != want {
-		t.Errorf("got %q, want %q", out.String(), want)
-	}
+		// Half a file line: nothing is written until the line is complete.
+		line := criLine(1, "F", "appended")
+		f.WriteString(line[:10])
+		time.Sleep(50 * time.Millisecond)
+		if got := out.String(); got != "before\n" {
+			t.Fatalf("an incomplete line was written: %q", got)
+		}
+		f.WriteString(line[10:] + criLine(2, "F", "last of the old file"))
+		f.Close()
+		waitFor(t, out, "before\nappended\nlast of the old file\n")
+
+		if err := os.Rename(path, path+".20261124-100000"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(criLine(3, "F", "after rotation")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, out, "before\nappended\nlast of the old file\nafter rotation\n")
+
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(criLine(4, "F", "final"))
+		f.Close()
+		running.Store(false)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the follow did not end after the container stopped")
+		}
+		if want := "before\nappended\nlast of the old file\nafter rotation\nfinal\n"; out.String() != want {
+			t.Errorf("got %q, want %q", out.String(), want)
+		}
+	})
 }
 
 // A follow ends when its context does (the client went away).
 func TestStreamFollowEndsWithContext(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "0.log")
-	os.WriteFile(path, []byte(criLine(0, "F", "x")), 0o644)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Stream(ctx, path, StreamOptions{Tail: -1, Follow: true, Poll: 5 * time.Millisecond}, &syncBuffer{})
-	}()
-	time.Sleep(20 * time.Millisecond)
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "0.log")
+		os.WriteFile(path, []byte(criLine(0, "F", "x")), 0o644)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- Stream(ctx, path, StreamOptions{Tail: -1, Follow: true, Poll: 5 * time.Millisecond}, &syncBuffer{})
+		}()
+		time.Sleep(20 * time.Millisecond)
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("follow outlived its context")
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("follow outlived its context")
-	}
+	})
 }
 
 func TestStreamLimitEndsAFollow(t *testing.T) {
