@@ -14,8 +14,10 @@ import (
 
 	"nodeagent/agent/config"
 	"nodeagent/agent/images"
+	"nodeagent/agent/node"
 	"nodeagent/agent/pleg"
 	"nodeagent/agent/source"
+	"nodeagent/cgroups"
 	"nodeagent/cri"
 	"nodeagent/eviction"
 	"nodeagent/internal/loop"
@@ -63,6 +65,13 @@ type Options struct {
 	Reload <-chan struct{}
 	Logger *slog.Logger
 	Clock  clock.WithTicker
+
+	// Injected in place of the host's (nil: the host's): the container
+	// runtime, the cgroup manager (with cgroupDriver's driver otherwise),
+	// the machine's facts.
+	Runtime Runtime
+	Cgroups cgroups.Manager
+	Machine *node.Machine
 }
 
 // ClusterOptions are API-server mode's settings outside the

@@ -42,7 +42,7 @@ import (
 // what it needs through its constructor.
 type parts struct {
 	nodeIP     string
-	rt         *cri.Client
+	rt         Runtime
 	rtStatus   *runtimeapi.StatusResponse
 	mgr        cgroups.Manager
 	tree       *cgroups.Tree
@@ -138,9 +138,13 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		p.closers = append(p.closers, func() { l.Close() })
 	}
 
-	rt, err := cri.New(cfg.ContainerRuntimeEndpoint, cri.Options{Timeout: cfg.RuntimeRequestTimeout.Duration, Observe: p.metrics.runtimeCall})
-	if err != nil {
-		return p, err
+	rt := a.opts.Runtime
+	if rt == nil {
+		client, err := cri.New(cfg.ContainerRuntimeEndpoint, cri.Options{Timeout: cfg.RuntimeRequestTimeout.Duration, Observe: p.metrics.runtimeCall})
+		if err != nil {
+			return p, err
+		}
+		rt = client
 	}
 	p.rt = rt
 	p.closers = append(p.closers, func() { rt.Close() })
@@ -149,7 +153,7 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		return p, err
 	}
 
-	machine, err := node.ReadMachine(a.opts.RootDir)
+	machine, err := a.machine()
 	if err != nil {
 		return p, fmt.Errorf("read machine facts: %w", err)
 	}
@@ -315,9 +319,12 @@ func (a *Agent) buildCgroups(p *parts, capacity corev1.ResourceList) error {
 	if err := checkDriverAgreement(cfg.Driver(), p.rtStatus.Info); err != nil {
 		return err
 	}
-	mgr, err := cgroups.NewManager(cfg.CgroupDriver)
-	if err != nil {
-		return err
+	mgr := a.opts.Cgroups
+	if mgr == nil {
+		var err error
+		if mgr, err = cgroups.NewManager(cfg.CgroupDriver); err != nil {
+			return err
+		}
 	}
 	p.mgr = mgr
 	treeCfg := cgroups.TreeConfig{
@@ -402,7 +409,7 @@ func (a *Agent) buildCluster(p *parts, wake func(types.UID)) {
 }
 
 // runtimeImages lists the runtime's images for the node status.
-func runtimeImages(rt *cri.Client) func(context.Context) ([]corev1.ContainerImage, error) {
+func runtimeImages(rt Runtime) func(context.Context) ([]corev1.ContainerImage, error) {
 	return func(ctx context.Context) ([]corev1.ContainerImage, error) {
 		imgs, err := rt.ListImages(ctx)
 		if err != nil {
@@ -429,4 +436,12 @@ func absoluteAllocatableMemory(capacity corev1.ResourceList, reserved []corev1.R
 		return 0
 	}
 	return *rc.Memory
+}
+
+// machine is the injected machine facts, else the host's.
+func (a *Agent) machine() (node.Machine, error) {
+	if a.opts.Machine != nil {
+		return *a.opts.Machine, nil
+	}
+	return node.ReadMachine(a.opts.RootDir)
 }

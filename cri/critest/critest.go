@@ -399,3 +399,64 @@ func (r *Runtime) ImageFsInfo(context.Context) ([]*runtimeapi.FilesystemUsage, e
 	}
 	return []*runtimeapi.FilesystemUsage{{FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: r.ImageFsMount}}}, nil
 }
+
+// Version answers as a containerd would, naming the fake.
+func (r *Runtime) Version(context.Context) (*runtimeapi.VersionResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.record(Call{Op: "Version"}); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.VersionResponse{Version: "0.1.0", RuntimeName: "critest", RuntimeVersion: "1.0", RuntimeApiVersion: "v1"}, nil
+}
+
+// Status says the runtime and its network are ready.
+func (r *Runtime) Status(context.Context, bool) (*runtimeapi.StatusResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.record(Call{Op: "Status"}); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+		{Type: runtimeapi.RuntimeReady, Status: true}, {Type: runtimeapi.NetworkReady, Status: true}}}}, nil
+}
+
+// ExecSync runs nothing and exits 0.
+func (r *Runtime) ExecSync(_ context.Context, id string, _ []string, _ time.Duration) (*runtimeapi.ExecSyncResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.record(Call{Op: "ExecSync", ID: id}); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.ExecSyncResponse{}, nil
+}
+
+// ListContainerStats has no statistics.
+func (r *Runtime) ListContainerStats(context.Context, *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
+	return nil, nil
+}
+
+// GetContainerEvents is unimplemented: the pleg cache relists.
+func (r *Runtime) GetContainerEvents(context.Context) (cri.ContainerEventStream, error) {
+	return nil, unimplemented("GetContainerEvents")
+}
+
+// Exec, Attach and PortForward have no streaming server.
+func (r *Runtime) Exec(context.Context, string, []string, cri.Streams) (string, error) {
+	return "", unimplemented("Exec")
+}
+
+func (r *Runtime) Attach(context.Context, string, cri.Streams) (string, error) {
+	return "", unimplemented("Attach")
+}
+
+func (r *Runtime) PortForward(context.Context, string, []int32) (string, error) {
+	return "", unimplemented("PortForward")
+}
+
+// Close does nothing.
+func (r *Runtime) Close() error { return nil }
+
+func unimplemented(op string) error {
+	return &cri.Error{Op: op, Code: codes.Unimplemented, Msg: "the in-memory runtime has no " + op}
+}
