@@ -254,6 +254,10 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		PodStarted: p.metrics.podStarted, PodSynced: p.metrics.podSynced, Gone: gone, Objects: objects, Devices: p.devices,
 		KillPod: p.killPod(cfg.PerQOS(), a.opts.EvictionGracefulHardMemory),
 	})
+	if p.cluster != nil {
+		// A mirror pod waits while its static pod of the same name stops.
+		p.cluster.mirrors.Terminating = p.manager.Terminating
+	}
 
 	high, low := cfg.ImageGCThresholds()
 	p.imageGC = images.NewGC(rt, images.Policy{HighThresholdPercent: high, LowThresholdPercent: low, MinAge: cfg.ImageMinimumGCAge.Duration},
@@ -404,7 +408,6 @@ func (a *Agent) buildCluster(p *parts, wake func(types.UID)) {
 	c.pods = source.NewAPI(c.node.Client, a.opts.NodeName, a.log.With("component", "source", "source", source.SourceAPI))
 	c.status = cluster.NewStatusSync(c.node.Client, p.store, c.pods, p.store.Subscribe(), clk, a.log.With("component", "status-sync"))
 	c.mirrors = cluster.NewMirrors(c.node.Client, c.pods, c.node.Node, clk, a.log.With("component", "mirror-pods"))
-	c.mirrors.Terminating = func(namespace, name string) bool { return p.manager != nil && p.manager.Terminating(namespace, name) }
 	c.objects = cluster.NewObjects(c.node.Client, wake, clk, a.log.With("component", "objects"))
 }
 
