@@ -69,7 +69,9 @@ func within(got, want, slack uint64) bool { return got+slack >= want && got <= w
 // working sets; nodectl top and cgroups show them; /healthz names its
 // components.
 func TestStatsSummaryAgreesWithTheCgroupFiles(t *testing.T) {
-	n := newNode(t, "")
+	// Volumes are measured every second, not every minute: the first
+	// measure may come before the pod wrote its 4 MiB (a slow node, the VM).
+	n := newNode(t, "volumeStatsAggPeriod: 1s\n")
 	n.writeManifest("hog.yaml", scriptPod("hog", "", "dd if=/dev/zero of=/state/f bs=1M count=4 2>/dev/null && exec memhog --mb 64 --rate 0",
 		"    resources: {requests: {cpu: 100m, memory: 32Mi}, limits: {memory: 256Mi}}\n"))
 	n.start()
@@ -78,11 +80,11 @@ func TestStatsSummaryAgreesWithTheCgroupFiles(t *testing.T) {
 	containerID := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
 	const MiB = 1 << 20
 
-	// Wait until the hog holds its 64 MiB and a CPU rate is known (two
-	// readings at least a second apart).
+	// Wait until the hog holds its 64 MiB, its emptyDir measures its 4 MiB
+	// and a CPU rate is known (two readings at least a second apart).
 	var s statsapi.Summary
 	var ps *statsapi.PodStats
-	n.eventually("the hog's 64 MiB and CPU rate in /stats/summary", 30*time.Second, func() error {
+	n.eventually("the hog's 64 MiB, its volume's 4 MiB and CPU rate in /stats/summary", 30*time.Second, func() error {
 		s = n.summary()
 		ps = podStats(s, pod.Name)
 		switch {
@@ -93,7 +95,12 @@ func TestStatsSummaryAgreesWithTheCgroupFiles(t *testing.T) {
 		case ps.CPU == nil || ps.CPU.UsageNanoCores == nil:
 			return fmt.Errorf("no CPU rate yet")
 		}
-		return nil
+		for _, v := range ps.VolumeStats {
+			if v.Name == "state" && v.UsedBytes != nil && *v.UsedBytes >= 4*MiB {
+				return nil
+			}
+		}
+		return fmt.Errorf("volume state not measured at 4 MiB yet: %+v", ps.VolumeStats)
 	})
 	podWS, containerWS := workingSet(t, podCgroup), workingSet(t, filepath.Join(podCgroup, containerID))
 	podCPU := cpuUsage(t, podCgroup)
@@ -131,7 +138,7 @@ func TestStatsSummaryAgreesWithTheCgroupFiles(t *testing.T) {
 		}
 	}
 	if vol == nil || vol.UsedBytes == nil || !within(*vol.UsedBytes, 4*MiB+4096, 64*1024) {
-		t.Errorf("emptyDir state %+v, want its 4 MiB", vol)
+		t.Errorf("emptyDir state %+v (used %v), want its 4 MiB", vol, usedBytes(vol))
 	} else if ps.EphemeralStorage == nil || *ps.EphemeralStorage.UsedBytes < *vol.UsedBytes {
 		t.Errorf("ephemeral storage %+v less than the volume", ps.EphemeralStorage)
 	}
@@ -224,4 +231,11 @@ func TestStatsSummaryAgreesWithTheCgroupFiles(t *testing.T) {
 	if resp.StatusCode != 200 || string(body) != want {
 		t.Errorf("/healthz?verbose: %d %q, want %q", resp.StatusCode, body, want)
 	}
+}
+
+func usedBytes(v *statsapi.VolumeStats) any {
+	if v == nil || v.UsedBytes == nil {
+		return nil
+	}
+	return *v.UsedBytes
 }
