@@ -124,7 +124,7 @@ func computePodActions(s podState) podActions {
 	sandboxCreated := int64(math.MaxInt64) // a new sandbox holds no container yet
 	switch {
 	case !needsSandbox(pod, sb):
-		sandboxCreated = sb.CreatedAt
+		a.sandbox, sandboxCreated = sandboxKeep, sb.CreatedAt
 	case sb != nil && pod.Spec.RestartPolicy == corev1.RestartPolicyNever && len(rt.GetContainers()) > 0:
 		a.sandbox = sandboxNeverAgain
 		return a

@@ -80,14 +80,6 @@ func (w *worker) wake() {
 	}
 }
 
-// overrideGrace sets the grace period the pod will be stopped with,
-// instead of its own, before anything asks for the stop.
-func (w *worker) overrideGrace(grace *int64) {
-	w.mu.Lock()
-	w.grace = grace
-	w.mu.Unlock()
-}
-
 // respec hands the worker its pod's updated spec, taken at the next sync.
 func (w *worker) respec(p *corev1.Pod) {
 	w.mu.Lock()
