@@ -30,7 +30,7 @@ func (emptyDirPlugin) SetUp(_ context.Context, m *Manager, pod *corev1.Pod, v *c
 	dir := layout.Root(m.root).EmptyDir(pod.UID, v.Name)
 	// 0777 whatever the umask, as the kubelet: any user the containers
 	// run as may write there.
-	if err := MkdirMode(dir, 0o777); err != nil {
+	if err := mkdirMode(dir, 0o777); err != nil {
 		return Mounted{}, err
 	}
 	if v.EmptyDir.Medium == corev1.StorageMediumMemory {

@@ -51,14 +51,14 @@ func checkHostPath(path string, t corev1.HostPathType) error {
 		if !exists(path) {
 			return makeDir(path)
 		}
-		return isType(path, corev1.HostPathDirectory, "directory")
+		fallthrough
 	case corev1.HostPathDirectory:
 		return isType(path, corev1.HostPathDirectory, "directory")
 	case corev1.HostPathFileOrCreate:
 		if !exists(path) {
 			return makeFile(path)
 		}
-		return isType(path, corev1.HostPathFile, "file")
+		fallthrough
 	case corev1.HostPathFile:
 		return isType(path, corev1.HostPathFile, "file")
 	case corev1.HostPathSocket:

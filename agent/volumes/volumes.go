@@ -255,7 +255,7 @@ func (m *Manager) write(uid types.UID, dir string, v *corev1.Volume, c *content,
 	}
 	// World-writable as the kubelet's wrapped emptyDir: users other than
 	// root must reach the files (the container mounts it read-only).
-	if err := MkdirMode(dir, 0o777); err != nil {
+	if err := mkdirMode(dir, 0o777); err != nil {
 		return err
 	}
 	if onTmpfs {
@@ -289,9 +289,9 @@ func (m *Manager) remember(uid types.UID, volume string, st volumeState) {
 // size prints a byte count for people.
 func size(n int64) string { return bytesize.Binary(uint64(max(n, 0))) }
 
-// MkdirMode creates a volume directory with exactly mode, whatever the
+// mkdirMode creates a volume directory with exactly mode, whatever the
 // umask.
-func MkdirMode(dir string, mode os.FileMode) error {
+func mkdirMode(dir string, mode os.FileMode) error {
 	if err := os.MkdirAll(dir, mode); err != nil {
 		return err
 	}
