@@ -15,12 +15,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"nodeagent/agent/certificates"
 	"nodeagent/agent/cluster"
 	"nodeagent/agent/devices"
 	"nodeagent/agent/events"
 	"nodeagent/agent/images"
 	"nodeagent/agent/logs"
+	"nodeagent/agent/mirror"
 	"nodeagent/agent/node"
+	"nodeagent/agent/objects"
 	"nodeagent/agent/pleg"
 	"nodeagent/agent/pods"
 	"nodeagent/agent/server"
@@ -73,10 +76,10 @@ type parts struct {
 type clusterParts struct {
 	node    *cluster.Cluster
 	pods    *source.API
-	status  *cluster.StatusSync
-	mirrors *cluster.Mirrors
-	events  *cluster.Events
-	objects *cluster.Objects
+	status  *status.APISync
+	mirrors *mirror.Manager
+	events  *events.APISink
+	objects *objects.Manager
 }
 
 // served is an HTTP server with the listener it serves.
@@ -187,7 +190,7 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 	p.store = status.NewStore()
 	var forward events.Forward
 	if a.opts.Cluster != nil {
-		p.cluster = &clusterParts{events: cluster.NewEvents(a.opts.NodeName)}
+		p.cluster = &clusterParts{events: events.NewAPISink(a.opts.NodeName)}
 		forward = p.cluster.events.Forward
 	}
 	p.recorder = events.NewForwardingRecorder(a.opts.Clock, a.opts.NodeName, events.DefaultCapacity, forward)
@@ -379,14 +382,14 @@ func (a *Agent) buildCluster(p *parts, wake func(types.UID)) {
 	if cfg.NodeStatusMaxImages != nil {
 		maxImages = int(*cfg.NodeStatusMaxImages)
 	}
-	var bootstrap *cluster.Bootstrap
+	var bootstrap *certificates.Bootstrap
 	if f := a.opts.Cluster.BootstrapKubeconfig; f != "" {
-		bootstrap = &cluster.Bootstrap{Kubeconfig: a.opts.Cluster.Kubeconfig, BootstrapKubeconfig: f, CertDir: a.certDir(), Node: a.opts.NodeName,
+		bootstrap = &certificates.Bootstrap{Kubeconfig: a.opts.Cluster.Kubeconfig, BootstrapKubeconfig: f, CertDir: a.certDir(), Node: a.opts.NodeName,
 			Rotate: cfg.RotateCertificates, Log: a.log.With("component", "tls-bootstrap"), RenewFailures: p.metrics.clientRenewErrors}
 		p.metrics.clientCert = bootstrap.Current
 		p.closers = append(p.closers, bootstrap.Stop)
 		if bootstrap.Rotate {
-			cluster.ShortenReload()
+			certificates.ShortenReload()
 		}
 	}
 	c.node = cluster.New(cluster.Options{
@@ -394,7 +397,7 @@ func (a *Agent) buildCluster(p *parts, wake func(types.UID)) {
 		Connection: cluster.Connection{Kubeconfig: a.opts.Cluster.Kubeconfig, QPS: qps, Burst: int(cfg.KubeAPIBurst), Node: a.opts.NodeName,
 			EventQPS: eventQPS, EventBurst: int(cfg.EventBurst),
 			Observe: p.metrics.apiRequest},
-		Node: cluster.NodeOptions{
+		Node: node.ObjectOptions{
 			Register: cfg.RegisterNode == nil || *cfg.RegisterNode, Labels: a.opts.Cluster.NodeLabels, Taints: cfg.RegisterWithTaints,
 			UpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration, ReportFrequency: cfg.NodeStatusReportFrequency.Duration,
 			MaxImages: maxImages, KubeletPort: cfg.Port,
@@ -406,9 +409,9 @@ func (a *Agent) buildCluster(p *parts, wake func(types.UID)) {
 		Log:           a.log.With("component", "cluster"),
 	})
 	c.pods = source.NewAPI(c.node.Client, a.opts.NodeName, a.log.With("component", "source", "source", source.SourceAPI))
-	c.status = cluster.NewStatusSync(c.node.Client, p.store, c.pods, p.store.Subscribe(), clk, a.log.With("component", "status-sync"))
-	c.mirrors = cluster.NewMirrors(c.node.Client, c.pods, c.node.Node, clk, a.log.With("component", "mirror-pods"))
-	c.objects = cluster.NewObjects(c.node.Client, wake, clk, a.log.With("component", "objects"))
+	c.status = status.NewAPISync(c.node.Client, p.store, c.pods, p.store.Subscribe(), clk, a.log.With("component", "status-sync"))
+	c.mirrors = mirror.NewManager(c.node.Client, c.pods, c.node.Node, clk, a.log.With("component", "mirror-pods"))
+	c.objects = objects.NewManager(c.node.Client, wake, clk, a.log.With("component", "objects"))
 }
 
 // runtimeImages lists the runtime's images for the node status.

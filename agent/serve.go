@@ -20,6 +20,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"nodeagent/agent/certificates"
 	"nodeagent/agent/cluster"
 	"nodeagent/agent/pods"
 	"nodeagent/agent/server"
@@ -241,7 +242,7 @@ func (a *Agent) servingCertificate(p *parts) (func(*tls.ClientHelloInfo) (*tls.C
 	case cfg.TLSCertFile != "":
 		return server.FileCertificate(cfg.TLSCertFile, cfg.TLSPrivateKeyFile)
 	case cfg.ServerTLSBootstrap:
-		m, err := cluster.ServingManager(certDir, a.opts.NodeName, ips, p.cluster.node.Client, p.metrics.serverRenewErrors)
+		m, err := certificates.ServingManager(certDir, a.opts.NodeName, ips, p.cluster.node.Client, p.metrics.serverRenewErrors)
 		if err != nil {
 			return nil, err
 		}

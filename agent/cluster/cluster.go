@@ -9,13 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/component-helpers/apimachinery/lease"
 	"k8s.io/utils/clock"
 
+	"nodeagent/agent/certificates"
+	"nodeagent/agent/node"
 	"nodeagent/internal/loop"
 )
 
@@ -23,8 +22,8 @@ import (
 type Options struct {
 	Connection Connection
 	// Bootstrap, if set, gets the connection's client certificate first.
-	Bootstrap *Bootstrap
-	Node      NodeOptions
+	Bootstrap *certificates.Bootstrap
+	Node      node.ObjectOptions
 	// LeaseDuration is nodeLeaseDurationSeconds; the lease is renewed
 	// every quarter of it, as the kubelet does.
 	LeaseDuration time.Duration
@@ -126,12 +125,8 @@ func (c *Cluster) Run(ctx context.Context) {
 	if !ok {
 		return
 	}
-	renew := c.opts.LeaseDuration / 4
-	leases := lease.NewController(c.opts.Clock, c.heartbeat, c.opts.Connection.Node, int32(c.opts.LeaseDuration/time.Second),
-		func() { c.log.Warn("node lease: repeated renewal failures") }, renew,
-		c.opts.Connection.Node, corev1.NamespaceNodeLease, c.ownLease)
 	var wg sync.WaitGroup
-	wg.Go(func() { leases.Run(ctx) })
+	wg.Go(func() { c.runLease(ctx) })
 	loop.Every(ctx, c.opts.Clock, c.opts.Node.UpdateFrequency, func(ctx context.Context) {
 		err := nodes.Sync(ctx)
 		if n := nodes.Registered(); n != nil {
@@ -149,7 +144,7 @@ func (c *Cluster) Run(ctx context.Context) {
 // connect retries until the node is registered: a kubeconfig that does
 // not load, a server that does not answer or refuses the credentials are
 // logged once each (again when the reason changes) and retried.
-func (c *Cluster) connect(ctx context.Context) (*NodeSync, bool) {
+func (c *Cluster) connect(ctx context.Context) (*node.APISync, bool) {
 	delay := time.Second
 	for {
 		nodes, err := c.tryConnect(ctx)
@@ -176,7 +171,7 @@ func (c *Cluster) connect(ctx context.Context) (*NodeSync, bool) {
 	}
 }
 
-func (c *Cluster) tryConnect(ctx context.Context) (*NodeSync, error) {
+func (c *Cluster) tryConnect(ctx context.Context) (*node.APISync, error) {
 	if c.opts.Bootstrap != nil {
 		if err := c.opts.Bootstrap.Ensure(ctx); err != nil {
 			return nil, err
@@ -202,7 +197,7 @@ func (c *Cluster) tryConnect(ctx context.Context) (*NodeSync, error) {
 	if err != nil {
 		return nil, err
 	}
-	nodes := NewNodeSync(heartbeat, c.opts.Connection.Node, c.opts.Node, c.opts.Build, c.opts.Images, c.opts.Clock, c.log.With("component", "node-status"))
+	nodes := node.NewAPISync(heartbeat, c.opts.Connection.Node, c.opts.Node, c.opts.Build, c.opts.Images, c.opts.Clock, c.log.With("component", "node-status"))
 	callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := nodes.Sync(callCtx); err != nil {
@@ -225,18 +220,4 @@ func (c *Cluster) heartbeatTimeout() time.Duration {
 		t = 10 * time.Second
 	}
 	return t
-}
-
-// ownLease makes the Node the lease's owner, so that deleting the Node
-// deletes its lease (the kubelet's SetNodeOwnerFunc).
-func (c *Cluster) ownLease(l *coordinationv1.Lease) error {
-	if len(l.OwnerReferences) > 0 {
-		return nil
-	}
-	node, err := c.heartbeat.CoreV1().Nodes().Get(context.Background(), c.opts.Connection.Node, metav1.GetOptions{ResourceVersion: "0"})
-	if err != nil {
-		return fmt.Errorf("node lease owner: %w", err)
-	}
-	l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
-	return nil
 }

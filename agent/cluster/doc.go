@@ -1,7 +1,9 @@
-// Package cluster is what the agent does as a node of a Kubernetes
-// cluster (API-server mode, --kubeconfig): it registers the Node and keeps
-// its status, holds the node lease, writes pod statuses back, keeps a
-// mirror pod for each static pod, and sends events. The pods bound to the
-// node come in through source.API. Without a kubeconfig none of this
-// runs and the agent is standalone.
+// Package cluster is the node's connection to a Kubernetes control plane
+// (API-server mode, --kubeconfig): it joins with back-off (TLS bootstrap
+// first when configured), hands out the clients with their own rate
+// limits, and runs the Node's registration and status loop (node.APISync)
+// and the node lease. Pod statuses (status.APISync), mirror pods
+// (mirror), referenced objects (objects) and events (events.APISink) are
+// their own packages and wait for Client. Without a kubeconfig none of
+// this runs and the agent is standalone.
 package cluster

@@ -1,4 +1,7 @@
-package cluster
+// Package certificates keeps the node's certificates: TLS bootstrap of the
+// client certificate (bootstrap-kubeconfig, rotation) and the kubelet
+// server's serving certificate (serverTLSBootstrap).
+package certificates
 
 import (
 	"context"
@@ -8,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"sync"
 	"time"
@@ -266,35 +268,4 @@ func validClientConfig(file string, now time.Time) error {
 		return fmt.Errorf("client certificate expired at %s", pair.Leaf.NotAfter)
 	}
 	return nil
-}
-
-// ServingManager requests and renews the kubelet server's certificate
-// (serverTLSBootstrap): signer kubernetes.io/kubelet-serving, for the
-// node's name and IPs, asked for as the node once it joined. It is kept
-// in certDir as kubelet-server-*.pem.
-func ServingManager(certDir, node string, ips []net.IP, client func(context.Context) (kubernetes.Interface, error), renewFailures certificate.Counter) (certificate.Manager, error) {
-	if err := os.MkdirAll(certDir, 0o700); err != nil {
-		return nil, err
-	}
-	store, err := certificate.NewFileStore("kubelet-server", certDir, certDir, "", "")
-	if err != nil {
-		return nil, fmt.Errorf("serving certificate directory %s: %w", certDir, err)
-	}
-	return certificate.NewManager(&certificate.Config{
-		ClientsetFn: func(*tls.Certificate) (kubernetes.Interface, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			return client(ctx)
-		},
-		Template: &x509.CertificateRequest{
-			Subject:     pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
-			DNSNames:    []string{node},
-			IPAddresses: ips,
-		},
-		SignerName:              certificatesv1.KubeletServingSignerName,
-		Usages:                  []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
-		CertificateStore:        store,
-		Name:                    "kubelet-server",
-		CertificateRenewFailure: renewFailures,
-	})
 }

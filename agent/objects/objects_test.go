@@ -1,7 +1,9 @@
-package cluster
+package objects
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -18,6 +20,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func TestReferencesListWhatAPodNames(t *testing.T) {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns"}, Spec: corev1.PodSpec{
@@ -52,7 +56,7 @@ func TestTokensAreCachedUntilEightyPercentOfTheirLife(t *testing.T) {
 		out.Status = authenticationv1.TokenRequestStatus{Token: "t" + string(rune('0'+requests)), ExpirationTimestamp: metav1.NewTime(clk.Now().Add(time.Hour))}
 		return true, out, nil
 	})
-	o := NewObjects(func(context.Context) (kubernetes.Interface, error) { return client, nil }, func(types.UID) {}, clk, quiet)
+	o := NewManager(func(context.Context) (kubernetes.Interface, error) { return client, nil }, func(types.UID) {}, clk, quiet)
 	o.cs = client
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1"}}
 	proj := &corev1.ServiceAccountTokenProjection{Path: "token", Audience: "vault", ExpirationSeconds: ptr.To[int64](3600)}
@@ -90,7 +94,7 @@ func TestServicesForAPod(t *testing.T) {
 		store.Add(s)
 	}
 	synced := false
-	o := NewObjects(nil, func(types.UID) {}, clocktesting.NewFakeClock(time.Now()), quiet)
+	o := NewManager(nil, func(types.UID) {}, clocktesting.NewFakeClock(time.Now()), quiet)
 	o.services, o.synced = store, func() bool { return synced }
 	if _, err := o.Services("app", true); err == nil {
 		t.Error("services before the first list: no error")

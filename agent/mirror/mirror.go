@@ -1,4 +1,5 @@
-package cluster
+// Package mirror keeps a mirror pod in the API server for each static pod.
+package mirror
 
 import (
 	"context"
@@ -19,21 +20,22 @@ import (
 	"nodeagent/manifest"
 )
 
-// MirrorPods lists the mirror pods the API shows on this node.
-type MirrorPods interface {
-	Pods
+// APIPods is what the API server last showed of the node's pods (the API
+// source's cache), mirror pods among them.
+type APIPods interface {
+	Pod(namespace, name string) (*corev1.Pod, bool)
 	Mirrors() []*corev1.Pod
 }
 
-// Mirrors keeps one mirror pod in the API for each static pod, as the
+// Manager keeps one mirror pod in the API for each static pod, as the
 // kubelet does: the static pod's name, namespace, labels and spec, the
 // kubernetes.io/config.mirror annotation (the static pod's hash) and the
 // Node as controlling owner. A mirror that is deleted is made again, one
 // whose hash differs is replaced, and one whose static pod went is
 // deleted.
-type Mirrors struct {
+type Manager struct {
 	client func(context.Context) (kubernetes.Interface, error)
-	api    MirrorPods
+	api    APIPods
 	node   func() *corev1.Node // the registered Node, for the owner reference
 	clock  clock.WithTicker
 	log    *slog.Logger
@@ -47,13 +49,13 @@ type Mirrors struct {
 	Terminating func(namespace, name string) bool
 }
 
-// NewMirrors returns a Mirrors; SetStatic feeds it the static pods.
-func NewMirrors(client func(context.Context) (kubernetes.Interface, error), api MirrorPods, node func() *corev1.Node, clk clock.WithTicker, log *slog.Logger) *Mirrors {
-	return &Mirrors{client: client, api: api, node: node, clock: clk, log: log, kick: make(chan struct{}, 1)}
+// NewManager returns a Manager; SetStatic feeds it the static pods.
+func NewManager(client func(context.Context) (kubernetes.Interface, error), api APIPods, node func() *corev1.Node, clk clock.WithTicker, log *slog.Logger) *Manager {
+	return &Manager{client: client, api: api, node: node, clock: clk, log: log, kick: make(chan struct{}, 1)}
 }
 
 // SetStatic records the static pods (the file source's latest set).
-func (m *Mirrors) SetStatic(pods []*corev1.Pod) {
+func (m *Manager) SetStatic(pods []*corev1.Pod) {
 	m.mu.Lock()
 	m.static, m.known = pods, true
 	m.mu.Unlock()
@@ -67,7 +69,7 @@ func (m *Mirrors) SetStatic(pods []*corev1.Pod) {
 const MirrorPeriod = 10 * time.Second
 
 // Run keeps the mirrors until ctx ends.
-func (m *Mirrors) Run(ctx context.Context) {
+func (m *Manager) Run(ctx context.Context) {
 	client, err := m.client(ctx)
 	if err != nil {
 		return
@@ -85,7 +87,7 @@ func (m *Mirrors) Run(ctx context.Context) {
 	}
 }
 
-func (m *Mirrors) sync(ctx context.Context, client kubernetes.Interface) {
+func (m *Manager) sync(ctx context.Context, client kubernetes.Interface) {
 	m.mu.Lock()
 	static, known := m.static, m.known
 	m.mu.Unlock()
@@ -107,7 +109,7 @@ func (m *Mirrors) sync(ctx context.Context, client kubernetes.Interface) {
 }
 
 // ensure makes the static pod's mirror exist with its current hash.
-func (m *Mirrors) ensure(ctx context.Context, client kubernetes.Interface, node *corev1.Node, sp *corev1.Pod) {
+func (m *Manager) ensure(ctx context.Context, client kubernetes.Interface, node *corev1.Node, sp *corev1.Pod) {
 	hash := sp.Annotations[manifest.AnnotationConfigHash]
 	if cur, ok := m.api.Pod(sp.Namespace, sp.Name); ok {
 		h, mirror := cur.Annotations[source.AnnotationMirror]
@@ -153,7 +155,7 @@ func (m *Mirrors) ensure(ctx context.Context, client kubernetes.Interface, node 
 
 // remove deletes a mirror pod (grace 0, that UID only); false when it
 // may still be there.
-func (m *Mirrors) remove(ctx context.Context, client kubernetes.Interface, mp *corev1.Pod, why string) bool {
+func (m *Manager) remove(ctx context.Context, client kubernetes.Interface, mp *corev1.Pod, why string) bool {
 	err := client.CoreV1().Pods(mp.Namespace).Delete(ctx, mp.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &mp.UID},
 	})

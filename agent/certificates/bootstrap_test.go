@@ -1,4 +1,4 @@
-package cluster
+package certificates
 
 import (
 	"crypto/ecdsa"

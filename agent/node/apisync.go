@@ -1,4 +1,4 @@
-package cluster
+package node
 
 import (
 	"context"
@@ -19,9 +19,9 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// NodeOptions shape the Node object, from the KubeletConfiguration and
+// ObjectOptions shape the Node object, from the KubeletConfiguration and
 // flags.
-type NodeOptions struct {
+type ObjectOptions struct {
 	Register bool              // registerNode: create the Node (else it must exist)
 	Labels   map[string]string // --node-labels
 	Taints   []corev1.Taint    // registerWithTaints, set when the Node is created
@@ -35,14 +35,14 @@ type NodeOptions struct {
 // maxNamesPerImage is how many of an image's names the kubelet lists.
 const maxNamesPerImage = 5
 
-// NodeSync registers the node and keeps its status in the API server, as
+// APISync registers the node and keeps its status in the API server, as
 // the kubelet's node status loop does: a strategic-merge patch of
 // nodes/<name>/status when the status changed or the report period ran
 // out, and a new registration when the Node was deleted.
-type NodeSync struct {
+type APISync struct {
 	client kubernetes.Interface
 	name   string
-	opts   NodeOptions
+	opts   ObjectOptions
 	build  func(now time.Time) *corev1.Node // the node as the agent sees it
 	images func(ctx context.Context) ([]corev1.ContainerImage, error)
 	clock  clock.Clock
@@ -53,19 +53,19 @@ type NodeSync struct {
 	sentAt  time.Time
 }
 
-// NewNodeSync returns a NodeSync; build gives the node's status, images
+// NewAPISync returns an APISync; build gives the node's status, images
 // the runtime's images.
-func NewNodeSync(client kubernetes.Interface, name string, opts NodeOptions, build func(time.Time) *corev1.Node,
-	images func(context.Context) ([]corev1.ContainerImage, error), clk clock.Clock, log *slog.Logger) *NodeSync {
-	return &NodeSync{client: client, name: name, opts: opts, build: build, images: images, clock: clk, log: log}
+func NewAPISync(client kubernetes.Interface, name string, opts ObjectOptions, build func(time.Time) *corev1.Node,
+	images func(context.Context) ([]corev1.ContainerImage, error), clk clock.Clock, log *slog.Logger) *APISync {
+	return &APISync{client: client, name: name, opts: opts, build: build, images: images, clock: clk, log: log}
 }
 
 // Registered is the Node as last seen, or nil before registration.
-func (s *NodeSync) Registered() *corev1.Node { return s.current }
+func (s *APISync) Registered() *corev1.Node { return s.current }
 
 // Sync registers the node if it is not (or no longer) registered, then
 // sends its status if it changed or the report period ran out.
-func (s *NodeSync) Sync(ctx context.Context) error {
+func (s *APISync) Sync(ctx context.Context) error {
 	want := s.desired(ctx) // once: it lists the runtime's images
 	if s.current == nil {
 		if err := s.register(ctx, want); err != nil {
@@ -85,7 +85,7 @@ func (s *NodeSync) Sync(ctx context.Context) error {
 }
 
 // desired is the node as the agent would register it.
-func (s *NodeSync) desired(ctx context.Context) *corev1.Node {
+func (s *APISync) desired(ctx context.Context) *corev1.Node {
 	now := s.clock.Now()
 	n := s.build(now)
 	maps.Copy(n.Labels, s.opts.Labels)
@@ -103,7 +103,7 @@ func (s *NodeSync) desired(ctx context.Context) *corev1.Node {
 
 // register creates the Node, or adopts the one of the same name: the
 // labels the agent owns are set on it, the rest kept.
-func (s *NodeSync) register(ctx context.Context, desired *corev1.Node) error {
+func (s *APISync) register(ctx context.Context, desired *corev1.Node) error {
 	want := *desired // unchanged but for the type, which a create does not carry
 	want.TypeMeta = metav1.TypeMeta{}
 	nodes := s.client.CoreV1().Nodes()
@@ -148,7 +148,7 @@ func (s *NodeSync) register(ctx context.Context, desired *corev1.Node) error {
 // sendStatus patches the status when it changed or is due. The Node is
 // read first, from the API server's cache as the kubelet does: that is how
 // a deleted Node is noticed, and the patch is made against what is there.
-func (s *NodeSync) sendStatus(ctx context.Context, want corev1.NodeStatus) error {
+func (s *APISync) sendStatus(ctx context.Context, want corev1.NodeStatus) error {
 	cur, err := s.client.CoreV1().Nodes().Get(ctx, s.name, metav1.GetOptions{ResourceVersion: "0"})
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package cluster
+package status
 
 import (
 	"context"
@@ -24,19 +24,19 @@ import (
 	"nodeagent/manifest"
 )
 
-// Pods is what the API server last showed of the node's pods (the API
+// APIPods is what the API server last showed of the node's pods (the API
 // source's cache).
-type Pods interface {
+type APIPods interface {
 	Pod(namespace, name string) (*corev1.Pod, bool)
 }
 
-// LocalStatus is the agent's status store.
-type LocalStatus interface {
+// Local is the agent's own statuses (the Store).
+type Local interface {
 	Get(uid types.UID) (*corev1.Pod, bool)
 	List() []corev1.Pod
 }
 
-// StatusSync writes the agent's pod statuses to the API server, as the
+// APISync writes the agent's pod statuses to the API server, as the
 // kubelet's status manager does: a strategic-merge patch of
 // pods/<name>/status carrying metadata.uid (so a pod of the same name and
 // another UID is never written), coalesced per pod, retried with back-off,
@@ -44,10 +44,10 @@ type LocalStatus interface {
 // mirror pod. A deleted pod whose containers and volumes are gone gets its
 // final status written, then is deleted from the API (grace 0, UID
 // precondition).
-type StatusSync struct {
+type APISync struct {
 	client  func(context.Context) (kubernetes.Interface, error)
-	local   LocalStatus
-	api     Pods
+	local   Local
+	api     APIPods
 	changes *notify.Set[types.UID]
 	gone    *notify.Set[podKey]
 	clock   clock.WithTicker
@@ -74,17 +74,17 @@ type retry struct {
 // kubelet's status manager syncs in batches every 10 s).
 const ResyncPeriod = 10 * time.Second
 
-// NewStatusSync returns a StatusSync fed by changes (the status store's
+// NewAPISync returns an APISync fed by changes (the status store's
 // subscription).
-func NewStatusSync(client func(context.Context) (kubernetes.Interface, error), local LocalStatus, api Pods, changes *notify.Set[types.UID], clk clock.WithTicker, log *slog.Logger) *StatusSync {
-	return &StatusSync{client: client, local: local, api: api, changes: changes, gone: notify.NewSet[podKey](), clock: clk, log: log,
+func NewAPISync(client func(context.Context) (kubernetes.Interface, error), local Local, api APIPods, changes *notify.Set[types.UID], clk clock.WithTicker, log *slog.Logger) *APISync {
+	return &APISync{client: client, local: local, api: api, changes: changes, gone: notify.NewSet[podKey](), clock: clk, log: log,
 		last: map[types.UID]*corev1.Pod{}, retries: map[types.UID]retry{}, finals: map[types.UID]corev1.PodStatus{}}
 }
 
 // Gone is the pod manager's word that a pod has nothing left on the node,
 // with its last status; a deleted API pod is then removed from the API
 // server once that status is written.
-func (s *StatusSync) Gone(pod *corev1.Pod) {
+func (s *APISync) Gone(pod *corev1.Pod) {
 	if !source.FromAPI(pod) {
 		return
 	}
@@ -97,7 +97,7 @@ func (s *StatusSync) Gone(pod *corev1.Pod) {
 }
 
 // Run syncs until ctx ends.
-func (s *StatusSync) Run(ctx context.Context) {
+func (s *APISync) Run(ctx context.Context) {
 	client, err := s.client(ctx)
 	if err != nil {
 		return
@@ -134,7 +134,7 @@ func (s *StatusSync) Run(ctx context.Context) {
 }
 
 // sync sends one pod's status if the API's differs.
-func (s *StatusSync) sync(ctx context.Context, client kubernetes.Interface, uid types.UID) {
+func (s *APISync) sync(ctx context.Context, client kubernetes.Interface, uid types.UID) {
 	local, ok := s.local.Get(uid)
 	if !ok {
 		delete(s.retries, uid)
@@ -164,7 +164,7 @@ func (s *StatusSync) sync(ctx context.Context, client kubernetes.Interface, uid 
 
 // write patches target's status to status (with the conditions others
 // own kept) unless the API already has it; uid is the local pod's.
-func (s *StatusSync) write(ctx context.Context, client kubernetes.Interface, uid types.UID, target *corev1.Pod, status corev1.PodStatus) error {
+func (s *APISync) write(ctx context.Context, client kubernetes.Interface, uid types.UID, target *corev1.Pod, status corev1.PodStatus) error {
 	if last := s.last[uid]; last != nil && last.UID == target.UID && newer(last, target) {
 		target = last
 	}
@@ -187,7 +187,7 @@ func (s *StatusSync) write(ctx context.Context, client kubernetes.Interface, uid
 
 // target is the API object a local pod's status goes to: the API pod of
 // the same UID, or a static pod's mirror pod.
-func (s *StatusSync) target(local *corev1.Pod) (*corev1.Pod, bool) {
+func (s *APISync) target(local *corev1.Pod) (*corev1.Pod, bool) {
 	p, ok := s.api.Pod(local.Namespace, local.Name)
 	if !ok {
 		return nil, false
@@ -202,7 +202,7 @@ func (s *StatusSync) target(local *corev1.Pod) (*corev1.Pod, bool) {
 }
 
 // delete removes a deleted pod whose containers and volumes are gone.
-func (s *StatusSync) delete(ctx context.Context, client kubernetes.Interface, k podKey) {
+func (s *APISync) delete(ctx context.Context, client kubernetes.Interface, k podKey) {
 	p, ok := s.api.Pod(k.namespace, k.name)
 	if !ok || p.UID != k.uid || p.DeletionTimestamp == nil {
 		s.forget(k.uid)
@@ -242,7 +242,7 @@ func (s *StatusSync) delete(ctx context.Context, client kubernetes.Interface, k 
 }
 
 // forget drops what was kept for a gone pod.
-func (s *StatusSync) forget(uid types.UID) {
+func (s *APISync) forget(uid types.UID) {
 	s.mu.Lock()
 	delete(s.finals, uid)
 	s.mu.Unlock()

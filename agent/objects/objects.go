@@ -1,4 +1,7 @@
-package cluster
+// Package objects serves what the node's pods reference in the API
+// server: configMaps, secrets, service account tokens, services and
+// runtime classes.
+package objects
 
 import (
 	"context"
@@ -22,7 +25,7 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Objects serves what the node's pods reference in the API server, as the
+// Manager serves what the node's pods reference in the API server, as the
 // kubelet's watch-based managers do:
 //   - configMaps and secrets: one watch per referenced object (the node
 //     authorizer lets a node read only the objects of its own pods, by
@@ -33,7 +36,7 @@ import (
 //     80 % of their lifetime or 24 h, whichever comes first;
 //   - services: one informer, for the service link variables;
 //   - runtime classes: read when a sandbox is made.
-type Objects struct {
+type Manager struct {
 	client func(context.Context) (kubernetes.Interface, error)
 	wake   func(types.UID)
 	clock  clock.Clock
@@ -69,15 +72,15 @@ type cachedToken struct {
 	refresh time.Time
 }
 
-// NewObjects returns the object cache; wake is told the UIDs of pods whose
+// NewManager returns the object cache; wake is told the UIDs of pods whose
 // referenced objects changed.
-func NewObjects(client func(context.Context) (kubernetes.Interface, error), wake func(types.UID), clk clock.Clock, log *slog.Logger) *Objects {
-	return &Objects{client: client, wake: wake, clock: clk, log: log, watches: map[objectKey]*objectWatch{}, tokens: map[tokenKey]cachedToken{}}
+func NewManager(client func(context.Context) (kubernetes.Interface, error), wake func(types.UID), clk clock.Clock, log *slog.Logger) *Manager {
+	return &Manager{client: client, wake: wake, clock: clk, log: log, watches: map[objectKey]*objectWatch{}, tokens: map[tokenKey]cachedToken{}}
 }
 
 // Run waits for the connection, starts the services informer and the
 // watches of pods already tracked, and returns when ctx ends.
-func (o *Objects) Run(ctx context.Context) {
+func (o *Manager) Run(ctx context.Context) {
 	cs, err := o.client(ctx)
 	if err != nil {
 		return
@@ -96,7 +99,7 @@ func (o *Objects) Run(ctx context.Context) {
 
 // Track makes the watches match what pods reference: called with the
 // whole set of API pods on every change, before the pods are handed on.
-func (o *Objects) Track(pods []*corev1.Pod) {
+func (o *Manager) Track(pods []*corev1.Pod) {
 	want := map[objectKey]map[types.UID]bool{}
 	live := map[types.UID]bool{}
 	for _, p := range pods {
@@ -188,7 +191,7 @@ func references(p *corev1.Pod) []objectKey {
 }
 
 // startLocked starts the watch of one object, once there is a client.
-func (o *Objects) startLocked(key objectKey, w *objectWatch) {
+func (o *Manager) startLocked(key objectKey, w *objectWatch) {
 	if o.cs == nil || w.store != nil {
 		return
 	}
@@ -207,7 +210,7 @@ func (o *Objects) startLocked(key objectKey, w *objectWatch) {
 }
 
 // changed wakes the pods that reference the object.
-func (o *Objects) changed(key objectKey) {
+func (o *Manager) changed(key objectKey) {
 	o.mu.Lock()
 	var uids []types.UID
 	if w := o.watches[key]; w != nil {
@@ -226,7 +229,7 @@ const syncWait = 10 * time.Second
 
 // get reads an object from its watch once the watch has listed; an object
 // no pod tracks (yet) is read directly.
-func (o *Objects) get(ctx context.Context, kind, namespace, name string) (any, error) {
+func (o *Manager) get(ctx context.Context, kind, namespace, name string) (any, error) {
 	o.mu.Lock()
 	w, cs := o.watches[objectKey{kind, namespace, name}], o.cs
 	o.mu.Unlock()
@@ -259,7 +262,7 @@ func (o *Objects) get(ctx context.Context, kind, namespace, name string) (any, e
 
 // ConfigMap returns the configMap; the object is shared, not to be
 // modified. A missing one is NotFound.
-func (o *Objects) ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
+func (o *Manager) ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
 	obj, err := o.get(ctx, "configmaps", namespace, name)
 	if err != nil {
 		return nil, err
@@ -268,7 +271,7 @@ func (o *Objects) ConfigMap(ctx context.Context, namespace, name string) (*corev
 }
 
 // Secret returns the secret; the object is shared, not to be modified.
-func (o *Objects) Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+func (o *Manager) Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
 	obj, err := o.get(ctx, "secrets", namespace, name)
 	if err != nil {
 		return nil, err
@@ -283,7 +286,7 @@ const maxTokenAge = 24 * time.Hour
 // Token returns a token of the pod's service account bound to the pod,
 // requested again once 80 % of its lifetime (at most 24 h) has passed, and
 // when that is.
-func (o *Objects) Token(ctx context.Context, pod *corev1.Pod, p *corev1.ServiceAccountTokenProjection) (string, time.Time, error) {
+func (o *Manager) Token(ctx context.Context, pod *corev1.Pod, p *corev1.ServiceAccountTokenProjection) (string, time.Time, error) {
 	account := pod.Spec.ServiceAccountName
 	if account == "" {
 		account = "default"
@@ -333,7 +336,7 @@ var masterServices = []string{"kubernetes"}
 // its namespace's (with service links) and the API server's. Until the
 // first list has arrived it fails, as the kubelet's does: variables
 // missing at a container's start would never come.
-func (o *Objects) Services(namespace string, links bool) ([]*corev1.Service, error) {
+func (o *Manager) Services(namespace string, links bool) ([]*corev1.Service, error) {
 	o.mu.Lock()
 	store, synced := o.services, o.synced
 	o.mu.Unlock()
@@ -379,7 +382,7 @@ func hasClusterIP(s *corev1.Service) bool {
 }
 
 // RuntimeHandler resolves a runtime class to the CRI handler it names.
-func (o *Objects) RuntimeHandler(ctx context.Context, class string) (string, error) {
+func (o *Manager) RuntimeHandler(ctx context.Context, class string) (string, error) {
 	o.mu.Lock()
 	cs := o.cs
 	o.mu.Unlock()
