@@ -200,7 +200,12 @@ func (a *Agent) loops(p *parts) []func(context.Context) {
 			}
 		},
 		func(ctx context.Context) {
-			loop.Every(ctx, clk, runtimeCheckPeriod, func(ctx context.Context) { a.updateNodeStatus(ctx, p) })
+			loop.Every(ctx, clk, runtimeCheckPeriod, func(ctx context.Context) {
+				a.updateNodeStatus(ctx, p)
+				if p.cluster != nil {
+					p.network.follow(ctx, p.cluster.node.Node(), cfg.PodCIDR)
+				}
+			})
 		},
 	}
 	// Every source feeds the one channel the manager merges.

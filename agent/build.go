@@ -60,6 +60,7 @@ type parts struct {
 	store      *status.Store
 	recorder   *events.Recorder
 	nodeStatus *node.Status
+	network    *podNetwork
 	stats      *stats.Provider // nil without cadvisor
 	metrics    *nodeMetrics
 	cluster    *clusterParts // nil when standalone
@@ -175,7 +176,12 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 	if err := a.buildCgroups(p, capacity); err != nil {
 		return p, err
 	}
-	a.ensureNetwork(ctx, p.rtStatus.Info)
+	p.network = newPodNetwork(a.opts, p.rtStatus.Info, rt, log.With("component", "network"))
+	if a.opts.Cluster != nil {
+		p.network.ensure(ctx, "") // the Node's pod CIDRs come once it joined
+	} else {
+		p.network.ensure(ctx, cfg.PodCIDR)
+	}
 
 	// One cadvisor reader serves eviction (per-container usage) and stats.
 	cad, err := cgroups.NewCadvisor()

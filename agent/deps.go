@@ -29,6 +29,7 @@ type Runtime interface {
 	Version(ctx context.Context) (*runtimeapi.VersionResponse, error)
 	Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error)
 	GetContainerEvents(ctx context.Context) (cri.ContainerEventStream, error)
+	UpdatePodCIDR(ctx context.Context, cidrs string) error
 	Close() error
 }
 

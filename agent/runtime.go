@@ -11,7 +11,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/cri"
-	"nodeagent/network"
 )
 
 // checkDriverAgreement refuses to run when the runtime places containers
@@ -54,42 +53,6 @@ func sandboxImage(info map[string]string) string {
 	}
 	json.Unmarshal([]byte(info["config"]), &rc)
 	return rc.SandboxImage
-}
-
-// ensureNetwork makes the runtime's CNI directory hold a valid network.
-// Problems are logged and show in the node's Ready condition (through the
-// runtime's NetworkReady); they do not stop the agent.
-func (a *Agent) ensureNetwork(ctx context.Context, info map[string]string) {
-	confDir, binDirs := a.opts.CNIConfDir, a.opts.CNIBinDirs
-	var rc struct {
-		CNI struct {
-			ConfDir string `json:"confDir"`
-			BinDir  string `json:"binDir"`
-		} `json:"cni"`
-	}
-	if err := json.Unmarshal([]byte(info["config"]), &rc); err == nil {
-		if confDir == "" {
-			confDir = rc.CNI.ConfDir
-		}
-		if len(binDirs) == 0 && rc.CNI.BinDir != "" {
-			binDirs = []string{rc.CNI.BinDir}
-		}
-	}
-	if confDir == "" {
-		confDir = "/etc/cni/net.d"
-	}
-	if len(binDirs) == 0 {
-		binDirs = []string{"/opt/cni/bin", "/usr/lib/cni"}
-	}
-	res, err := network.Ensure(ctx, confDir, binDirs, a.cfg.PodCIDR)
-	switch {
-	case err != nil:
-		a.log.Error("pod network configuration", "err", err)
-	case res.Written:
-		a.log.Info("wrote pod network configuration", "file", res.File, "network", res.Name, "podCIDR", a.cfg.PodCIDR)
-	default:
-		a.log.Info("using existing pod network configuration", "file", res.File, "network", res.Name)
-	}
 }
 
 // runtimeCheckPeriod is how often the runtime's status is read.

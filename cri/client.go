@@ -104,6 +104,17 @@ func (c *Client) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusRe
 	return resp, c.classify("Status", err)
 }
 
+// UpdatePodCIDR tells the runtime the node's pod CIDRs (comma-separated),
+// as the kubelet does when the Node's spec.podCIDRs change; containerd
+// fills its CNI configuration template with them.
+func (c *Client) UpdatePodCIDR(ctx context.Context, cidrs string) error {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	_, err := c.runtime.UpdateRuntimeConfig(ctx, &runtimeapi.UpdateRuntimeConfigRequest{
+		RuntimeConfig: &runtimeapi.RuntimeConfig{NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: cidrs}}})
+	return c.classify("UpdateRuntimeConfig", err)
+}
+
 // Condition finds a named runtime condition in a Status answer.
 func Condition(st *runtimeapi.RuntimeStatus, name string) *runtimeapi.RuntimeCondition {
 	if st == nil {

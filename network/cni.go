@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/containernetworking/cni/libcni"
 
@@ -27,31 +29,38 @@ const (
 var confExtensions = []string{".conf", ".conflist", ".json"}
 
 // BridgeConfList is the agent's default pod network: a bridge with
-// host-local addresses from podCIDR (gateway on the bridge, masquerade for
+// host-local addresses from the pod CIDRs (comma-separated, one per
+// family: the Node's spec.podCIDRs; gateway on the bridge, masquerade for
 // traffic leaving the range), portmap for hostPort mappings, and loopback.
-func BridgeConfList(podCIDR string) ([]byte, error) {
-	if _, _, err := net.ParseCIDR(podCIDR); err != nil {
-		return nil, fmt.Errorf("podCIDR %q: %w", podCIDR, err)
+// forceAddress lets the bridge take a new range's gateway in place of the
+// old one's.
+func BridgeConfList(podCIDRs string) ([]byte, error) {
+	cidrs, err := ParseCIDRs(podCIDRs)
+	if err != nil {
+		return nil, err
 	}
-	defaultRoute := "0.0.0.0/0"
-	if ip, _, _ := net.ParseCIDR(podCIDR); ip.To4() == nil {
-		defaultRoute = "::/0"
+	var ranges [][]map[string]string
+	var routes []map[string]string
+	for _, c := range cidrs {
+		ranges = append(ranges, []map[string]string{{"subnet": c.String()}})
+		route := "0.0.0.0/0"
+		if c.IP.To4() == nil {
+			route = "::/0"
+		}
+		routes = append(routes, map[string]string{"dst": route})
 	}
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
 		"name":       NetworkName,
 		"plugins": []map[string]any{
 			{
-				"type":        "bridge",
-				"bridge":      BridgeName,
-				"isGateway":   true,
-				"ipMasq":      true,
-				"hairpinMode": true,
-				"ipam": map[string]any{
-					"type":   "host-local",
-					"ranges": [][]map[string]string{{{"subnet": podCIDR}}},
-					"routes": []map[string]string{{"dst": defaultRoute}},
-				},
+				"type":         "bridge",
+				"bridge":       BridgeName,
+				"isGateway":    true,
+				"ipMasq":       true,
+				"hairpinMode":  true,
+				"forceAddress": true,
+				"ipam":         map[string]any{"type": "host-local", "ranges": ranges, "routes": routes},
 			},
 			{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
 			{"type": "loopback"},
@@ -60,28 +69,59 @@ func BridgeConfList(podCIDR string) ([]byte, error) {
 	return json.MarshalIndent(conf, "", "  ")
 }
 
-// Result says what Ensure found or did.
-type Result struct {
-	File    string // the configuration in effect
-	Name    string // its network name
-	Written bool   // true when the agent wrote it now
+// ParseCIDRs reads comma-separated pod CIDRs: one or two, at most one per
+// IP family, as the API server allows in a Node's spec.podCIDRs.
+func ParseCIDRs(podCIDRs string) ([]*net.IPNet, error) {
+	var out []*net.IPNet
+	families := map[bool]bool{}
+	for _, c := range strings.Split(podCIDRs, ",") {
+		_, n, err := net.ParseCIDR(strings.TrimSpace(c))
+		if err != nil {
+			return nil, fmt.Errorf("pod CIDR %q: %w", c, err)
+		}
+		v4 := n.IP.To4() != nil
+		if families[v4] {
+			return nil, fmt.Errorf("pod CIDRs %q: at most one per IP family", podCIDRs)
+		}
+		families[v4] = true
+		out = append(out, n)
+	}
+	return out, nil
 }
 
-// Ensure makes confDir hold a valid network. An empty directory gets the
-// agent's bridge network for podCIDR; otherwise the first configuration (in
-// the runtime's lexical order) is validated against the plugins in binDirs
-// and left untouched. An invalid configuration is an error naming the file.
-func Ensure(ctx context.Context, confDir string, binDirs []string, podCIDR string) (Result, error) {
+// Result says what Ensure found or did.
+type Result struct {
+	File    string // the configuration in effect; empty when there is none
+	Name    string // its network name
+	Written bool   // true when the agent wrote it now
+	// Replaced is the pod CIDRs of the agent's own configuration that
+	// Written replaced; empty when it was written anew.
+	Replaced string
+}
+
+// Ensure makes confDir hold a valid network. With no configuration the
+// agent's bridge network for podCIDRs is written; the agent's own
+// configuration for other CIDRs is written again for these; anyone else's
+// first configuration (in the runtime's lexical order) is validated
+// against the plugins in binDirs and left untouched. An invalid
+// configuration is an error naming the file. Empty podCIDRs write
+// nothing: what is there is validated.
+func Ensure(ctx context.Context, confDir string, binDirs []string, podCIDRs string) (Result, error) {
 	files, err := libcni.ConfFiles(confDir, confExtensions)
 	if err != nil {
 		return Result{}, fmt.Errorf("read CNI configuration directory %s: %w", confDir, err)
 	}
-	// The agent's own file, left empty or torn by a crash of an older
-	// agent (which wrote without fsync), is written anew, not reported
-	// as invalid forever.
+	var replaced string
 	if len(files) > 0 && filepath.Base(files[0]) == ConfFile {
-		if _, err := load(files[0]); err != nil {
+		list, err := load(files[0])
+		switch {
+		case err != nil:
+			// Left empty or torn by a crash of an older agent (which
+			// wrote without fsync): written anew, not reported as
+			// invalid forever.
 			files = files[1:]
+		case podCIDRs != "" && !sameCIDRs(bridgeCIDRs(list), podCIDRs):
+			replaced, files = bridgeCIDRs(list), files[1:]
 		}
 	}
 	if len(files) > 0 {
@@ -95,8 +135,11 @@ func Ensure(ctx context.Context, confDir string, binDirs []string, podCIDR strin
 		}
 		return Result{File: file, Name: list.Name}, nil
 	}
+	if podCIDRs == "" {
+		return Result{}, nil
+	}
 
-	data, err := BridgeConfList(podCIDR)
+	data, err := BridgeConfList(podCIDRs)
 	if err != nil {
 		return Result{}, err
 	}
@@ -114,7 +157,47 @@ func Ensure(ctx context.Context, confDir string, binDirs []string, podCIDR strin
 	if err := safefile.Write(file, data, 0o644); err != nil {
 		return Result{}, fmt.Errorf("write CNI configuration: %w", err)
 	}
-	return Result{File: file, Name: list.Name, Written: true}, nil
+	return Result{File: file, Name: list.Name, Written: true, Replaced: replaced}, nil
+}
+
+// bridgeCIDRs are the subnets of the agent's bridge network, comma-separated.
+func bridgeCIDRs(list *libcni.NetworkConfigList) string {
+	var out []string
+	for _, p := range list.Plugins {
+		var conf struct {
+			IPAM struct {
+				Ranges [][]struct {
+					Subnet string `json:"subnet"`
+				} `json:"ranges"`
+			} `json:"ipam"`
+		}
+		if p.Network.Type != "bridge" || json.Unmarshal(p.Bytes, &conf) != nil {
+			continue
+		}
+		for _, r := range conf.IPAM.Ranges {
+			for _, sub := range r {
+				out = append(out, sub.Subnet)
+			}
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// sameCIDRs compares two comma-separated CIDR lists as sets of networks.
+func sameCIDRs(a, b string) bool {
+	norm := func(s string) []string {
+		var out []string
+		for _, c := range strings.Split(s, ",") {
+			if _, n, err := net.ParseCIDR(strings.TrimSpace(c)); err == nil {
+				out = append(out, n.String())
+			} else {
+				out = append(out, c)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(norm(a), norm(b))
 }
 
 func load(file string) (*libcni.NetworkConfigList, error) {

@@ -116,3 +116,63 @@ func TestEnsureRepairsItsOwnTornFile(t *testing.T) {
 		t.Errorf("someone else's empty file: %v", err)
 	}
 }
+
+// The Node's podCIDRs replace the range of the agent's own network, and
+// only its own: someone else's network is kept whatever the range.
+func TestEnsureRewritesItsOwnNetworkForNewCIDRs(t *testing.T) {
+	bin := fakePlugins(t, "bridge", "host-local", "portmap", "loopback")
+	conf := t.TempDir()
+	if _, err := Ensure(context.Background(), conf, []string{bin}, DefaultPodCIDR); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Ensure(context.Background(), conf, []string{bin}, "10.244.3.0/24,fd00:10:244:3::/64")
+	if err != nil || !res.Written || res.Replaced != DefaultPodCIDR {
+		t.Fatalf("new CIDRs: %+v, %v", res, err)
+	}
+	list, err := load(res.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := bridgeCIDRs(list); !sameCIDRs(got, "fd00:10:244:3::/64,10.244.3.0/24") {
+		t.Errorf("bridge ranges = %s", got)
+	}
+	data, _ := os.ReadFile(res.File)
+	for _, want := range []string{`"::/0"`, `"0.0.0.0/0"`, `"forceAddress": true`} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("conflist lacks %s:\n%s", want, data)
+		}
+	}
+	// The same CIDRs in another order and spelling: nothing to do.
+	if res, err := Ensure(context.Background(), conf, []string{bin}, "fd00:10:244:3:0::/64, 10.244.3.0/24"); err != nil || res.Written {
+		t.Errorf("same CIDRs: %+v, %v", res, err)
+	}
+	// Empty CIDRs validate and write nothing.
+	if res, err := Ensure(context.Background(), conf, []string{bin}, ""); err != nil || res.Written || res.File == "" {
+		t.Errorf("no CIDRs: %+v, %v", res, err)
+	}
+
+	foreign := t.TempDir()
+	body := `{"cniVersion":"1.0.0","name":"other","plugins":[{"type":"bridge","bridge":"x0","ipam":{"type":"host-local","subnet":"10.5.0.0/16"}}]}`
+	os.WriteFile(filepath.Join(foreign, "05-other.conflist"), []byte(body), 0o644)
+	if res, err := Ensure(context.Background(), foreign, []string{bin}, "10.244.3.0/24"); err != nil || res.Written || res.Name != "other" {
+		t.Errorf("foreign network: %+v, %v", res, err)
+	}
+	empty := filepath.Join(t.TempDir(), "missing")
+	if res, err := Ensure(context.Background(), empty, []string{bin}, ""); err != nil || res.File != "" {
+		t.Errorf("no directory and no CIDRs: %+v, %v", res, err)
+	}
+	if _, err := os.Stat(empty); err == nil {
+		t.Error("no CIDRs made the directory")
+	}
+}
+
+func TestParseCIDRs(t *testing.T) {
+	for _, bad := range []string{"", "10.0.0.0/8,10.1.0.0/16", "fd00::/64,fd01::/64", "10.0.0.0/8,", "nonsense"} {
+		if _, err := ParseCIDRs(bad); err == nil {
+			t.Errorf("ParseCIDRs(%q) accepted", bad)
+		}
+	}
+	if got, err := ParseCIDRs("10.244.0.0/24,fd00::/64"); err != nil || len(got) != 2 {
+		t.Errorf("dual stack: %v, %v", got, err)
+	}
+}

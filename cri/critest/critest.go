@@ -50,6 +50,7 @@ type Runtime struct {
 	failures   map[string][]error
 	onList     func()
 	ids        int
+	podCIDR    string
 }
 
 // New returns an empty runtime.
@@ -411,6 +412,24 @@ func (r *Runtime) Version(context.Context) (*runtimeapi.VersionResponse, error) 
 }
 
 // Status says the runtime and its network are ready.
+// UpdatePodCIDR records the pod CIDRs the runtime was told.
+func (r *Runtime) UpdatePodCIDR(_ context.Context, cidrs string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.record(Call{Op: "UpdateRuntimeConfig"}); err != nil {
+		return err
+	}
+	r.podCIDR = cidrs
+	return nil
+}
+
+// PodCIDR is what UpdatePodCIDR last told the runtime.
+func (r *Runtime) PodCIDR() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.podCIDR
+}
+
 func (r *Runtime) Status(context.Context, bool) (*runtimeapi.StatusResponse, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
