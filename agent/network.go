@@ -123,4 +123,5 @@ func (n *podNetwork) ensure(ctx context.Context, cidrs string) {
 		return
 	}
 	n.applied = cidrs
+	n.log.Info("pod CIDRs in effect", "podCIDRs", cidrs)
 }
