@@ -15,15 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"nodeagent/agent/certificates"
-	"nodeagent/agent/cluster"
 	"nodeagent/agent/devices"
 	"nodeagent/agent/events"
 	"nodeagent/agent/images"
 	"nodeagent/agent/logs"
 	"nodeagent/agent/mirror"
 	"nodeagent/agent/node"
-	"nodeagent/agent/objects"
 	"nodeagent/agent/pleg"
 	"nodeagent/agent/pods"
 	"nodeagent/agent/server"
@@ -36,6 +33,7 @@ import (
 	"nodeagent/internal/control"
 	"nodeagent/internal/layout"
 	"nodeagent/internal/notify"
+	"nodeagent/internal/qos"
 	"nodeagent/internal/version"
 	"nodeagent/manifest"
 	"nodeagent/probes"
@@ -44,11 +42,24 @@ import (
 // parts are the agent's components, built in dependency order: each gets
 // what it needs through its constructor.
 type parts struct {
-	nodeIP     string
+	// What the steps found out, for the steps after them.
+	version     *runtimeapi.VersionResponse
+	rtStatus    *runtimeapi.StatusResponse
+	machine     node.Machine
+	capacity    corev1.ResourceList
+	allocatable corev1.ResourceList
+	nodeIP      string
+	oomRange    qos.OOMScoreRange
+	apiAddr     string
+	thresholds  []eviction.Threshold
+	signals     *eviction.HostSource
+	pressure    *eviction.Pressure
+	changes     pods.Changes // what wakes the pod workers
+
 	rt         Runtime
-	rtStatus   *runtimeapi.StatusResponse
 	mgr        cgroups.Manager
 	tree       *cgroups.Tree
+	network    *podNetwork
 	cache      *pleg.Cache
 	prober     *probes.Manager
 	manager    *pods.Manager
@@ -60,7 +71,6 @@ type parts struct {
 	store      *status.Store
 	recorder   *events.Recorder
 	nodeStatus *node.Status
-	network    *podNetwork
 	stats      *stats.Provider // nil without cadvisor
 	metrics    *nodeMetrics
 	cluster    *clusterParts // nil when standalone
@@ -71,16 +81,6 @@ type parts struct {
 	control    *served // nil without a control socket
 
 	closers []func() // undo what build did, last first
-}
-
-// clusterParts are API-server mode's components.
-type clusterParts struct {
-	node    *cluster.Cluster
-	pods    *source.API
-	status  *status.APISync
-	mirrors *mirror.Manager
-	events  *events.APISink
-	objects *objects.Manager
 }
 
 // served is an HTTP server with the listener it serves.
@@ -95,28 +95,53 @@ func (p *parts) close() {
 	}
 }
 
-// build sets the node up and builds every component. On error, what was
-// built is in p for close.
-func (a *Agent) build(ctx context.Context) (p *parts, err error) {
-	cfg, log := a.cfg, a.log
-	p = &parts{metrics: newNodeMetrics(a.opts.NodeName)}
-	if err := os.MkdirAll(a.opts.RootDir, 0o750); err != nil {
-		return p, fmt.Errorf("root directory: %w (set --root-dir to a directory the agent may create)", err)
+// build sets the node up and builds every component, step by step: each
+// step takes what the ones before it built, and no component reaches for
+// one built after it. On error, what was built is in p for close.
+func (a *Agent) build(ctx context.Context) (*parts, error) {
+	p := &parts{metrics: newNodeMetrics(a.opts.NodeName),
+		changes: pods.Changes{Runtime: notify.NewSet[types.UID](), Probes: notify.NewSet[pods.ProbeChange]()}}
+	steps := []func(context.Context, *parts) error{
+		a.buildListeners,    // first: a live control socket means another agent runs here
+		a.buildRuntime,      // the runtime answers and is ready
+		a.buildNode,         // machine facts, the QoS cgroup tree, the pod network
+		a.evictionSignals,   // thresholds checked against the node, kernel notifications armed
+		a.buildNodeStatus,   // status store, events, device plugins, the node's status
+		a.buildCluster,      // API-server mode's connection, pod source, status sync, objects
+		a.buildPods,         // relist cache, probes, the pod manager, mirror pods
+		a.buildHousekeeping, // image GC, log rotation, the eviction manager
+		a.buildSources,      // the first relist, the manifest directory, stats
+		a.buildServers,
 	}
-	// The control socket first: a live one means another agent runs here.
+	for _, step := range steps {
+		if err := step(ctx, p); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// buildListeners opens the root directory and every port the agent
+// serves, before anything else: a port another process holds stops the
+// agent before it touches the node.
+func (a *Agent) buildListeners(_ context.Context, p *parts) error {
+	cfg, log := a.cfg, a.log
+	if err := os.MkdirAll(a.opts.RootDir, 0o750); err != nil {
+		return fmt.Errorf("root directory: %w (set --root-dir to a directory the agent may create)", err)
+	}
 	if a.opts.ControlSocket != "" {
 		l, err := control.Listen(a.opts.ControlSocket, server.MaxControlConns)
 		if err != nil {
-			return p, err
+			return err
 		}
 		p.control = &served{l: l}
 		p.closers = append(p.closers, func() { l.Close() })
 	}
-	apiAddr := net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.ReadOnlyPort)))
+	p.apiAddr = net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.ReadOnlyPort)))
 	if cfg.ReadOnlyPort > 0 {
-		l, err := net.Listen("tcp", apiAddr)
+		l, err := net.Listen("tcp", p.apiAddr)
 		if err != nil {
-			return p, fmt.Errorf("read-only API on %s: %w: another process (a kubelet, another agent) holds the port; stop it, or set readOnlyPort to a free port (0 disables the API)", apiAddr, err)
+			return fmt.Errorf("read-only API on %s: %w: another process (a kubelet, another agent) holds the port; stop it, or set readOnlyPort to a free port (0 disables the API)", p.apiAddr, err)
 		}
 		p.api = &served{l: netutil.LimitListener(l, server.MaxAPIConns)}
 		p.closers = append(p.closers, func() { l.Close() })
@@ -136,63 +161,65 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		addr := net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.Port)))
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return p, fmt.Errorf("kubelet server on %s: %w: another process (a kubelet, another agent) holds the port; stop it, or set port to a free one", addr, err)
+			return fmt.Errorf("kubelet server on %s: %w: another process (a kubelet, another agent) holds the port; stop it, or set port to a free one", addr, err)
 		}
 		p.kubelet = &served{l: server.LimitClients(l, server.MaxKubeletConns, server.MaxKubeletConnsPerClient)}
 		p.closers = append(p.closers, func() { l.Close() })
 	}
+	return nil
+}
 
+// buildRuntime connects to the injected runtime, else the CRI endpoint.
+func (a *Agent) buildRuntime(ctx context.Context, p *parts) error {
 	rt := a.opts.Runtime
 	if rt == nil {
-		client, err := cri.New(cfg.ContainerRuntimeEndpoint, cri.Options{Timeout: cfg.RuntimeRequestTimeout.Duration, Observe: p.metrics.runtimeCall})
+		client, err := cri.New(a.cfg.ContainerRuntimeEndpoint, cri.Options{Timeout: a.cfg.RuntimeRequestTimeout.Duration, Observe: p.metrics.runtimeCall})
 		if err != nil {
-			return p, err
+			return err
 		}
 		rt = client
 	}
 	p.rt = rt
 	p.closers = append(p.closers, func() { rt.Close() })
-	ver, err := a.connectRuntime(ctx, p)
-	if err != nil {
-		return p, err
-	}
+	return a.connectRuntime(ctx, p)
+}
 
+// buildNode reads the machine, sets the agent's own OOM score, makes the
+// QoS cgroup tree and the pod network.
+func (a *Agent) buildNode(ctx context.Context, p *parts) error {
+	cfg, log := a.cfg, a.log
 	machine, err := a.machine()
 	if err != nil {
-		return p, fmt.Errorf("read machine facts: %w", err)
+		return fmt.Errorf("read machine facts: %w", err)
 	}
-	capacity := machine.Capacity(cfg.MaxPods)
-	allocatable := node.Allocatable(capacity, cfg)
-	nodeIP := a.opts.NodeIP
-	if nodeIP == "" {
-		nodeIP = node.IP(cfg.Address)
+	p.machine = machine
+	p.capacity = machine.Capacity(cfg.MaxPods)
+	p.allocatable = node.Allocatable(p.capacity, cfg)
+	p.nodeIP = a.opts.NodeIP
+	if p.nodeIP == "" {
+		p.nodeIP = node.IP(cfg.Address)
 	}
-	p.nodeIP = nodeIP
-	oomRange := node.OOMScoreRange()
-	log.Info(oomRange.String())
+	p.oomRange = node.OOMScoreRange()
+	log.Info(p.oomRange.String())
 	if err := node.SetOwnOOMScoreAdj(-999); err != nil {
 		log.Info("agent keeps its own oom_score_adj: the host refuses -999", "err", err)
 	}
-	if err := a.buildCgroups(p, capacity); err != nil {
-		return p, err
+	if err := a.buildCgroups(p); err != nil {
+		return err
 	}
-	p.network = newPodNetwork(a.opts, p.rtStatus.Info, rt, log.With("component", "network"))
+	p.network = newPodNetwork(a.opts, p.rtStatus.Info, p.rt, log.With("component", "network"))
 	if a.opts.Cluster != nil {
 		p.network.ensure(ctx, "") // the Node's pod CIDRs come once it joined
 	} else {
 		p.network.ensure(ctx, cfg.PodCIDR)
 	}
+	return nil
+}
 
-	// One cadvisor reader serves eviction (per-container usage) and stats.
-	cad, err := cgroups.NewCadvisor()
-	if err != nil {
-		log.Warn("no cadvisor stats: eviction messages name pods only, pid pressure evicts nobody, no /stats/summary, /metrics/resource or /metrics/cadvisor", "err", err)
-	}
-	thresholds, signals, err := a.evictionSignals(ctx, p, machine, capacity)
-	if err != nil {
-		return p, err
-	}
-
+// buildNodeStatus makes the status store, the event recorder (forwarding
+// to the API server in API-server mode), the device plugin manager and
+// the node's status.
+func (a *Agent) buildNodeStatus(_ context.Context, p *parts) error {
 	p.store = status.NewStore()
 	var forward events.Forward
 	if a.opts.Cluster != nil {
@@ -200,30 +227,34 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		forward = p.cluster.events.Forward
 	}
 	p.recorder = events.NewForwardingRecorder(a.opts.Clock, a.opts.NodeName, events.DefaultCapacity, forward)
-	pressure := eviction.NewPressure(cfg.EvictionPressureTransitionPeriod.Duration, a.opts.Clock)
-	p.devices = devices.NewManager(layout.Root(a.opts.RootDir).DevicePlugins(), a.opts.Clock, log.With("component", "devices"))
+	p.pressure = eviction.NewPressure(a.cfg.EvictionPressureTransitionPeriod.Duration, a.opts.Clock)
+	p.devices = devices.NewManager(layout.Root(a.opts.RootDir).DevicePlugins(), a.opts.Clock, a.log.With("component", "devices"))
 	p.nodeStatus = node.NewStatus(node.Facts{
-		Name: a.opts.NodeName, IP: nodeIP, Version: version.KubeletVersion(), RuntimeVersion: ver.RuntimeName + "://" + ver.RuntimeVersion,
-		Machine: machine, Capacity: capacity, Allocatable: allocatable, Pressure: pressure.Conditions, Extended: p.devices.Resources,
+		Name: a.opts.NodeName, IP: p.nodeIP, Version: version.KubeletVersion(), RuntimeVersion: p.version.RuntimeName + "://" + p.version.RuntimeVersion,
+		Machine: p.machine, Capacity: p.capacity, Allocatable: p.allocatable, Pressure: p.pressure.Conditions, Extended: p.devices.Resources,
 		Annotations: map[string]string{
 			node.AnnotationCgroupVersion: "v" + strconv.Itoa(p.mgr.Version()),
-			node.AnnotationCgroupDriver:  cfg.Driver(),
+			node.AnnotationCgroupDriver:  a.cfg.Driver(),
 			node.AnnotationCgroupRoot:    p.mgr.Path(p.tree.Kubepods()),
 		},
 	})
+	return nil
+}
 
-	changes := pods.Changes{Runtime: notify.NewSet[types.UID](), Probes: notify.NewSet[pods.ProbeChange]()}
+// buildPods makes the runtime cache, the prober, the pod manager and, in
+// API-server mode, the mirror pods that follow the manager's static pods.
+func (a *Agent) buildPods(_ context.Context, p *parts) error {
+	cfg, log := a.cfg, a.log
+	changes := p.changes
 	sources, gone := []string{manifest.SourceFile}, func(*corev1.Pod) {}
 	var objects pods.Objects // nil interface when standalone
 	if p.cluster != nil {
-		a.buildCluster(p, changes.Runtime.Add)
 		sources, gone, objects = append(sources, source.SourceAPI), p.cluster.status.Gone, p.cluster.objects
 	}
-
-	p.cache = pleg.New(rt, pleg.Options{Node: a.opts.NodeName, Clock: a.opts.Clock, Log: log.With("component", "pleg"),
+	p.cache = pleg.New(p.rt, pleg.Options{Node: a.opts.NodeName, Clock: a.opts.Clock, Log: log.With("component", "pleg"),
 		Notify: changes.Runtime.Add, RelistObserved: func(d time.Duration) { p.metrics.relist.Observe(d.Seconds()) },
 		RelistInterval: func(d time.Duration) { p.metrics.relistInterval.Observe(d.Seconds()) }})
-	hooks := probes.NewHandlers(rt)
+	hooks := probes.NewHandlers(p.rt)
 	p.prober = probes.NewManager(probes.Options{
 		Clock: a.opts.Clock, Handlers: hooks, StateDir: filepath.Join(a.opts.RootDir, "probes"),
 		Changed: func(uid types.UID, kind probes.Kind) { changes.Probes.Add(pods.ProbeChange{UID: uid, Kind: kind}) },
@@ -234,14 +265,14 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 	})
 	p.manager = pods.NewManager(pods.Options{
 		NodeName:               a.opts.NodeName,
-		NodeIP:                 nodeIP,
-		RuntimeName:            ver.RuntimeName,
+		NodeIP:                 p.nodeIP,
+		RuntimeName:            p.version.RuntimeName,
 		PodLogsDir:             cfg.PodLogsDir,
 		RootDir:                a.opts.RootDir,
 		MaxPods:                int(cfg.MaxPods),
-		Allocatable:            allocatable,
-		MemoryCapacity:         machine.MemoryBytes,
-		OOMRange:               oomRange,
+		Allocatable:            p.allocatable,
+		MemoryCapacity:         p.machine.MemoryBytes,
+		OOMRange:               p.oomRange,
 		EnforceCPULimits:       cfg.EnforceCPULimits(),
 		CPUPeriod:              cfg.CPUPeriodMicros(),
 		ClusterDNS:             cfg.ClusterDNS,
@@ -253,81 +284,95 @@ func (a *Agent) build(ctx context.Context) (p *parts, err error) {
 		OOMGroupKill:           p.mgr.Version() == 2 && (cfg.SingleProcessOOMKill == nil || !*cfg.SingleProcessOOMKill),
 		MemoryQoS:              p.mgr.Version() == 2 && cfg.MemoryQoS(),
 		MemoryThrottlingFactor: cfg.ThrottlingFactor(),
-		AllocatableMemory:      absoluteAllocatableMemory(capacity, cfg.Reserved()),
+		AllocatableMemory:      absoluteAllocatableMemory(p.capacity, cfg.Reserved()),
 		AppArmor:               pods.AppArmorEnabled(),
 		AllowedUnsafeSysctls:   cfg.AllowedUnsafeSysctls,
 		VolumeContentLimit:     a.opts.VolumeContentLimit,
 		ContainerLogLinks:      "/var/log/containers",
-	}, pods.Deps{Runtime: rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
-		Probes: p.prober, Hooks: hooks, Pressure: pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,
+	}, pods.Deps{Runtime: p.rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
+		Probes: p.prober, Hooks: hooks, Pressure: p.pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,
 		PodStarted: p.metrics.podStarted, PodSynced: p.metrics.podSynced, Gone: gone, Objects: objects, Devices: p.devices,
 		KillPod: p.killPod(cfg.PerQOS(), a.opts.EvictionGracefulHardMemory),
 	})
-	if p.cluster != nil {
+	if c := p.cluster; c != nil {
 		// A mirror pod waits while its static pod of the same name stops.
-		p.cluster.mirrors.Terminating = p.manager.Terminating
+		c.mirrors = mirror.NewManager(c.node.Client, c.pods, c.node.Node, p.manager.Terminating, a.opts.Clock, log.With("component", "mirror-pods"))
 	}
+	return nil
+}
 
+// buildHousekeeping makes image GC, log rotation and the eviction
+// manager, which reclaims through the first two.
+func (a *Agent) buildHousekeeping(ctx context.Context, p *parts) error {
+	cfg, log := a.cfg, a.log
 	high, low := cfg.ImageGCThresholds()
-	p.imageGC = images.NewGC(rt, images.Policy{HighThresholdPercent: high, LowThresholdPercent: low, MinAge: cfg.ImageMinimumGCAge.Duration},
+	p.imageGC = images.NewGC(p.rt, images.Policy{HighThresholdPercent: high, LowThresholdPercent: low, MinAge: cfg.ImageMinimumGCAge.Duration},
 		sandboxImage(p.rtStatus.Info), a.opts.Clock, log.With("component", "images"))
-	p.rotator = logs.NewRotator(rt, p.cache, cfg.LogMaxSize(), cfg.LogMaxFiles(), a.opts.Clock, log.With("component", "logs"))
+	p.rotator = logs.NewRotator(p.rt, p.cache, cfg.LogMaxSize(), cfg.LogMaxFiles(), a.opts.Clock, log.With("component", "logs"))
 	p.evictor = eviction.NewManager(eviction.Options{
-		Thresholds: thresholds, MaxPodGracePeriod: int64(cfg.EvictionMaxPodGracePeriod),
-		Pressure: pressure, Alarm: p.alarm, Ranking: eviction.Ranking(a.opts.EvictionRanking),
+		Thresholds: p.thresholds, MaxPodGracePeriod: int64(cfg.EvictionMaxPodGracePeriod),
+		Pressure: p.pressure, Alarm: p.alarm, Ranking: eviction.Ranking(a.opts.EvictionRanking),
 		Period: a.opts.EvictionPollPeriod, ThreadNice: a.opts.EvictionThreadNice, Clock: a.opts.Clock, Log: log.With("component", "eviction"),
 		Event: func(eventType, reason, message string) {
 			p.recorder.Event(p.recorder.NodeRef(), eventType, reason, message)
 		},
 		Reclaim: p.reclaim,
-	}, signals, evictedPods{p.manager}, eviction.NewHostUsage(ctx, rt, p.tree, p.cache.ContainerNames, a.opts.RootDir, cfg.PodLogsDir))
+	}, p.signals, evictedPods{p.manager}, eviction.NewHostUsage(ctx, p.rt, p.tree, p.cache.ContainerNames, a.opts.RootDir, cfg.PodLogsDir))
+	return nil
+}
 
+// buildSources relists the runtime (the pods that already run), reads the
+// runtime's readiness into the node status, and makes the manifest
+// directory's source and the stats provider.
+func (a *Agent) buildSources(ctx context.Context, p *parts) error {
+	cfg, log := a.cfg, a.log
 	if err := p.cache.Relist(ctx); err != nil {
-		return p, fmt.Errorf("list the runtime's pods: %w", err)
+		return fmt.Errorf("list the runtime's pods: %w", err)
 	}
 	a.updateNodeStatus(ctx, p)
 	p.files = source.NewFile(cfg.StaticPodPath, a.opts.NodeName, cfg.FileCheckFrequency.Duration, log.With("component", "source"))
-	if cad != nil {
-		p.stats = &stats.Provider{
-			NodeName: a.opts.NodeName, Tree: p.tree, Pods: p.store.List, RootDir: a.opts.RootDir, LogsDir: cfg.PodLogsDir,
-			MemoryCapacity: machine.MemoryBytes, PIDMax: machine.PIDMax, DefaultInterface: machine.DefaultInterface, BootTime: machine.BootTime,
-			KernelVersion: machine.KernelVersion, Cadvisor: cad,
-			ContainerStats: func(ctx context.Context) ([]*runtimeapi.ContainerStats, error) {
-				return rt.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
-			},
-			ImageFs: rt.ImageFsInfo,
-		}
-		if period := cfg.VolumeStatsAggPeriod.Duration; period > 0 {
-			rootDir, logsDir := a.opts.RootDir, cfg.PodLogsDir
-			p.stats.Disk = &stats.DiskUsage{Dirs: func() []string { return stats.PodDirs(p.store.List(), rootDir, logsDir) },
-				Period: period, Clock: a.opts.Clock, Log: log.With("component", "stats")}
-		}
+	cad, err := cgroups.NewCadvisor()
+	if err != nil {
+		log.Warn("no cadvisor stats: eviction messages name pods only, pid pressure evicts nobody, no /stats/summary, /metrics/resource or /metrics/cadvisor", "err", err)
+		return nil
 	}
-	if err := a.buildServers(p, apiAddr); err != nil {
-		return p, err
+	p.stats = &stats.Provider{
+		NodeName: a.opts.NodeName, Tree: p.tree, Pods: p.store.List, RootDir: a.opts.RootDir, LogsDir: cfg.PodLogsDir,
+		MemoryCapacity: p.machine.MemoryBytes, PIDMax: p.machine.PIDMax, DefaultInterface: p.machine.DefaultInterface, BootTime: p.machine.BootTime,
+		KernelVersion: p.machine.KernelVersion, Cadvisor: cad,
+		ContainerStats: func(ctx context.Context) ([]*runtimeapi.ContainerStats, error) {
+			return p.rt.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
+		},
+		ImageFs: p.rt.ImageFsInfo,
 	}
-	return p, nil
+	if period := cfg.VolumeStatsAggPeriod.Duration; period > 0 {
+		rootDir, logsDir := a.opts.RootDir, cfg.PodLogsDir
+		p.stats.Disk = &stats.DiskUsage{Dirs: func() []string { return stats.PodDirs(p.store.List(), rootDir, logsDir) },
+			Period: period, Clock: a.opts.Clock, Log: log.With("component", "stats")}
+	}
+	return nil
 }
 
 // connectRuntime checks that the runtime answers and is ready.
-func (a *Agent) connectRuntime(ctx context.Context, p *parts) (*runtimeapi.VersionResponse, error) {
+func (a *Agent) connectRuntime(ctx context.Context, p *parts) error {
 	ver, err := p.rt.Version(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if p.rtStatus, err = p.rt.Status(ctx, true); err != nil {
-		return nil, err
+		return err
 	}
 	endpoint := a.cfg.ContainerRuntimeEndpoint
 	if c := cri.Condition(p.rtStatus.Status, "RuntimeReady"); c == nil || !c.Status {
-		return nil, fmt.Errorf("container runtime at %s is not ready: %s", endpoint, conditionText(c))
+		return fmt.Errorf("container runtime at %s is not ready: %s", endpoint, conditionText(c))
 	}
+	p.version = ver
 	a.log.Info("connected to container runtime", "endpoint", endpoint, "runtime", ver.RuntimeName, "version", ver.RuntimeVersion, "cri", ver.RuntimeApiVersion)
-	return ver, nil
+	return nil
 }
 
 // buildCgroups makes the QoS cgroup tree, with the runtime's driver.
-func (a *Agent) buildCgroups(p *parts, capacity corev1.ResourceList) error {
+func (a *Agent) buildCgroups(p *parts) error {
 	cfg := a.cfg
 	if err := checkDriverAgreement(cfg.Driver(), p.rtStatus.Info); err != nil {
 		return err
@@ -344,7 +389,7 @@ func (a *Agent) buildCgroups(p *parts, capacity corev1.ResourceList) error {
 		Root:        cgroups.ParseCgroupfs(cfg.CgroupRoot),
 		PerQOS:      cfg.PerQOS(),
 		Pod:         cgroups.PodOptions{EnforceCPULimits: cfg.EnforceCPULimits(), CPUPeriod: cfg.CPUPeriodMicros(), PidsLimit: cfg.PodPids()},
-		Allocatable: cgroups.NodeAllocatableConfig(capacity, cfg.Reserved(), cfg.EnforcePods()),
+		Allocatable: cgroups.NodeAllocatableConfig(p.capacity, cfg.Reserved(), cfg.EnforcePods()),
 	}
 	if pct, ok := cfg.QOSReservedMemory(); ok {
 		treeCfg.MemoryReserve = &pct
@@ -367,76 +412,6 @@ func (a *Agent) buildCgroups(p *parts, capacity corev1.ResourceList) error {
 	}
 	a.log.Info("QoS cgroup tree ready", "cgroups", "v"+strconv.Itoa(mgr.Version()), "kubepods", mgr.Path(p.tree.Kubepods()))
 	return nil
-}
-
-// buildCluster makes API-server mode's components: the node's
-// registration, status and lease, the API pod source, the pod status sync
-// and the mirror pods. None contacts the API server before Run.
-func (a *Agent) buildCluster(p *parts, wake func(types.UID)) {
-	cfg, clk := a.cfg, a.opts.Clock
-	c := p.cluster
-	qps := float32(50)
-	if cfg.KubeAPIQPS != nil {
-		qps = float32(*cfg.KubeAPIQPS)
-	}
-	// The kubelet's eventRecordQPS: 0 means no limit (client-go's is < 0).
-	eventQPS := float32(-1)
-	if cfg.EventRecordQPS != nil && *cfg.EventRecordQPS > 0 {
-		eventQPS = float32(*cfg.EventRecordQPS)
-	}
-	maxImages := 50
-	if cfg.NodeStatusMaxImages != nil {
-		maxImages = int(*cfg.NodeStatusMaxImages)
-	}
-	var bootstrap *certificates.Bootstrap
-	if f := a.opts.Cluster.BootstrapKubeconfig; f != "" {
-		bootstrap = &certificates.Bootstrap{Kubeconfig: a.opts.Cluster.Kubeconfig, BootstrapKubeconfig: f, CertDir: a.certDir(), Node: a.opts.NodeName,
-			Rotate: cfg.RotateCertificates, Log: a.log.With("component", "tls-bootstrap"), RenewFailures: p.metrics.clientRenewErrors}
-		p.metrics.clientCert = bootstrap.Current
-		p.closers = append(p.closers, bootstrap.Stop)
-		if bootstrap.Rotate {
-			certificates.ShortenReload()
-		}
-	}
-	c.node = cluster.New(cluster.Options{
-		Bootstrap: bootstrap,
-		Connection: cluster.Connection{Kubeconfig: a.opts.Cluster.Kubeconfig, QPS: qps, Burst: int(cfg.KubeAPIBurst), Node: a.opts.NodeName,
-			EventQPS: eventQPS, EventBurst: int(cfg.EventBurst),
-			Observe: p.metrics.apiRequest},
-		Node: node.ObjectOptions{
-			Register: cfg.RegisterNode == nil || *cfg.RegisterNode, Labels: a.opts.Cluster.NodeLabels, Taints: cfg.RegisterWithTaints,
-			UpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration, ReportFrequency: cfg.NodeStatusReportFrequency.Duration,
-			MaxImages: maxImages, KubeletPort: cfg.Port,
-		},
-		LeaseDuration: time.Duration(cfg.NodeLeaseDurationSeconds) * time.Second,
-		Build:         p.nodeStatus.Node,
-		Images:        runtimeImages(p.rt),
-		Clock:         clk,
-		Log:           a.log.With("component", "cluster"),
-	})
-	c.pods = source.NewAPI(c.node.Client, a.opts.NodeName, a.log.With("component", "source", "source", source.SourceAPI))
-	c.status = status.NewAPISync(c.node.Client, p.store, c.pods, p.store.Subscribe(), clk, a.log.With("component", "status-sync"))
-	c.mirrors = mirror.NewManager(c.node.Client, c.pods, c.node.Node, clk, a.log.With("component", "mirror-pods"))
-	c.objects = objects.NewManager(c.node.Client, wake, clk, a.log.With("component", "objects"))
-}
-
-// runtimeImages lists the runtime's images for the node status.
-func runtimeImages(rt Runtime) func(context.Context) ([]corev1.ContainerImage, error) {
-	return func(ctx context.Context) ([]corev1.ContainerImage, error) {
-		imgs, err := rt.ListImages(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]corev1.ContainerImage, 0, len(imgs))
-		for _, img := range imgs {
-			names := append(append([]string(nil), img.RepoDigests...), img.RepoTags...)
-			if len(names) == 0 {
-				continue
-			}
-			out = append(out, corev1.ContainerImage{Names: names, SizeBytes: int64(img.GetSize())})
-		}
-		return out, nil
-	}
 }
 
 // absoluteAllocatableMemory is the node's memory less the reserved, what

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"nodeagent/agent/node"
 	"nodeagent/agent/pods"
 	"nodeagent/cgroups"
 	"nodeagent/eviction"
@@ -20,14 +19,14 @@ import (
 
 // evictionSignals checks the thresholds against what the node has and
 // arms the kernel notifications that ring the eviction alarm.
-func (a *Agent) evictionSignals(ctx context.Context, p *parts, machine node.Machine, capacity corev1.ResourceList) ([]eviction.Threshold, *eviction.HostSource, error) {
-	cfg := a.cfg
+func (a *Agent) evictionSignals(ctx context.Context, p *parts) error {
+	cfg, machine := a.cfg, p.machine
 	thresholds, err := cfg.EvictionThresholds()
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	podsMemory := machine.MemoryBytes
-	if rc := cgroups.NodeAllocatableConfig(capacity, cfg.Reserved(), cfg.EnforcePods()); rc != nil && rc.Memory != nil {
+	if rc := cgroups.NodeAllocatableConfig(p.capacity, cfg.Reserved(), cfg.EnforcePods()); rc != nil && rc.Memory != nil {
 		podsMemory = *rc.Memory
 	}
 	signals := func() *eviction.HostSource {
@@ -47,7 +46,7 @@ func (a *Agent) evictionSignals(ctx context.Context, p *parts, machine node.Mach
 		capacities[sig] = o.Capacity
 	}
 	if err := eviction.CheckAgainstCapacity(thresholds, capacities); err != nil {
-		return nil, nil, fmt.Errorf("eviction thresholds refused: %w", err)
+		return fmt.Errorf("eviction thresholds refused: %w", err)
 	}
 	p.alarm = eviction.NewAlarm()
 	host := signals()
@@ -57,7 +56,8 @@ func (a *Agent) evictionSignals(ctx context.Context, p *parts, machine node.Mach
 	wires, stop := eviction.WatchMemoryPressure(p.mgr, p.tree.Kubepods(), p.alarm, a.log)
 	host.Tripwires = wires
 	p.closers = append(p.closers, stop)
-	return thresholds, host, nil
+	p.thresholds, p.signals = thresholds, host
+	return nil
 }
 
 // reclaim frees node resources before a disk eviction, in the kubelet's

@@ -34,7 +34,7 @@ import (
 
 // buildServers builds the read-only API, the kubelet server and the
 // control socket's server for the listeners build opened.
-func (a *Agent) buildServers(p *parts, apiAddr string) error {
+func (a *Agent) buildServers(_ context.Context, p *parts) error {
 	cfg := a.cfg
 	var summary func(context.Context) (any, error)
 	var resourceMetrics, cadvisorMetrics prometheus.Gatherer
@@ -70,7 +70,7 @@ func (a *Agent) buildServers(p *parts, apiAddr string) error {
 		Cgroups: func() (any, error) { return cgroupTree(p.tree, p.store) },
 	}
 	if p.api != nil {
-		p.api.srv = server.NewServer(apiAddr, server.Handler(src))
+		p.api.srv = server.NewServer(p.apiAddr, server.Handler(src))
 	}
 	if p.healthz != nil {
 		p.healthz.srv = server.NewServer(p.healthz.l.Addr().String(), server.HealthzHandler(src.Checks))

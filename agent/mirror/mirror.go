@@ -41,17 +41,19 @@ type Manager struct {
 	log    *slog.Logger
 	kick   chan struct{}
 
+	// terminating reports a pod of that name still stopping on the node:
+	// an edited static pod's old mirror stays until the old pod is gone.
+	terminating func(namespace, name string) bool
+
 	mu     sync.Mutex
 	static []*corev1.Pod
 	known  bool // the file source has spoken
-	// Terminating reports a pod of that name still stopping on the node:
-	// an edited static pod's old mirror stays until the old pod is gone.
-	Terminating func(namespace, name string) bool
 }
 
 // NewManager returns a Manager; SetStatic feeds it the static pods.
-func NewManager(client func(context.Context) (kubernetes.Interface, error), api APIPods, node func() *corev1.Node, clk clock.WithTicker, log *slog.Logger) *Manager {
-	return &Manager{client: client, api: api, node: node, clock: clk, log: log, kick: make(chan struct{}, 1)}
+func NewManager(client func(context.Context) (kubernetes.Interface, error), api APIPods, node func() *corev1.Node,
+	terminating func(namespace, name string) bool, clk clock.WithTicker, log *slog.Logger) *Manager {
+	return &Manager{client: client, api: api, node: node, terminating: terminating, clock: clk, log: log, kick: make(chan struct{}, 1)}
 }
 
 // SetStatic records the static pods (the file source's latest set).
@@ -102,7 +104,7 @@ func (m *Manager) sync(ctx context.Context, client kubernetes.Interface) {
 	}
 	for _, mp := range m.api.Mirrors() {
 		// A removed static pod's mirror stays while the pod stops.
-		if !wanted[mp.Namespace+"/"+mp.Name] && (m.Terminating == nil || !m.Terminating(mp.Namespace, mp.Name)) {
+		if !wanted[mp.Namespace+"/"+mp.Name] && (m.terminating == nil || !m.terminating(mp.Namespace, mp.Name)) {
 			m.remove(ctx, client, mp, "its static pod is gone")
 		}
 	}
@@ -126,7 +128,7 @@ func (m *Manager) ensure(ctx context.Context, client kubernetes.Interface, node 
 			}
 		case h == hash:
 			return
-		case m.Terminating != nil && m.Terminating(sp.Namespace, sp.Name):
+		case m.terminating != nil && m.terminating(sp.Namespace, sp.Name):
 			return // the old pod is stopping with its grace period: its mirror stays
 		default:
 			m.remove(ctx, client, cur, "its static pod changed")

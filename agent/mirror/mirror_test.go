@@ -18,17 +18,6 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// countVerb counts the fake client's requests of one verb.
-func countVerb(client *fake.Clientset, verb string) int {
-	n := 0
-	for _, a := range client.Actions() {
-		if a.GetVerb() == verb {
-			n++
-		}
-	}
-	return n
-}
-
 // apiCache reads the pods as the fake API server stores them.
 type apiCache struct{ client *fake.Clientset }
 
@@ -64,7 +53,7 @@ func TestMirrorsFinishGracefulDeletions(t *testing.T) {
 		Annotations: map[string]string{source.AnnotationMirror: "h0"}}}
 	client := fake.NewSimpleClientset(deleting, orphan)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "node-uid"}}
-	m := NewManager(nil, mirrorCache{apiCache{client}}, func() *corev1.Node { return node }, clocktesting.NewFakeClock(now.Time), quiet)
+	m := NewManager(nil, mirrorCache{apiCache{client}}, func() *corev1.Node { return node }, nil, clocktesting.NewFakeClock(now.Time), quiet)
 	m.SetStatic([]*corev1.Pod{static})
 	m.sync(context.Background(), client)
 
@@ -92,9 +81,9 @@ func TestEditedStaticPodKeepsItsMirrorWhileTheOldPodStops(t *testing.T) {
 		Annotations: map[string]string{source.AnnotationMirror: "h1"}}}
 	client := fake.NewSimpleClientset(mirror)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "node-uid"}}
-	m := NewManager(nil, mirrorCache{apiCache{client}}, func() *corev1.Node { return node }, clocktesting.NewFakeClock(now.Time), quiet)
 	stopping := true
-	m.Terminating = func(ns, name string) bool { return stopping && ns == "default" && name == "web-n" }
+	m := NewManager(nil, mirrorCache{apiCache{client}}, func() *corev1.Node { return node },
+		func(ns, name string) bool { return stopping && ns == "default" && name == "web-n" }, clocktesting.NewFakeClock(now.Time), quiet)
 	m.SetStatic([]*corev1.Pod{edited})
 	m.sync(context.Background(), client)
 	if got, err := client.CoreV1().Pods("default").Get(context.Background(), "web-n", metav1.GetOptions{}); err != nil || got.UID != "mirror-1" {
@@ -114,9 +103,9 @@ func TestRemovedStaticPodKeepsItsMirrorWhileItStops(t *testing.T) {
 		Annotations: map[string]string{source.AnnotationMirror: "h1"}}}
 	client := fake.NewSimpleClientset(mirror)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "node-uid"}}
-	m := NewManager(nil, mirrorCache{apiCache{client}}, func() *corev1.Node { return node }, clocktesting.NewFakeClock(time.Now()), quiet)
 	stopping := true
-	m.Terminating = func(string, string) bool { return stopping }
+	m := NewManager(nil, mirrorCache{apiCache{client}}, func() *corev1.Node { return node }, func(string, string) bool { return stopping },
+		clocktesting.NewFakeClock(time.Now()), quiet)
 	m.SetStatic(nil)
 	m.sync(context.Background(), client)
 	if _, err := client.CoreV1().Pods("default").Get(context.Background(), "web-n", metav1.GetOptions{}); err != nil {
