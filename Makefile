@@ -103,7 +103,7 @@ $(STATICCHECK):
 
 tools: $(STATICCHECK) ## install the checkers make verify runs (staticcheck, pinned)
 
-verify: $(STATICCHECK) ## gofmt, go vet, go mod tidy, staticcheck, no tracked file over 1 MiB, import boundaries, the root layout in internal/layout, agent files under 500 lines
+verify: $(STATICCHECK) ## gofmt, go vet, go mod tidy, staticcheck, no tracked file over 1 MiB, import boundaries, the root layout in internal/layout, agent files under 500 lines, documented flags exist
 	@STATICCHECK=$(STATICCHECK) GO=$(GO) hack/verify.sh
 
 lint: verify ## the same as verify

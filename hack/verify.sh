@@ -76,6 +76,31 @@ if [[ -n $long ]]; then
 	fail "agent files over 500 lines"
 fi
 
+rule "every documented flag exists, and every flag of nodeagent is documented"
+# The flag lists in docs/ are what operators copy into unit files: a flag
+# renamed or dropped in the code must not live on there.
+bins=$(mktemp -d)
+if $GO build -o "$bins/nodeagent" ./cmd/nodeagent && $GO build -o "$bins/nodectl" ./cmd/nodectl; then
+	agent_flags=$("$bins/nodeagent" --help 2>&1 | sed -nE 's/^  -([a-z0-9-]+).*/\1/p' | sort -u)
+	agent_doc=$({ sed -n '/^Flags that are not part/,/^## /p' docs/configuration.md; sed -n '/^## Flags and fields/,/^## /p' docs/cluster.md; } |
+		grep -oE '`--[a-z0-9-]+' | sed 's/^`--//' | sort -u)
+	flags_bad=$( {
+		comm -13 <(echo "$agent_flags") <(echo "$agent_doc") | sed 's/^/  documented but not a nodeagent flag: --/'
+		comm -23 <(echo "$agent_flags") <(echo "$agent_doc") | sed 's#^#  nodeagent flag not in docs/configuration.md or docs/cluster.md: --#'
+		ctl_flags=$(for c in "" $("$bins/nodectl" --help | sed -n '/^Available Commands:/,/^$/p' | awk 'NR>1 && NF {print $1}'); do
+			"$bins/nodectl" $c --help 2>&1 | grep -oE -- '--[a-z][a-z0-9-]+'
+		done | sort -u)
+		comm -13 <(echo "$ctl_flags") <(grep -ohE -- '--[a-z][a-z0-9-]+' docs/nodectl.md | sort -u) | sed 's#^#  docs/nodectl.md names a flag nodectl lacks: #'
+	} )
+	if [[ -n $flags_bad ]]; then
+		echo "$flags_bad"
+		fail "documented flags"
+	fi
+else
+	fail "build nodeagent and nodectl for the flag check"
+fi
+rm -rf "$bins"
+
 if ((${#failed[@]})); then
 	printf 'verify failed: %s\n' "${failed[@]}" >&2
 	exit 1
