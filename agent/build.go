@@ -281,8 +281,8 @@ func (a *Agent) buildPods(_ context.Context, p *parts) error {
 		MaxRestartBackOff:      cfg.MaxRestartBackOff(),
 		Sources:                sources,
 		SerializeImagePulls:    cfg.SerializeImagePulls == nil || *cfg.SerializeImagePulls,
-		OOMGroupKill:           p.mgr.Version() == 2 && (cfg.SingleProcessOOMKill == nil || !*cfg.SingleProcessOOMKill),
-		MemoryQoS:              p.mgr.Version() == 2 && cfg.MemoryQoS(),
+		OOMGroupKill:           cgroups.FeaturesOf(p.mgr).OOMGroup && (cfg.SingleProcessOOMKill == nil || !*cfg.SingleProcessOOMKill),
+		MemoryQoS:              cgroups.FeaturesOf(p.mgr).MemoryQoS && cfg.MemoryQoS(),
 		MemoryThrottlingFactor: cfg.ThrottlingFactor(),
 		AllocatableMemory:      absoluteAllocatableMemory(p.capacity, cfg.Reserved()),
 		AppArmor:               pods.AppArmorEnabled(),
@@ -395,7 +395,7 @@ func (a *Agent) buildCgroups(p *parts) error {
 		treeCfg.MemoryReserve = &pct
 	}
 	switch {
-	case cfg.MemoryQoS() && mgr.Version() == 2:
+	case cfg.MemoryQoS() && cgroups.FeaturesOf(mgr).MemoryQoS:
 		treeCfg.MemoryQoS, treeCfg.Pod.MemoryQoS = true, true
 	case cfg.MemoryQoS():
 		a.log.Warn("featureGates.MemoryQoS is not applied: as in the kubelet, it needs cgroup v2 (memory.min and memory.high); this host has v1")

@@ -177,3 +177,28 @@ func removeTree(dir string) error {
 		delay *= 2
 	}
 }
+
+// Features are what a hierarchy's interface offers beyond the common
+// files, so that callers ask for a feature rather than a cgroup version.
+type Features struct {
+	// MemoryThresholds: eventfd notifications at a usage line
+	// (memory.usage_in_bytes through cgroup.event_control, v1 only).
+	MemoryThresholds bool
+	// MemoryHigh: memory.high, which throttles and notifies through
+	// memory.events (v2): eviction's tripwires and memoryQoS.
+	MemoryHigh bool
+	// MemoryQoS: memory.min and memory.high, the kubelet's MemoryQoS.
+	MemoryQoS bool
+	// OOMGroup: memory.oom.group, the kernel kills a container whole (v2).
+	OOMGroup bool
+	// PressureFiles: per-cgroup PSI (memory.pressure) with triggers (v2).
+	PressureFiles bool
+}
+
+// FeaturesOf tells what m's hierarchy offers.
+func FeaturesOf(m Manager) Features {
+	if m.Version() == 2 {
+		return Features{MemoryHigh: true, MemoryQoS: true, OOMGroup: true, PressureFiles: true}
+	}
+	return Features{MemoryThresholds: true}
+}

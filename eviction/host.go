@@ -99,7 +99,8 @@ func (k OOMKill) Summary() (what, why string) {
 // disarms them. What cannot be armed is logged: the poll still sees it.
 func WatchMemoryPressure(mgr cgroups.Manager, kubepods cgroups.Name, alarm *Alarm, log *slog.Logger) (wires *Tripwires, stop func()) {
 	var stops []func()
-	if mgr.Version() == 2 {
+	features := cgroups.FeaturesOf(mgr)
+	if features.MemoryHigh {
 		w, err := NewTripwires(func(at time.Time) { alarm.Ring(at, WokenByTripwire) }, cgroups.MemoryHighSetter(mgr))
 		if err != nil {
 			log.Warn("no memory.high tripwires; allocatableMemory.available is polled", "err", err)
@@ -109,7 +110,7 @@ func WatchMemoryPressure(mgr cgroups.Manager, kubepods cgroups.Name, alarm *Alar
 		}
 	}
 	pressure := []string{"/proc/pressure/memory"}
-	if mgr.Version() == 2 {
+	if features.PressureFiles {
 		pressure = append(pressure, filepath.Join(mgr.Path(kubepods), "memory.pressure"))
 	}
 	for _, path := range pressure {

@@ -101,7 +101,7 @@ func (h *HostSource) Observe(ctx context.Context) (Observations, error) {
 			continue
 		}
 		obs[m.signal] = Observation{Available: m.capacity - int64(st.WorkingSet()), Capacity: m.capacity, Time: now}
-		if h.Tripwires != nil && h.Cgroups.Version() == 2 && m.signal == AllocatableMemoryAvailable {
+		if h.Tripwires != nil && cgroups.FeaturesOf(h.Cgroups).MemoryHigh && m.signal == AllocatableMemoryAvailable {
 			var lowest int64
 			for _, t := range h.Thresholds {
 				if t.Signal == m.signal {
@@ -120,7 +120,7 @@ func (h *HostSource) Observe(ctx context.Context) (Observations, error) {
 				})
 			}
 		}
-		if h.Memcg != nil && h.Cgroups.Version() == 1 {
+		if h.Memcg != nil && cgroups.FeaturesOf(h.Cgroups).MemoryThresholds {
 			dir := h.Cgroups.Path(m.name)
 			if m.signal == AllocatableMemoryAvailable {
 				h.arms = append(h.arms, func() error {
