@@ -1,5 +1,8 @@
 package pods
 
+// What the pod manager answers the agent's other parts: lookups, kernel OOM
+// kills, and the dead containers eviction reclaims.
+
 import (
 	"context"
 	"errors"
