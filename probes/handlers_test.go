@@ -67,7 +67,7 @@ func TestHTTPProbe(t *testing.T) {
 	if out.result != Success || len(out.output) != maxOutput {
 		t.Errorf("/ok: %v, body %d bytes (want the 10 KiB cap)", out.result, len(out.output))
 	}
-	if gotUA != "kube-probe/1.34" || gotAccept != "*/*" || gotCustom != "v" || gotHost != "example.test" {
+	if gotUA != "kube-probe/1.37" || gotAccept != "*/*" || gotCustom != "v" || gotHost != "example.test" {
 		t.Errorf("headers: UA %q Accept %q X-Custom %q Host %q", gotUA, gotAccept, gotCustom, gotHost)
 	}
 	run(httpProbeSpec(port, "/ok", corev1.HTTPHeader{Name: "Accept", Value: ""}, corev1.HTTPHeader{Name: "User-Agent", Value: "mine"}))
@@ -186,7 +186,7 @@ func TestHooks(t *testing.T) {
 	if err := h.RunHook(context.Background(), &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/start", Port: intstr.FromInt32(int32(port))}}, target); err != nil {
 		t.Errorf("http hook: %v", err)
 	}
-	if got := <-hits; got != "/start kube-lifecycle/1.34" {
+	if got := <-hits; got != "/start kube-lifecycle/1.37" {
 		t.Errorf("hit %q", got)
 	}
 	f.resp = &runtimeapi.ExecSyncResponse{ExitCode: 2, Stdout: []byte("nope")}

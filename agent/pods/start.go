@@ -179,7 +179,7 @@ func (w *worker) withDevices(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 	}
 	for _, r := range resps {
 		for _, k := range slices.Sorted(maps.Keys(r.Envs)) {
-			cfg.Envs = append(cfg.Envs, &runtimeapi.KeyValue{Key: k, Value: r.Envs[k]})
+			cfg.Envs = append(cfg.Envs, &runtimeapi.KeyValue{Key: k, Value: []byte(r.Envs[k])})
 		}
 		for _, mt := range r.Mounts {
 			cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: mt.ContainerPath, HostPath: mt.HostPath, Readonly: mt.ReadOnly})

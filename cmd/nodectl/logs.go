@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	internalapi "k8s.io/cri-api/pkg/apis"
@@ -181,9 +180,7 @@ func (c *client) logs(name string, o logOptions) error {
 		if rt != nil {
 			id = t.id
 		}
-		opts := logs.NewLogOptions(api, time.Now())
-		discard := logr.Discard()
-		if err := logs.ReadLogs(context.Background(), &discard, t.file, id, opts, rt, out, out); err != nil {
+		if err := logs.ReadLogs(context.Background(), t.file, id, readOptions(api, time.Now()), rt, out, out); err != nil {
 			return fmt.Errorf("read logs of container %s: %w", t.name, err)
 		}
 		return nil
@@ -363,4 +360,17 @@ func (c *client) exec(name, container string, cmd []string, timeout time.Duratio
 	os.Stdout.Write(resp.Stdout)
 	os.Stderr.Write(resp.Stderr)
 	return int(resp.ExitCode), nil
+}
+
+// readOptions are the CRI log reader's options for the API's: since is the
+// later of sinceSeconds and sinceTime, as the kubelet reads it.
+func readOptions(api *corev1.PodLogOptions, now time.Time) *logs.LogOptions {
+	opts := &logs.LogOptions{TailLines: api.TailLines, LimitBytes: api.LimitBytes, Follow: api.Follow, Timestamp: api.Timestamps}
+	if api.SinceSeconds != nil {
+		opts.Since = now.Add(-time.Duration(*api.SinceSeconds) * time.Second)
+	}
+	if api.SinceTime != nil && api.SinceTime.After(opts.Since) {
+		opts.Since = api.SinceTime.Time
+	}
+	return opts
 }

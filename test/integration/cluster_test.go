@@ -205,8 +205,8 @@ func TestClusterNodeRegistersAndHoldsItsLease(t *testing.T) {
 		t.Errorf("nodeInfo %+v", info)
 	}
 	// Version skew checks and the e2e suite's [MinimumKubeletVersion] parse it.
-	if v, err := utilversion.ParseSemantic(info.KubeletVersion); err != nil || v.Major() != 1 || v.Minor() != 34 || !strings.Contains(info.KubeletVersion, "+nodeagent.") {
-		t.Errorf("kubeletVersion %q: want semver v1.34.x+nodeagent.<version> (%v)", info.KubeletVersion, err)
+	if v, err := utilversion.ParseSemantic(info.KubeletVersion); err != nil || v.Major() != 1 || v.Minor() != 37 || !strings.Contains(info.KubeletVersion, "+nodeagent.") {
+		t.Errorf("kubeletVersion %q: want semver v1.37.x+nodeagent.<version> (%v)", info.KubeletVersion, err)
 	}
 	if got := node.Status.DaemonEndpoints.KubeletEndpoint.Port; got != int32(n.agent.KubeletPort) {
 		t.Errorf("kubelet endpoint port %d, want the configured %d", got, n.agent.KubeletPort)

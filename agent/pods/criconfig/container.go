@@ -61,7 +61,7 @@ func (b *Builder) Container(ctx context.Context, plan *Plan, c *corev1.Container
 	}
 	var envs []*runtimeapi.KeyValue
 	for _, e := range env {
-		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: e.Value})
+		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
 	}
 	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
 	if pod.Spec.TerminationGracePeriodSeconds != nil {

@@ -134,7 +134,7 @@ func TestContainerConfig(t *testing.T) {
 	}
 	env := map[string]string{}
 	for _, kv := range cfg.Envs {
-		env[kv.Key] = kv.Value
+		env[kv.Key] = string(kv.Value)
 	}
 	if env["POD"] != "p-node" || env["IP"] != "10.88.0.7" || env["GREETING"] != "hi-p-node" || env["APP"] != "web" || env["MEM"] != "2048" {
 		t.Errorf("env = %v", env)
