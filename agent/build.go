@@ -287,6 +287,7 @@ func (a *Agent) buildPods(_ context.Context, p *parts) error {
 		AllocatableMemory:      absoluteAllocatableMemory(p.capacity, cfg.Reserved()),
 		AppArmor:               pods.AppArmorEnabled(),
 		AllowedUnsafeSysctls:   cfg.AllowedUnsafeSysctls,
+		DeclaredFeatures:       node.DeclaredFeatures(),
 		VolumeContentLimit:     a.opts.VolumeContentLimit,
 		ContainerLogLinks:      "/var/log/containers",
 	}, pods.Deps{Runtime: p.rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),

@@ -63,9 +63,10 @@ func NewStatus(f Facts) *Status {
 		ObjectMeta: metav1.ObjectMeta{Name: f.Name, Annotations: annotations,
 			Labels: map[string]string{"kubernetes.io/hostname": f.Name, "kubernetes.io/os": "linux", "kubernetes.io/arch": runtime.GOARCH}},
 		Status: corev1.NodeStatus{
-			Capacity:    capacity,
-			Allocatable: f.Allocatable,
-			Addresses:   []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: f.IP}, {Type: corev1.NodeHostName, Address: f.Name}},
+			DeclaredFeatures: DeclaredFeatures(),
+			Capacity:         capacity,
+			Allocatable:      f.Allocatable,
+			Addresses:        []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: f.IP}, {Type: corev1.NodeHostName, Address: f.Name}},
 			NodeInfo: corev1.NodeSystemInfo{
 				MachineID: m.MachineID, SystemUUID: m.SystemUUID, BootID: m.BootID, KernelVersion: m.KernelVersion, OSImage: m.OSImage,
 				ContainerRuntimeVersion: f.RuntimeVersion, KubeletVersion: f.Version,

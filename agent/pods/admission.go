@@ -10,10 +10,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
+	ndf "k8s.io/component-helpers/nodedeclaredfeatures"
 
 	"nodeagent/internal/qos"
 	"nodeagent/internal/sat"
 	"nodeagent/internal/sysctl"
+	"nodeagent/internal/version"
 )
 
 // Rejection is why a pod was not admitted, in the kubelet's words.
@@ -123,6 +126,27 @@ func wantsAppArmor(pod *corev1.Pod) bool {
 func AppArmorEnabled() bool {
 	b, err := os.ReadFile("/sys/module/apparmor/parameters/enabled")
 	return err == nil && strings.HasPrefix(string(b), "Y")
+}
+
+// featureAdmit refuses a pod that needs node features (the
+// NodeDeclaredFeatures framework's) the node does not declare, with the
+// kubelet's reason and words: static pods and pods bound by name never
+// met the scheduler's check.
+func featureAdmit(pod *corev1.Pod, declared []string) *Rejection {
+	target, err := utilversion.ParseSemantic(version.KubeletVersion())
+	if err != nil {
+		return nil
+	}
+	fw := ndf.DefaultFramework
+	need, err := fw.InferForPodScheduling(&ndf.PodInfo{Spec: &pod.Spec, Status: &pod.Status}, target)
+	if err != nil {
+		return nil
+	}
+	res, err := fw.MatchNodeFeatureSet(need, fw.TryMap(declared))
+	if err != nil || res.IsMatch {
+		return nil
+	}
+	return &Rejection{Reason: "PodFeatureUnsupported", Message: "Pod requires node features that are not available: " + strings.Join(res.UnsatisfiedRequirements, ", ")}
 }
 
 // osAdmit refuses a pod meant for another OS, by its nodeSelector or its

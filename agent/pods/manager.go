@@ -300,6 +300,9 @@ func (m *Manager) apply(u source.Update, complete bool) {
 		if r == nil {
 			r = appArmorAdmit(p, m.opts.AppArmor)
 		}
+		if r == nil {
+			r = featureAdmit(p, m.opts.DeclaredFeatures)
+		}
 		if errs := unsupported(p); len(errs) > 0 {
 			r = &Rejection{Reason: "UnsupportedPodSpec", Message: errs.ToAggregate().Error()}
 		}

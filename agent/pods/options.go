@@ -63,6 +63,9 @@ type Options struct {
 	// AllowedUnsafeSysctls are the sysctls (or prefixes, ending in *) pods
 	// may set beyond the safe ones.
 	AllowedUnsafeSysctls []string
+	// DeclaredFeatures are the node's status.declaredFeatures: a pod that
+	// needs another is refused (PodFeatureUnsupported).
+	DeclaredFeatures []string
 	// VolumeContentLimit bounds what a pod's configMap, secret,
 	// downwardAPI and projected volumes hold together (0: the default).
 	VolumeContentLimit int64

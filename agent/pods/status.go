@@ -113,7 +113,8 @@ func computeStatus(in statusInput) corev1.PodStatus {
 	cond := func(t corev1.PodConditionType, ok bool, reason, message string) {
 		setCondition(&st, in.previous.Conditions, in.now, t, ok, reason, message)
 	}
-	cond(corev1.PodReadyToStartContainers, sandboxReady && (st.PodIP != "" || pod.Spec.HostNetwork), "", "")
+	why := sandboxNotReady(pod, in.rt)
+	cond(corev1.PodReadyToStartContainers, why == "", "PodSandboxNotReady", why)
 	cond(corev1.PodInitialized, initDone, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incompleteInit, " ")))
 	setReadyConditions(pod, &st, in.previous.Conditions, in.now)
 	cond(corev1.PodScheduled, true, "", "")
@@ -122,52 +123,8 @@ func computeStatus(in statusInput) corev1.PodStatus {
 		c := &st.Conditions[len(st.Conditions)-1]
 		c.Reason, c.Message = "TerminationByKubelet", in.terminal.Message
 	}
+	observeGeneration(pod, &st, in.previous.ObservedGeneration)
 	return st
-}
-
-// setCondition sets (or adds) a condition, keeping its transition time
-// while its status stays the same.
-func setCondition(st *corev1.PodStatus, previous []corev1.PodCondition, now time.Time, t corev1.PodConditionType, ok bool, reason, message string) {
-	c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: message}
-	if ok {
-		c.Status, c.Reason, c.Message = corev1.ConditionTrue, "", ""
-	}
-	c.LastTransitionTime = metav1.NewTime(now)
-	for _, old := range previous {
-		if old.Type == t && old.Status == c.Status {
-			c.LastTransitionTime = old.LastTransitionTime
-		}
-	}
-	for i := range st.Conditions {
-		if st.Conditions[i].Type == t {
-			st.Conditions[i] = c
-			return
-		}
-	}
-	st.Conditions = append(st.Conditions, c)
-}
-
-// setReadyConditions derives ContainersReady and Ready from the
-// containers' readiness, sidecars included, as the kubelet does.
-func setReadyConditions(pod *corev1.Pod, st *corev1.PodStatus, previous []corev1.PodCondition, now time.Time) {
-	var unready []string
-	for i, cs := range st.InitContainerStatuses {
-		if i < len(pod.Spec.InitContainers) && qos.IsSidecar(&pod.Spec.InitContainers[i]) && !cs.Ready {
-			unready = append(unready, cs.Name)
-		}
-	}
-	for _, cs := range st.ContainerStatuses {
-		if !cs.Ready {
-			unready = append(unready, cs.Name)
-		}
-	}
-	reason, message := "ContainersNotReady", fmt.Sprintf("containers with unready status: [%s]", strings.Join(unready, " "))
-	if st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed {
-		reason, message = "PodCompleted", ""
-	}
-	ready := len(unready) == 0 && st.Phase == corev1.PodRunning
-	setCondition(st, previous, now, corev1.ContainersReady, ready, reason, message)
-	setCondition(st, previous, now, corev1.PodReady, ready, reason, message)
 }
 
 // refreshReadiness re-reads readiness and startup results for the running
@@ -189,6 +146,7 @@ func refreshReadiness(pod *corev1.Pod, probes Probes, now time.Time) {
 	update(pod.Status.ContainerStatuses)
 	previous := append([]corev1.PodCondition(nil), pod.Status.Conditions...)
 	setReadyConditions(pod, &pod.Status, previous, now)
+	observeGeneration(pod, &pod.Status, pod.Status.ObservedGeneration)
 }
 
 // containerIDOf strips the runtime scheme from a status containerID.

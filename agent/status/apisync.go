@@ -249,11 +249,12 @@ func (s *APISync) forget(uid types.UID) {
 	delete(s.last, uid)
 }
 
-// kubeletConditions are the pod conditions the node owns; the others
-// (PodScheduled, readiness gates, DisruptionTarget set by the control
-// plane) are kept as the API has them.
+// kubeletConditions are the pod conditions the node owns, PodScheduled
+// among them (the kubelet's PodConditionsByKubelet); the others
+// (readiness gates, DisruptionTarget set by the control plane) are kept
+// as the API has them.
 var kubeletConditions = map[corev1.PodConditionType]bool{
-	corev1.PodReadyToStartContainers: true, corev1.PodInitialized: true,
+	corev1.PodScheduled: true, corev1.PodReadyToStartContainers: true, corev1.PodInitialized: true,
 	corev1.ContainersReady: true, corev1.PodReady: true,
 }
 

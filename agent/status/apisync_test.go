@@ -21,7 +21,7 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func TestMergeStatusKeepsOthersConditionsAndHonoursReadinessGates(t *testing.T) {
+func TestMergeStatusKeepsOthersConditionsOwnsPodScheduledAndHonoursReadinessGates(t *testing.T) {
 	api := &corev1.Pod{
 		Spec: corev1.PodSpec{ReadinessGates: []corev1.PodReadinessGate{{ConditionType: "example.com/lb"}}},
 		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
@@ -33,14 +33,16 @@ func TestMergeStatusKeepsOthersConditionsAndHonoursReadinessGates(t *testing.T) 
 	local := corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
 		{Type: corev1.ContainersReady, Status: corev1.ConditionTrue},
 		{Type: corev1.PodReady, Status: corev1.ConditionTrue},
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, ObservedGeneration: 2},
 	}}
 	got := mergeStatus(api, local)
 	byType := map[corev1.PodConditionType]corev1.PodCondition{}
 	for _, c := range got.Conditions {
 		byType[c.Type] = c
 	}
-	if byType[corev1.PodScheduled].Reason != "by-scheduler" {
-		t.Errorf("PodScheduled not kept from the API: %+v", got.Conditions)
+	// PodScheduled is the node's, as in the kubelet's PodConditionsByKubelet.
+	if c := byType[corev1.PodScheduled]; c.Reason == "by-scheduler" || c.ObservedGeneration != 2 {
+		t.Errorf("PodScheduled is not the node's: %+v", got.Conditions)
 	}
 	if byType["example.com/lb"].Status != corev1.ConditionFalse {
 		t.Errorf("the gate's condition was not kept: %+v", got.Conditions)
