@@ -43,18 +43,19 @@ import (
 // what it needs through its constructor.
 type parts struct {
 	// What the steps found out, for the steps after them.
-	version     *runtimeapi.VersionResponse
-	rtStatus    *runtimeapi.StatusResponse
-	machine     node.Machine
-	capacity    corev1.ResourceList
-	allocatable corev1.ResourceList
-	nodeIP      string
-	oomRange    qos.OOMScoreRange
-	apiAddr     string
-	thresholds  []eviction.Threshold
-	signals     *eviction.HostSource
-	pressure    *eviction.Pressure
-	changes     pods.Changes // what wakes the pod workers
+	version      *runtimeapi.VersionResponse
+	rtStatus     *runtimeapi.StatusResponse
+	machine      node.Machine
+	capacity     corev1.ResourceList
+	allocatable  corev1.ResourceList
+	nodeIP       string
+	cgroupDriver string // the runtime's, else cgroupDriver's
+	oomRange     qos.OOMScoreRange
+	apiAddr      string
+	thresholds   []eviction.Threshold
+	signals      *eviction.HostSource
+	pressure     *eviction.Pressure
+	changes      pods.Changes // what wakes the pod workers
 
 	rt         Runtime
 	mgr        cgroups.Manager
@@ -204,7 +205,7 @@ func (a *Agent) buildNode(ctx context.Context, p *parts) error {
 	if err := node.SetOwnOOMScoreAdj(-999); err != nil {
 		log.Info("agent keeps its own oom_score_adj: the host refuses -999", "err", err)
 	}
-	if err := a.buildCgroups(p); err != nil {
+	if err := a.buildCgroups(ctx, p); err != nil {
 		return err
 	}
 	p.network = newPodNetwork(a.opts, p.rtStatus.Info, p.rt, log.With("component", "network"))
@@ -234,7 +235,7 @@ func (a *Agent) buildNodeStatus(_ context.Context, p *parts) error {
 		Machine: p.machine, Capacity: p.capacity, Allocatable: p.allocatable, Pressure: p.pressure.Conditions, Extended: p.devices.Resources,
 		Annotations: map[string]string{
 			node.AnnotationCgroupVersion: "v" + strconv.Itoa(p.mgr.Version()),
-			node.AnnotationCgroupDriver:  a.cfg.Driver(),
+			node.AnnotationCgroupDriver:  p.cgroupDriver,
 			node.AnnotationCgroupRoot:    p.mgr.Path(p.tree.Kubepods()),
 		},
 	})
@@ -373,15 +374,17 @@ func (a *Agent) connectRuntime(ctx context.Context, p *parts) error {
 }
 
 // buildCgroups makes the QoS cgroup tree, with the runtime's driver.
-func (a *Agent) buildCgroups(p *parts) error {
+func (a *Agent) buildCgroups(ctx context.Context, p *parts) error {
 	cfg := a.cfg
-	if err := checkDriverAgreement(cfg.Driver(), p.rtStatus.Info); err != nil {
+	driver, err := a.cgroupDriver(ctx, p)
+	if err != nil {
 		return err
 	}
+	p.cgroupDriver = driver
 	mgr := a.opts.Cgroups
 	if mgr == nil {
 		var err error
-		if mgr, err = cgroups.NewManager(cfg.CgroupDriver); err != nil {
+		if mgr, err = cgroups.NewManager(driver); err != nil {
 			return err
 		}
 	}

@@ -30,6 +30,7 @@ type Runtime interface {
 	Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error)
 	GetContainerEvents(ctx context.Context) (cri.ContainerEventStream, error)
 	UpdatePodCIDR(ctx context.Context, cidrs string) error
+	CgroupDriver(ctx context.Context) (string, error)
 	Close() error
 }
 

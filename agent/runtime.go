@@ -13,6 +13,29 @@ import (
 	"nodeagent/cri"
 )
 
+// cgroupDriver is the runtime's cgroup driver (RuntimeConfig), as the
+// kubelet takes it since 1.34; the configured cgroupDriver is the
+// fallback for a runtime without the call (containerd 1.x), checked
+// against what the runtime's verbose status says.
+func (a *Agent) cgroupDriver(ctx context.Context, p *parts) (string, error) {
+	configured := a.cfg.Driver()
+	driver, err := p.rt.CgroupDriver(ctx)
+	switch {
+	case cri.IsUnimplemented(err):
+		a.log.Info("the container runtime does not say its cgroup driver (no RuntimeConfig): using cgroupDriver from the config", "cgroupDriver", configured)
+		return configured, checkDriverAgreement(configured, p.rtStatus.Info)
+	case err != nil:
+		return "", fmt.Errorf("ask the container runtime for its cgroup driver (RuntimeConfig): %w", err)
+	case driver == "":
+		return configured, nil
+	case driver != configured:
+		a.log.Warn("the container runtime's cgroup driver is used, not cgroupDriver from the config", "runtime", driver, "cgroupDriver", configured)
+	default:
+		a.log.Info("using the container runtime's cgroup driver", "cgroupDriver", driver)
+	}
+	return driver, nil
+}
+
 // checkDriverAgreement refuses to run when the runtime places containers
 // with another cgroup driver than the agent's: pods would end up outside
 // the tree the agent keeps. containerd says which in its verbose status.

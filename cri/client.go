@@ -115,6 +115,34 @@ func (c *Client) UpdatePodCIDR(ctx context.Context, cidrs string) error {
 	return c.classify("UpdateRuntimeConfig", err)
 }
 
+// CgroupDriver asks the runtime which cgroup driver it places containers
+// with (RuntimeConfig, which the kubelet asks since 1.34): "systemd" or
+// "cgroupfs". A runtime without the call answers Unimplemented.
+func (c *Client) CgroupDriver(ctx context.Context) (string, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	resp, err := c.runtime.RuntimeConfig(ctx, &runtimeapi.RuntimeConfigRequest{})
+	if err != nil {
+		return "", c.classify("RuntimeConfig", err)
+	}
+	return DriverName(resp.GetLinux())
+}
+
+// DriverName names the cgroup driver of a RuntimeConfig answer; no Linux
+// part is "" (nothing said).
+func DriverName(linux *runtimeapi.LinuxRuntimeConfiguration) (string, error) {
+	if linux == nil {
+		return "", nil
+	}
+	switch linux.CgroupDriver {
+	case runtimeapi.CgroupDriver_SYSTEMD:
+		return "systemd", nil
+	case runtimeapi.CgroupDriver_CGROUPFS:
+		return "cgroupfs", nil
+	}
+	return "", fmt.Errorf("runtime returned an unknown cgroup driver %d", linux.CgroupDriver)
+}
+
 // Condition finds a named runtime condition in a Status answer.
 func Condition(st *runtimeapi.RuntimeStatus, name string) *runtimeapi.RuntimeCondition {
 	if st == nil {

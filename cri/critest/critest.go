@@ -38,6 +38,9 @@ type Runtime struct {
 	ImageFsMount string
 	// PulledSize is the size of the images PullImage stores.
 	PulledSize uint64
+	// Driver is the cgroup driver RuntimeConfig answers; empty: the call is
+	// unimplemented.
+	Driver string
 	// OnPull, if set, runs at the start of each PullImage, outside the
 	// runtime's lock: a test can hold a pull there.
 	OnPull func()
@@ -453,6 +456,20 @@ func (r *Runtime) ExecSync(_ context.Context, id string, _ []string, _ time.Dura
 // ListContainerStats has no statistics.
 func (r *Runtime) ListContainerStats(context.Context, *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
 	return nil, nil
+}
+
+// CgroupDriver is what Driver says; empty: unimplemented, as containerd
+// 1.x answers.
+func (r *Runtime) CgroupDriver(context.Context) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.record(Call{Op: "RuntimeConfig"}); err != nil {
+		return "", err
+	}
+	if r.Driver == "" {
+		return "", unimplemented("RuntimeConfig")
+	}
+	return r.Driver, nil
 }
 
 // GetContainerEvents is unimplemented: the pleg cache relists.
