@@ -40,7 +40,12 @@ build() {
 		log "building the control plane from k8s.io/kubernetes $ver (cold: about 5 minutes on 2 cores)"
 		mkdir -p "$CACHE"
 		local start=$SECONDS
-		(cd "$MODULE" && $GO build -trimpath -ldflags '-s -w' -o "$cached.tmp" .)
+		# The release's version, as its own build stamps it (kubectl version,
+		# /version): without it the components say v0.0.0-master.
+		local minor=${ver#v1.}
+		minor=${minor%%.*}
+		local v=k8s.io/component-base/version
+		(cd "$MODULE" && $GO build -trimpath -ldflags "-s -w -X $v.gitVersion=$ver -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean" -o "$cached.tmp" .)
 		mv "$cached.tmp" "$cached"
 		log "built in $((SECONDS - start)) s: $cached"
 	fi

@@ -182,11 +182,7 @@ func validateContainer(c *corev1.Container, p *field.Path, names, volumes sets.S
 	default:
 		errs = append(errs, field.NotSupported(p.Child("imagePullPolicy"), c.ImagePullPolicy, []string{"Always", "IfNotPresent", "Never"}))
 	}
-	if c.RestartPolicy != nil {
-		if !init || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
-			errs = append(errs, field.NotSupported(p.Child("restartPolicy"), *c.RestartPolicy, []string{"Always (init containers only)"}))
-		}
-	}
+	errs = append(errs, validateRestartRules(c, p)...)
 
 	ports := sets.New[string]()
 	for i, port := range c.Ports {
@@ -399,6 +395,53 @@ func validateHostPath(h *corev1.HostPathVolumeSource, p *field.Path) field.Error
 	}
 	if h.Type != nil && !slices.Contains(hostPathTypes, string(*h.Type)) {
 		errs = append(errs, field.NotSupported(p.Child("type"), *h.Type, hostPathTypes))
+	}
+	return errs
+}
+
+// validateRestartRules checks a container's restartPolicy and
+// restartPolicyRules as the 1.37 API server does (ContainerRestartRules
+// and RestartAllContainersOnContainerExits on): a policy of the three, and
+// rules only with a policy, at most 20, each with exit codes (In or NotIn,
+// at most 255 values).
+func validateRestartRules(c *corev1.Container, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if c.RestartPolicy != nil {
+		switch *c.RestartPolicy {
+		case corev1.ContainerRestartPolicyAlways, corev1.ContainerRestartPolicyOnFailure, corev1.ContainerRestartPolicyNever:
+		default:
+			errs = append(errs, field.NotSupported(p.Child("restartPolicy"), *c.RestartPolicy, []string{"Always", "OnFailure", "Never"}))
+		}
+	}
+	if len(c.RestartPolicyRules) == 0 {
+		return errs
+	}
+	rp := p.Child("restartPolicyRules")
+	if c.RestartPolicy == nil {
+		errs = append(errs, field.Required(p.Child("restartPolicy"), "must specify restartPolicy when restart rules are used"))
+	}
+	if len(c.RestartPolicyRules) > 20 {
+		errs = append(errs, field.TooMany(rp, len(c.RestartPolicyRules), 20))
+	}
+	for i, r := range c.RestartPolicyRules {
+		ip := rp.Index(i)
+		switch r.Action {
+		case corev1.ContainerRestartRuleActionRestart, corev1.ContainerRestartRuleActionRestartAllContainers:
+		default:
+			errs = append(errs, field.NotSupported(ip.Child("action"), r.Action, []string{"Restart", "RestartAllContainers"}))
+		}
+		if r.ExitCodes == nil {
+			errs = append(errs, field.Required(ip.Child("exitCodes"), "must be specified"))
+			continue
+		}
+		switch r.ExitCodes.Operator {
+		case corev1.ContainerRestartRuleOnExitCodesOpIn, corev1.ContainerRestartRuleOnExitCodesOpNotIn:
+		default:
+			errs = append(errs, field.NotSupported(ip.Child("exitCodes", "operator"), r.ExitCodes.Operator, []string{"In", "NotIn"}))
+		}
+		if len(r.ExitCodes.Values) > 255 {
+			errs = append(errs, field.TooMany(ip.Child("exitCodes", "values"), len(r.ExitCodes.Values), 255))
+		}
 	}
 	return errs
 }

@@ -300,11 +300,13 @@ func (m *Manager) apply(u source.Update, complete bool) {
 		if r == nil {
 			r = appArmorAdmit(p, m.opts.AppArmor)
 		}
-		if r == nil {
-			r = featureAdmit(p, m.opts.DeclaredFeatures)
-		}
 		if errs := unsupported(p); len(errs) > 0 {
 			r = &Rejection{Reason: "UnsupportedPodSpec", Message: errs.ToAggregate().Error()}
+		}
+		// A node feature the pod needs and the node lacks is said in the
+		// kubelet's words, as the scheduler would have kept the pod away.
+		if f := featureAdmit(p, m.opts.DeclaredFeatures); f != nil {
+			r = f
 		}
 		// Every source validates; this is the last line before host paths
 		// and cgroups are derived from the pod, whatever its source.

@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -99,5 +100,26 @@ func TestPodNeedingAnUndeclaredFeatureIsRefused(t *testing.T) {
 	}
 	if r := featureAdmit(restartAll, []string{"RestartAllContainersOnContainerExits"}); r != nil {
 		t.Errorf("the same pod on a node declaring the feature: %+v", r)
+	}
+}
+
+// What the agent does not do yet of 1.37's container restart rules is
+// refused by name; a sidecar's Always is not among it.
+func TestContainerRestartRulesAreRefusedByName(t *testing.T) {
+	always, never := corev1.ContainerRestartPolicyAlways, corev1.ContainerRestartPolicyNever
+	sidecar := testPod(corev1.RestartPolicyAlways, "app")
+	sidecar.Spec.InitContainers = []corev1.Container{{Name: "side", Image: "img", RestartPolicy: &always}}
+	if errs := unsupported(sidecar); len(errs) != 0 {
+		t.Errorf("a sidecar: %v", errs)
+	}
+	own := testPod(corev1.RestartPolicyAlways, "app")
+	own.Spec.Containers[0].RestartPolicy = &never
+	own.Spec.Containers[0].RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
+		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
+	got := unsupported(own).ToAggregate().Error()
+	for _, want := range []string{"spec.containers[0].restartPolicy: Forbidden", "spec.containers[0].restartPolicyRules[0]: Forbidden"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("want %q in %q", want, got)
+		}
 	}
 }

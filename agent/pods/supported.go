@@ -24,7 +24,7 @@ func unsupported(pod *corev1.Pod) field.ErrorList {
 		}
 	}
 	errs = append(errs, volumes.Check(pod, static)...)
-	check := func(cs []corev1.Container, path *field.Path) {
+	check := func(cs []corev1.Container, path *field.Path, init bool) {
 		for i := range cs {
 			c := &cs[i]
 			for j, e := range c.Env {
@@ -38,10 +38,11 @@ func unsupported(pod *corev1.Pod) field.ErrorList {
 			if len(c.EnvFrom) > 0 {
 				apiRef(path.Index(i).Child("envFrom"), "envFrom")
 			}
+			errs = append(errs, restartRulesUnsupported(c, path.Index(i), init)...)
 		}
 	}
-	check(pod.Spec.InitContainers, spec.Child("initContainers"))
-	check(pod.Spec.Containers, spec.Child("containers"))
+	check(pod.Spec.InitContainers, spec.Child("initContainers"), true)
+	check(pod.Spec.Containers, spec.Child("containers"), false)
 	if len(pod.Spec.ImagePullSecrets) > 0 {
 		apiRef(spec.Child("imagePullSecrets"), "imagePullSecrets")
 	}
@@ -49,6 +50,23 @@ func unsupported(pod *corev1.Pod) field.ErrorList {
 	// namespaces are implemented.
 	if u := pod.Spec.HostUsers; u != nil && !*u {
 		errs = append(errs, field.Forbidden(spec.Child("hostUsers"), "user namespaces (hostUsers: false) are not supported by nodeagent yet; the pod would run in the host's user namespace"))
+	}
+	return errs
+}
+
+// restartRulesUnsupported refuses what the agent does not do yet of 1.37's
+// container restart rules: a restart policy of a regular container's own,
+// an init container's other than a sidecar's Always, and restart rules
+// (RestartAllContainers ones are refused as a missing node feature).
+func restartRulesUnsupported(c *corev1.Container, p *field.Path, init bool) field.ErrorList {
+	var errs field.ErrorList
+	if c.RestartPolicy != nil && (!init || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+		errs = append(errs, field.Forbidden(p.Child("restartPolicy"), "a container's own restart policy (other than a sidecar's Always) is not supported by nodeagent yet"))
+	}
+	for i, r := range c.RestartPolicyRules {
+		if r.Action != corev1.ContainerRestartRuleActionRestartAllContainers {
+			errs = append(errs, field.Forbidden(p.Child("restartPolicyRules").Index(i), "container restart rules are not supported by nodeagent yet"))
+		}
 	}
 	return errs
 }
