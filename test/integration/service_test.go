@@ -18,6 +18,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -197,7 +198,7 @@ func (n *node) scrape(path string) map[string]*dto.MetricFamily {
 		n.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var parser expfmt.TextParser
+	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		n.t.Fatalf("%s does not parse: %v", path, err)
