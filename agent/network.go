@@ -35,7 +35,11 @@ type podNetwork struct {
 	applied string    // the CIDRs the runtime was last told
 	lastErr string    // logged once until it changes
 	joined  time.Time // when the Node was first seen; zero before
+	retryAt time.Time // after a failure: no new attempt before (each validates the plugins by running them)
 }
+
+// networkRetry is how long a failed configuration waits for its next try.
+const networkRetry = 30 * time.Second
 
 // newPodNetwork finds the CNI directories: the options', else what the
 // runtime reports in its verbose status, else the usual ones.
@@ -84,7 +88,7 @@ func (n *podNetwork) follow(ctx context.Context, node *corev1.Node, fallback str
 		}
 		cidrs = fallback
 	}
-	if cidrs != n.applied {
+	if cidrs != n.applied && !n.clock.Now().Before(n.retryAt) {
 		n.ensure(ctx, cidrs)
 	}
 }
@@ -94,6 +98,7 @@ func (n *podNetwork) follow(ctx context.Context, node *corev1.Node, fallback str
 func (n *podNetwork) ensure(ctx context.Context, cidrs string) {
 	res, err := network.Ensure(ctx, n.confDir, n.binDirs, cidrs)
 	if err != nil {
+		n.retryAt = n.clock.Now().Add(networkRetry)
 		if err.Error() != n.lastErr {
 			n.lastErr = err.Error()
 			n.log.Error("pod network configuration", "err", err)
@@ -116,6 +121,7 @@ func (n *podNetwork) ensure(ctx context.Context, cidrs string) {
 		return
 	}
 	if err := n.rt.UpdatePodCIDR(ctx, cidrs); err != nil {
+		n.retryAt = n.clock.Now().Add(networkRetry)
 		if err.Error() != n.lastErr {
 			n.lastErr = err.Error()
 			n.log.Warn("the runtime was not told the pod CIDRs; retrying", "podCIDRs", cidrs, "err", err)

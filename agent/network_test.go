@@ -82,3 +82,29 @@ func TestPodNetworkTakesTheNodesPodCIDRAtOnce(t *testing.T) {
 		t.Errorf("file %s, runtime %q", data, rt.PodCIDR())
 	}
 }
+
+// A configuration that fails is tried again after networkRetry, not at
+// every status check: each try runs the CNI plugins.
+func TestPodNetworkRetriesAFailureLater(t *testing.T) {
+	conf, rt := t.TempDir(), critest.New()
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	bins := t.TempDir() // no plugins: validation fails
+	n := newPodNetwork(Options{CNIConfDir: conf, CNIBinDirs: []string{bins}, Clock: clk}, nil, rt, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	node := &corev1.Node{Spec: corev1.NodeSpec{PodCIDR: "10.244.1.0/24"}}
+	n.follow(context.Background(), node, "10.88.0.0/16")
+	if n.retryAt.IsZero() {
+		t.Fatal("a failed configuration set no retry time")
+	}
+	good := cniPlugins(t)
+	n.binDirs = []string{good}
+	clk.Step(networkRetry - time.Second)
+	n.follow(context.Background(), node, "10.88.0.0/16")
+	if rt.PodCIDR() != "" {
+		t.Fatal("tried again before networkRetry")
+	}
+	clk.Step(time.Second)
+	n.follow(context.Background(), node, "10.88.0.0/16")
+	if rt.PodCIDR() != "10.244.1.0/24" {
+		t.Errorf("not tried again after networkRetry: runtime told %q", rt.PodCIDR())
+	}
+}

@@ -125,12 +125,12 @@ func (c *Client) CgroupDriver(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", c.classify("RuntimeConfig", err)
 	}
-	return DriverName(resp.GetLinux())
+	return driverName(resp.GetLinux())
 }
 
-// DriverName names the cgroup driver of a RuntimeConfig answer; no Linux
+// driverName names the cgroup driver of a RuntimeConfig answer; no Linux
 // part is "" (nothing said).
-func DriverName(linux *runtimeapi.LinuxRuntimeConfiguration) (string, error) {
+func driverName(linux *runtimeapi.LinuxRuntimeConfiguration) (string, error) {
 	if linux == nil {
 		return "", nil
 	}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -128,17 +129,19 @@ func AppArmorEnabled() bool {
 	return err == nil && strings.HasPrefix(string(b), "Y")
 }
 
+// kubeletRelease is the node's version as the framework compares it, read
+// once from the build.
+var kubeletRelease = sync.OnceValue(func() *utilversion.Version {
+	return utilversion.MustParseSemantic(version.KubeletVersion())
+})
+
 // featureAdmit refuses a pod that needs node features (the
 // NodeDeclaredFeatures framework's) the node does not declare, with the
 // kubelet's reason and words: static pods and pods bound by name never
 // met the scheduler's check.
 func featureAdmit(pod *corev1.Pod, declared []string) *Rejection {
-	target, err := utilversion.ParseSemantic(version.KubeletVersion())
-	if err != nil {
-		return nil
-	}
 	fw := ndf.DefaultFramework
-	need, err := fw.InferForPodScheduling(&ndf.PodInfo{Spec: &pod.Spec, Status: &pod.Status}, target)
+	need, err := fw.InferForPodScheduling(&ndf.PodInfo{Spec: &pod.Spec, Status: &pod.Status}, kubeletRelease())
 	if err != nil {
 		return nil
 	}
