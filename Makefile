@@ -70,7 +70,7 @@ run: build runtime-up ## bring the node up and run the agent in the foreground w
 	@mkdir -p $(RUN_DIR)/manifests
 	@cp examples/pods/*.yaml $(RUN_DIR)/manifests/
 	@sed -e 's|@CRI_ENDPOINT@|$(CRI_ENDPOINT)|' -e 's|@MANIFESTS@|$(RUN_DIR)/manifests|' \
-		examples/nodeagent.yaml > $(RUN_DIR)/nodeagent.yaml
+		-e "$$(. hack/lib.sh && cgroup_v1_config)" examples/nodeagent.yaml > $(RUN_DIR)/nodeagent.yaml
 	@echo "nodeagent: config $(RUN_DIR)/nodeagent.yaml, manifests $(RUN_DIR)/manifests; Ctrl-C stops the agent (pods keep running)"
 	$(BIN_DIR)/nodeagent --config $(RUN_DIR)/nodeagent.yaml
 
@@ -151,6 +151,7 @@ V2_GO_TESTS ?= ^(TestQoSPodsRunInTheirCgroupsAndAreCleanedUp|TestQOSReservedCaps
 test-v2: build runtime-up vm-image ## boot the cgroup v2 VM: the v2 smoke lane and the Go integration tests of V2_GO_TESTS inside it
 	@rm -rf $(V2_WORK) && mkdir -p $(V2_WORK)/bin $(V2_WORK)/deploy
 	@cp $(BIN_DIR)/nodeagent $(BIN_DIR)/nodectl $(V2_WORK)/bin/
+	@cp -rL $(BIN_DIR)/runtime $(V2_WORK)/runtime
 	@$(GO) test -c -tags integration -o $(V2_WORK)/bin/cgroups.test ./cgroups
 	@$(GO) test -c -tags integration -o $(V2_WORK)/bin/eviction.test ./eviction
 	@$(GO) test -c -tags integration -o $(V2_WORK)/bin/integration.test ./test/integration

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -233,12 +234,18 @@ func (a *Agent) buildNodeStatus(_ context.Context, p *parts) error {
 	p.nodeStatus = node.NewStatus(node.Facts{
 		Name: a.opts.NodeName, IP: p.nodeIP, Version: version.KubeletVersion(), RuntimeVersion: p.version.RuntimeName + "://" + p.version.RuntimeVersion,
 		Machine: p.machine, Capacity: p.capacity, Allocatable: p.allocatable, Pressure: p.pressure.Conditions, Extended: p.devices.Resources,
+		StrictSupplementalGroups: p.rtStatus.GetFeatures().GetSupplementalGroupsPolicy(),
 		Annotations: map[string]string{
 			node.AnnotationCgroupVersion: "v" + strconv.Itoa(p.mgr.Version()),
 			node.AnnotationCgroupDriver:  p.cgroupDriver,
 			node.AnnotationCgroupRoot:    p.mgr.Path(p.tree.Kubepods()),
 		},
 	})
+	if p.mgr.Version() == 1 {
+		// The kubelet's warning, event and all, for a v1 host it runs on.
+		a.log.Warn(cgroupV1Deprecated)
+		p.recorder.Event(p.recorder.NodeRef(), corev1.EventTypeWarning, "CgroupV1", cgroupV1Deprecated)
+	}
 	return nil
 }
 
@@ -265,32 +272,34 @@ func (a *Agent) buildPods(_ context.Context, p *parts) error {
 		Log: log.With("component", "probes"),
 	})
 	p.manager = pods.NewManager(pods.Options{
-		NodeName:               a.opts.NodeName,
-		NodeIP:                 p.nodeIP,
-		RuntimeName:            p.version.RuntimeName,
-		PodLogsDir:             cfg.PodLogsDir,
-		RootDir:                a.opts.RootDir,
-		MaxPods:                int(cfg.MaxPods),
-		Allocatable:            p.allocatable,
-		MemoryCapacity:         p.machine.MemoryBytes,
-		OOMRange:               p.oomRange,
-		EnforceCPULimits:       cfg.EnforceCPULimits(),
-		CPUPeriod:              cfg.CPUPeriodMicros(),
-		ClusterDNS:             cfg.ClusterDNS,
-		ClusterDomain:          cfg.ClusterDomain,
-		ResolvConf:             cfg.ResolvConf(),
-		MaxRestartBackOff:      cfg.MaxRestartBackOff(),
-		Sources:                sources,
-		SerializeImagePulls:    cfg.SerializeImagePulls == nil || *cfg.SerializeImagePulls,
-		OOMGroupKill:           cgroups.FeaturesOf(p.mgr).OOMGroup && (cfg.SingleProcessOOMKill == nil || !*cfg.SingleProcessOOMKill),
-		MemoryQoS:              cgroups.FeaturesOf(p.mgr).MemoryQoS && cfg.MemoryQoS(),
-		MemoryThrottlingFactor: cfg.ThrottlingFactor(),
-		AllocatableMemory:      absoluteAllocatableMemory(p.capacity, cfg.Reserved()),
-		AppArmor:               pods.AppArmorEnabled(),
-		AllowedUnsafeSysctls:   cfg.AllowedUnsafeSysctls,
-		DeclaredFeatures:       node.DeclaredFeatures(),
-		VolumeContentLimit:     a.opts.VolumeContentLimit,
-		ContainerLogLinks:      "/var/log/containers",
+		NodeName:                 a.opts.NodeName,
+		NodeIP:                   p.nodeIP,
+		RuntimeName:              p.version.RuntimeName,
+		PodLogsDir:               cfg.PodLogsDir,
+		RootDir:                  a.opts.RootDir,
+		MaxPods:                  int(cfg.MaxPods),
+		Allocatable:              p.allocatable,
+		MemoryCapacity:           p.machine.MemoryBytes,
+		OOMRange:                 p.oomRange,
+		EnforceCPULimits:         cfg.EnforceCPULimits(),
+		CPUPeriod:                cfg.CPUPeriodMicros(),
+		ClusterDNS:               cfg.ClusterDNS,
+		ClusterDomain:            cfg.ClusterDomain,
+		ResolvConf:               cfg.ResolvConf(),
+		MaxRestartBackOff:        cfg.MaxRestartBackOff(),
+		Sources:                  sources,
+		SerializeImagePulls:      cfg.SerializeImagePulls == nil || *cfg.SerializeImagePulls,
+		OOMGroupKill:             cgroups.FeaturesOf(p.mgr).OOMGroup && (cfg.SingleProcessOOMKill == nil || !*cfg.SingleProcessOOMKill),
+		MemoryQoS:                cgroups.FeaturesOf(p.mgr).MemoryQoS && cfg.MemoryQoS(),
+		TieredMemory:             cfg.TieredMemory(),
+		MemoryThrottlingFactor:   cfg.ThrottlingFactor(),
+		AllocatableMemory:        absoluteAllocatableMemory(p.capacity, cfg.Reserved()),
+		AppArmor:                 pods.AppArmorEnabled(),
+		AllowedUnsafeSysctls:     cfg.AllowedUnsafeSysctls,
+		StrictSupplementalGroups: p.rtStatus.GetFeatures().GetSupplementalGroupsPolicy(),
+		DeclaredFeatures:         node.DeclaredFeatures(),
+		VolumeContentLimit:       a.opts.VolumeContentLimit,
+		ContainerLogLinks:        "/var/log/containers",
 	}, pods.Deps{Runtime: p.rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		Probes: p.prober, Hooks: hooks, Pressure: p.pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,
 		PodStarted: p.metrics.podStarted, PodSynced: p.metrics.podSynced, Gone: gone, Objects: objects, Devices: p.devices,
@@ -373,6 +382,9 @@ func (a *Agent) connectRuntime(ctx context.Context, p *parts) error {
 	return nil
 }
 
+// cgroupV1Deprecated is the kubelet's CgroupV1DeprecatedWarning.
+const cgroupV1Deprecated = "cgroup v1 detected. cgroup v1 support is deprecated and will be removed in a future release. Please migrate to cgroup v2. More information at https://git.k8s.io/enhancements/keps/sig-node/5573-remove-cgroup-v1"
+
 // buildCgroups makes the QoS cgroup tree, with the runtime's driver.
 func (a *Agent) buildCgroups(ctx context.Context, p *parts) error {
 	cfg := a.cfg
@@ -389,6 +401,10 @@ func (a *Agent) buildCgroups(ctx context.Context, p *parts) error {
 		}
 	}
 	p.mgr = mgr
+	if mgr.Version() == 1 && cfg.FailOnCgroupV1() {
+		return errors.New("nodeagent is configured not to run on a host using cgroup v1 (failCgroupV1 is true, the kubelet's default since 1.35): " +
+			"set failCgroupV1: false in the config to run on this host")
+	}
 	treeCfg := cgroups.TreeConfig{
 		Root:        cgroups.ParseCgroupfs(cfg.CgroupRoot),
 		PerQOS:      cfg.PerQOS(),
@@ -399,10 +415,15 @@ func (a *Agent) buildCgroups(ctx context.Context, p *parts) error {
 		treeCfg.MemoryReserve = &pct
 	}
 	switch {
-	case cfg.MemoryQoS() && cgroups.FeaturesOf(mgr).MemoryQoS:
-		treeCfg.MemoryQoS, treeCfg.Pod.MemoryQoS = true, true
-	case cfg.MemoryQoS():
-		a.log.Warn("featureGates.MemoryQoS is not applied: as in the kubelet, it needs cgroup v2 (memory.min and memory.high); this host has v1")
+	case !cgroups.FeaturesOf(mgr).MemoryQoS:
+		if cfg.TieredMemory() || cfg.ThrottlingFactor() != nil {
+			a.log.Warn("memory QoS (memoryReservationPolicy, memoryThrottlingFactor) is not applied: as in the kubelet, it needs cgroup v2 (memory.min, memory.low, memory.high); this host has v1")
+		}
+	case cfg.MemoryQoS() && cfg.TieredMemory():
+		treeCfg.MemoryProtection, treeCfg.Pod.TieredMemory = cgroups.TieredMemoryProtection, true
+	default:
+		// As the kubelet at start: no protection left from before.
+		treeCfg.MemoryProtection = cgroups.ResetMemoryProtection
 	}
 	p.tree = cgroups.NewTree(mgr, treeCfg)
 	if err := p.tree.SyncQoS(nil); err != nil {

@@ -47,13 +47,17 @@ func newPodNetwork(opts Options, info map[string]string, rt Runtime, log *slog.L
 	confDir, binDirs := opts.CNIConfDir, opts.CNIBinDirs
 	var rc struct {
 		CNI struct {
-			ConfDir string `json:"confDir"`
-			BinDir  string `json:"binDir"`
+			ConfDir string   `json:"confDir"`
+			BinDirs []string `json:"binDirs"` // containerd 2
+			BinDir  string   `json:"binDir"`  // containerd 1.x
 		} `json:"cni"`
 	}
 	if err := json.Unmarshal([]byte(info["config"]), &rc); err == nil {
 		if confDir == "" {
 			confDir = rc.CNI.ConfDir
+		}
+		if len(binDirs) == 0 {
+			binDirs = rc.CNI.BinDirs
 		}
 		if len(binDirs) == 0 && rc.CNI.BinDir != "" {
 			binDirs = []string{rc.CNI.BinDir}

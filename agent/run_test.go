@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,4 +86,53 @@ spec:
 	}
 	eventually("the sandbox removed", func() bool { return len(rt.Calls("RemovePodSandbox")) == 1 })
 	eventually("the pod cgroup removed", func() bool { return !cg.Exists(cgroups.ParseCgroupfs(parent)) })
+}
+
+// On a cgroup v1 host the agent stops at start unless failCgroupV1 is
+// false, as the kubelet since 1.35; with false it runs and warns the
+// kubelet's way (a CgroupV1 event on the node).
+func TestFailCgroupV1RefusesAV1Host(t *testing.T) {
+	for _, fail := range []bool{true, false} {
+		dir := t.TempDir()
+		cfg := config.Defaults()
+		cfg.FailCgroupV1 = ptr.To(fail)
+		cfg.StaticPodPath = filepath.Join(dir, "manifests")
+		cfg.PodLogsDir = filepath.Join(dir, "logs")
+		cfg.ReadOnlyPort, cfg.HealthzPort = 0, ptr.To[int32](0)
+		cfg.EvictionHard = map[string]string{"memory.available": "1Mi"}
+		cfg.ResolverConfig = ptr.To("")
+		if err := os.MkdirAll(cfg.StaticPodPath, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var logs strings.Builder
+		a, err := New(&cfg, Options{NodeName: "unit", RootDir: filepath.Join(dir, "root"), CNIConfDir: filepath.Join(dir, "cni"), CNIBinDirs: []string{dir},
+			Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil)), Runtime: critest.New(), Cgroups: cgroupstest.New(1),
+			Machine: &node.Machine{CPUs: 4, MemoryBytes: 8 << 30, PIDMax: 1 << 22, EphemeralStorageBytes: 100 << 30}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err = a.Run(ctx)
+		cancel()
+		switch {
+		case fail && (err == nil || !strings.Contains(err.Error(), "failCgroupV1")):
+			t.Errorf("failCgroupV1 true on v1: Run %v, want a refusal naming failCgroupV1", err)
+		case !fail && err != nil:
+			t.Errorf("failCgroupV1 false on v1: Run %v, want it to run", err)
+		case !fail && !strings.Contains(logs.String(), "cgroup v1 support is deprecated"):
+			t.Errorf("failCgroupV1 false on v1: no deprecation warning in the log:\n%s", logs.String())
+		}
+	}
+}
+
+// syncWriter serializes writes from the agent's goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

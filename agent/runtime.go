@@ -70,6 +70,9 @@ func checkDriverAgreement(driver string, info map[string]string) error {
 
 // sandboxImage is the pause image the runtime reports in its verbose
 // status, so image GC never removes it.
+//
+// containerd 2 reports no sandbox image there: it marks it Pinned in
+// ListImages instead, which image GC honours too.
 func sandboxImage(info map[string]string) string {
 	var rc struct {
 		SandboxImage string `json:"sandboxImage"`

@@ -194,7 +194,7 @@ func (a *Agent) buildKubeletServer(p *parts, src server.Sources) error {
 	if err != nil {
 		return fmt.Errorf("kubelet server: %w", err)
 	}
-	tlsCfg := server.TLSConfig(getCert, cfg.TLSMinVersion(), ciphers)
+	tlsCfg := server.TLSConfig(getCert, cfg.TLSMinVersion(), ciphers, cfg.TLSCurves())
 	reviews := clusterReviews{p.cluster.node}
 	authn := &server.Authenticator{Anonymous: cfg.AnonymousAuthentication(), CacheTTL: cfg.Authentication.Webhook.CacheTTL.Duration, Clock: a.opts.Clock}
 	if f := cfg.Authentication.X509.ClientCAFile; f != "" {

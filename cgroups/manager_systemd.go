@@ -142,6 +142,9 @@ func SystemdProperties(rc *ResourceConfig) []systemd.Property {
 	if rc.MemoryMin != nil && *rc.MemoryMin >= 0 {
 		add("MemoryMin", uint64(*rc.MemoryMin))
 	}
+	if rc.MemoryLow != nil && *rc.MemoryLow >= 0 {
+		add("MemoryLow", uint64(*rc.MemoryLow))
+	}
 	if rc.PidsLimit != nil && *rc.PidsLimit > 0 {
 		add("TasksMax", uint64(*rc.PidsLimit))
 	}

@@ -80,6 +80,12 @@ func V2Resources(rc *ResourceConfig) *cgroup2.Resources {
 		}
 		r.Memory.Min = rc.MemoryMin
 	}
+	if rc.MemoryLow != nil && *rc.MemoryLow >= 0 {
+		if r.Memory == nil {
+			r.Memory = &cgroup2.Memory{}
+		}
+		r.Memory.Low = rc.MemoryLow
+	}
 	if rc.PidsLimit != nil && *rc.PidsLimit > 0 {
 		r.Pids = &cgroup2.Pids{Max: *rc.PidsLimit}
 	}

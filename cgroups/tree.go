@@ -27,9 +27,9 @@ type TreeConfig struct {
 	// MemoryReserve is qosReserved's memory percentage (QOSReservedMemory);
 	// nil leaves the QoS cgroups' memory alone.
 	MemoryReserve *int64
-	// MemoryQoS sets memory.min on kubepods and the burstable cgroup from
-	// the active pods' requests (MemoryQoSMinimums); cgroup v2 only.
-	MemoryQoS bool
+	// MemoryProtection is what memory QoS writes on kubepods and the
+	// burstable cgroup (QoSMemoryProtection).
+	MemoryProtection MemoryProtection
 }
 
 // Tree lays out and keeps correct the QoS cgroup tree. Methods are safe for
@@ -152,16 +152,15 @@ func (t *Tree) syncQoS(active []*corev1.Pod) error {
 	}
 	var errs []error
 	kubepodsCfg, burstableCfg, bestEffortCfg := t.cfg.Allocatable, BurstableConfig(burstable), BestEffortConfig()
-	if t.cfg.MemoryQoS {
+	if t.cfg.MemoryProtection != NoMemoryProtection {
 		// Written also when a sum fell to 0, so no protection outlives
 		// the pods that asked for it.
-		kubepodsMin, burstableMin := MemoryQoSMinimums(active)
-		withMin := ResourceConfig{}
+		withProtection := ResourceConfig{}
 		if kubepodsCfg != nil {
-			withMin = *kubepodsCfg
+			withProtection = *kubepodsCfg
 		}
-		withMin.MemoryMin = &kubepodsMin
-		kubepodsCfg, burstableCfg.MemoryMin = &withMin, &burstableMin
+		QoSMemoryProtection(t.cfg.MemoryProtection, active, &withProtection, burstableCfg)
+		kubepodsCfg = &withProtection
 	}
 	if err := t.mgr.Set(t.Kubepods(), kubepodsCfg); err != nil {
 		errs = append(errs, fmt.Errorf("node allocatable: %w", err))

@@ -33,6 +33,9 @@ type ResourceConfig struct {
 	// MemoryMin is memory.min (memoryQoS; cgroup v2 only, v1 has no such
 	// protection): bytes the kernel does not reclaim from the cgroup.
 	MemoryMin *int64
+	// MemoryLow is memory.low (memoryQoS, v2 only): bytes the kernel
+	// reclaims only when nothing unprotected is left.
+	MemoryLow *int64
 	PidsLimit *int64
 }
 
@@ -88,9 +91,10 @@ type PodOptions struct {
 	EnforceCPULimits bool   // cpuCFSQuota
 	CPUPeriod        uint64 // cpuCFSQuotaPeriod in µs; 0 means 100000
 	PidsLimit        int64  // podPidsLimit; <= 0 leaves pids.max alone
-	// MemoryQoS protects the pod's summed memory requests (memory.min),
-	// as the kubelet's MemoryQoS gate does on cgroup v2.
-	MemoryQoS bool
+	// TieredMemory protects the pod's summed memory requests, as the
+	// kubelet's memoryReservationPolicy TieredReservation does on cgroup
+	// v2: memory.min for a Guaranteed pod, memory.low for a Burstable one.
+	TieredMemory bool
 }
 
 // PodConfig is the kubelet's ResourceConfigForPod: shares from the summed cpu
@@ -131,35 +135,71 @@ func PodConfig(pod *corev1.Pod, opts PodOptions) *ResourceConfig {
 		pids := opts.PidsLimit
 		rc.PidsLimit = &pids
 	}
-	if min := sat.Value(*requests.Memory()); opts.MemoryQoS && min > 0 {
-		rc.MemoryMin = &min
+	if request := sat.Value(*requests.Memory()); opts.TieredMemory && request > 0 {
+		if qos.Class(pod) == corev1.PodQOSGuaranteed {
+			rc.MemoryMin = &request
+		} else {
+			rc.MemoryLow = &request
+		}
 	}
 	return rc
 }
 
-// MemoryQoSMinimums are the kubelet's memoryQoS values of the QoS level:
-// memory.min of the burstable cgroup is the Burstable pods' summed memory
-// requests, and of kubepods those plus the Guaranteed pods'.
-func MemoryQoSMinimums(active []*corev1.Pod) (kubepods, burstable int64) {
+// MemoryRequestsByQoS are the active Guaranteed and Burstable pods'
+// summed memory requests, what the kubelet's TieredReservation protects
+// at the QoS level (QoSMemoryProtection).
+func MemoryRequestsByQoS(active []*corev1.Pod) (guaranteed, burstable int64) {
 	for _, p := range active {
 		requests := qos.PodRequests(p)
 		switch qos.Class(p) {
 		case corev1.PodQOSBurstable:
 			burstable = sat.Add(burstable, sat.Value(*requests.Memory()))
 		case corev1.PodQOSGuaranteed:
-			kubepods = sat.Add(kubepods, sat.Value(*requests.Memory()))
+			guaranteed = sat.Add(guaranteed, sat.Value(*requests.Memory()))
 		}
 	}
-	return sat.Add(kubepods, burstable), burstable
+	return guaranteed, burstable
+}
+
+// MemoryProtection is what memory QoS writes at the QoS level.
+type MemoryProtection int
+
+const (
+	// NoMemoryProtection writes nothing: cgroup v1, which has no
+	// memory.min or memory.low.
+	NoMemoryProtection MemoryProtection = iota
+	// ResetMemoryProtection writes zeros on v2, so no protection set
+	// before (an older policy, another agent) outlives it: the kubelet's
+	// memoryReservationPolicy None or MemoryQoS off.
+	ResetMemoryProtection
+	// TieredMemoryProtection is TieredReservation: kubepods memory.min
+	// covers the Guaranteed and Burstable requests and memory.low the
+	// Burstable ones; the burstable cgroup's memory.low the Burstable ones.
+	TieredMemoryProtection
+)
+
+// QoSMemoryProtection sets kubepods' and the burstable cgroup's
+// memory.min and memory.low for p (the kubelet's setMemoryQoS and its
+// start-up reset).
+func QoSMemoryProtection(p MemoryProtection, active []*corev1.Pod, kubepods, burstable *ResourceConfig) {
+	var guaranteed, burstableSum int64
+	switch p {
+	case NoMemoryProtection:
+		return
+	case TieredMemoryProtection:
+		guaranteed, burstableSum = MemoryRequestsByQoS(active)
+	}
+	min, low := sat.Add(guaranteed, burstableSum), burstableSum
+	kubepods.MemoryMin, kubepods.MemoryLow, burstable.MemoryLow = &min, &low, &low
 }
 
 // MemoryQoSHigh is the kubelet's memory.high for a container under
 // memoryQoS: its request plus factor of the way to its limit (or, without
 // one, to the node's allocatable memory), rounded down to a page. It is 0
-// (none) for a container whose request equals its limit, and where the
+// (none) for a container whose request equals its set limit, and where the
 // result would not be above the request.
 func MemoryQoSHigh(request, limit, allocatable int64, factor float64, pageSize int64) int64 {
-	if request == limit {
+	if request == limit && request != 0 {
 		return 0
 	}
 	ceiling := limit

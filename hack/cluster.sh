@@ -82,7 +82,7 @@ up() {
 	# The node listens on, and is reached at, the local address runtime-up
 	# made; the API server's client certificate is signed by the cluster CA.
 	sed -e "s|@CRI_ENDPOINT@|$CRI_ENDPOINT|" -e "s|@MANIFESTS@|$DIR/manifests|" \
-		-e "s|^address: .*|address: $NODE_ADDRESS|" -e "s|clientCAFile: .*|clientCAFile: $DIR/pki/ca.crt|" \
+		-e "s|^address: .*|address: $NODE_ADDRESS|" -e "s|clientCAFile: .*|clientCAFile: $DIR/pki/ca.crt|" -e "$(cgroup_v1_config)" \
 		"$HERE/examples/nodeagent.yaml" >"$DIR/nodeagent.yaml"
 	if ! alive "$DIR/nodeagent.pid"; then
 		log "starting nodeagent as node $NODE (log: $DIR/logs/nodeagent.log)"

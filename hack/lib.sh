@@ -27,6 +27,13 @@ stop() {
 	rm -f "$pidfile"
 }
 
+# cgroup_v1_config: a sed expression that sets failCgroupV1: false in the
+# example config on a cgroup v1 host (the kubelet's default, true, would
+# refuse it); nothing on v2.
+cgroup_v1_config() {
+	if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then echo ''; else echo 's|^failCgroupV1: .*|failCgroupV1: false|'; fi
+}
+
 # k8s_version MODULE_DIR: the k8s.io/kubernetes release a hack/ Go module
 # requires (in a require block or on a require line).
 k8s_version() {

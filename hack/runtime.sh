@@ -3,6 +3,7 @@
 # local image registry, both in the background, with the project's images.
 #
 #   hack/runtime.sh deps     install missing Debian packages
+#   hack/runtime.sh build    containerd, runc and the CNI plugins (cached by version); prints their directory
 #   hack/runtime.sh up       start registry + containerd, push images (idempotent)
 #   hack/runtime.sh down     stop containerd and registry (pods keep running)
 #   hack/runtime.sh status   say what is running
@@ -19,9 +20,18 @@ BIN_DIR=${BIN_DIR:-bin}
 NODE_ADDRESS=${NODE_ADDRESS:-198.18.0.1}
 HOST_LINK=nodeagent-host
 HERE=$(cd "$(dirname "$0")/.." && pwd)
+GO=${GO:-go}
+CACHE=${RUNTIME_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodeagent}
+
+# The node's runtime, built from these modules (the one place they are pinned).
+CONTAINERD_VERSION=v2.4.2
+RUNC_VERSION=v1.5.2
+CNI_PLUGINS_VERSION=v1.10.0
+RUNTIME_BIN=$CACHE/runtime-containerd-$CONTAINERD_VERSION-runc-$RUNC_VERSION-cni-$CNI_PLUGINS_VERSION
 
 # systemd: systemd-analyze checks the service unit in the tests (not run as PID 1).
-PACKAGES=(containerd runc containernetworking-plugins docker-registry busybox-static iptables iproute2 curl systemd)
+# libseccomp-dev, pkg-config, gcc: runc is built with cgo and seccomp.
+PACKAGES=(docker-registry busybox-static iptables iproute2 curl systemd libseccomp-dev pkg-config gcc libc6-dev)
 
 log() { printf 'runtime: %s\n' "$*" >&2; }
 die() { printf 'runtime: error: %s\n' "$*" >&2; exit 1; }
@@ -36,10 +46,50 @@ deps() {
 # shellcheck source=hack/lib.sh
 . "$HERE/hack/lib.sh"
 
+# module_dir MODULE@VERSION: the module's sources in the Go module cache.
+module_dir() {
+	local dir
+	dir=$($GO mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+	[ -n "$dir" ] || die "cannot download the Go module $1 (go mod download -json $1)"
+	echo "$dir"
+}
+
+# build: containerd, ctr and the runc shim (pure Go), runc (cgo with
+# libseccomp: without seccomp a pod with a seccomp profile fails), and the
+# CNI plugins the agent's bridge network uses, into RUNTIME_BIN. Cached by
+# version; a partial build never replaces a whole one.
+build() {
+	if [ -x "$RUNTIME_BIN/containerd" ] && [ -x "$RUNTIME_BIN/runc" ] && [ -x "$RUNTIME_BIN/cni/bridge" ]; then
+		echo "$RUNTIME_BIN"
+		return 0
+	fi
+	pkg-config --exists libseccomp 2>/dev/null || die "runc needs libseccomp's headers: install the Debian package libseccomp-dev (and pkg-config), or run 'make deps'"
+	command -v gcc >/dev/null || die "runc needs a C compiler: install the Debian package gcc"
+	local tmp=$RUNTIME_BIN.tmp start=$SECONDS dir
+	rm -rf "$tmp" && mkdir -p "$tmp/cni"
+	trap 'rm -rf "$tmp"' EXIT
+	log "building containerd $CONTAINERD_VERSION, runc $RUNC_VERSION and CNI plugins $CNI_PLUGINS_VERSION (cold: about 3 minutes on 2 cores)"
+	dir=$(module_dir "github.com/containerd/containerd/v2@$CONTAINERD_VERSION")
+	local ver="-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"
+	(cd "$dir" && CGO_ENABLED=0 $GO build -trimpath -tags urfave_cli_no_docs -ldflags "$ver" -o "$tmp/" ./cmd/containerd ./cmd/ctr &&
+		CGO_ENABLED=0 $GO build -trimpath -tags "urfave_cli_no_docs no_grpc" -ldflags "$ver" -o "$tmp/" ./cmd/containerd-shim-runc-v2) ||
+		die "building containerd $CONTAINERD_VERSION failed"
+	dir=$(module_dir "github.com/opencontainers/runc@$RUNC_VERSION")
+	(cd "$dir" && CGO_ENABLED=1 $GO build -trimpath -buildmode=pie -tags "seccomp urfave_cli_no_docs" -ldflags "-s -w" -o "$tmp/runc" .) ||
+		die "building runc $RUNC_VERSION failed (it needs gcc and libseccomp-dev)"
+	dir=$(module_dir "github.com/containernetworking/plugins@$CNI_PLUGINS_VERSION")
+	(cd "$dir" && CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w" -o "$tmp/cni/" ./plugins/main/bridge ./plugins/main/loopback ./plugins/ipam/host-local ./plugins/meta/portmap) ||
+		die "building the CNI plugins $CNI_PLUGINS_VERSION failed"
+	rm -rf "$RUNTIME_BIN" && mv "$tmp" "$RUNTIME_BIN"
+	trap - EXIT
+	log "built in $((SECONDS - start)) s: $RUNTIME_BIN"
+	echo "$RUNTIME_BIN"
+}
+
 # render TEMPLATE OUT: fill @VARS@ in a template.
 render() {
 	sed -e "s|@ROOT@|$ROOT_DIR|g" -e "s|@RUN@|$RUN_DIR|g" -e "s|@REGISTRY@|$REGISTRY|g" \
-		-e "s|@PAUSE_IMAGE@|$PAUSE_IMAGE|g" -e "s|@RESTRICT_OOM@|$(restrict_oom)|g" "$1" >"$2"
+		-e "s|@PAUSE_IMAGE@|$PAUSE_IMAGE|g" -e "s|@RESTRICT_OOM@|$(restrict_oom)|g" -e "s|@RUNTIME_BIN@|$RUNTIME_BIN|g" "$1" >"$2"
 }
 
 # restrict_oom: "true" when this host refuses to lower oom_score_adj below the
@@ -66,7 +116,7 @@ registry_up() {
 }
 
 containerd_up() {
-	mkdir -p "$ROOT_DIR/containerd" "$ROOT_DIR/cni/net.d" "$ROOT_DIR/certs.d/$REGISTRY" "$RUN_DIR" "$ROOT_DIR/logs"
+	mkdir -p "$ROOT_DIR/containerd2" "$ROOT_DIR/cni/net.d" "$ROOT_DIR/certs.d/$REGISTRY" "$RUN_DIR" "$ROOT_DIR/logs"
 	render "$HERE/deploy/containerd/hosts.toml.in" "$ROOT_DIR/certs.d/$REGISTRY/hosts.toml"
 	render "$HERE/deploy/containerd/config.toml.in" "$ROOT_DIR/containerd.toml.new"
 	if alive "$RUN_DIR/containerd.pid" && ! cmp -s "$ROOT_DIR/containerd.toml.new" "$ROOT_DIR/containerd.toml"; then
@@ -76,11 +126,11 @@ containerd_up() {
 	mv "$ROOT_DIR/containerd.toml.new" "$ROOT_DIR/containerd.toml"
 	if ! alive "$RUN_DIR/containerd.pid"; then
 		log "starting containerd (socket $RUN_DIR/containerd.sock)"
-		setsid nohup containerd --config "$ROOT_DIR/containerd.toml" >>"$ROOT_DIR/logs/containerd.log" 2>&1 </dev/null &
+		setsid nohup "$RUNTIME_BIN/containerd" --config "$ROOT_DIR/containerd.toml" >>"$ROOT_DIR/logs/containerd.log" 2>&1 </dev/null &
 		echo $! >"$RUN_DIR/containerd.pid"
 	fi
 	for _ in $(seq 300); do
-		ctr --address "$RUN_DIR/containerd.sock" version >/dev/null 2>&1 && return 0
+		"$RUNTIME_BIN/ctr" --address "$RUN_DIR/containerd.sock" version >/dev/null 2>&1 && return 0
 		alive "$RUN_DIR/containerd.pid" || break
 		sleep 0.1
 	done
@@ -109,6 +159,9 @@ host_address() {
 
 up() {
 	need_root
+	build >/dev/null
+	# bin/runtime: the binaries in use, for the scripts and the v2 VM lane.
+	mkdir -p "$HERE/$BIN_DIR" && ln -sfn "$RUNTIME_BIN" "$HERE/$BIN_DIR/runtime"
 	host_address
 	registry_up
 	push_images
@@ -124,14 +177,15 @@ down() {
 
 status() {
 	alive "$RUN_DIR/registry.pid" && echo "registry: running (pid $(cat "$RUN_DIR/registry.pid"), $REGISTRY)" || echo "registry: stopped"
-	alive "$RUN_DIR/containerd.pid" && echo "containerd: running (pid $(cat "$RUN_DIR/containerd.pid"), unix://$RUN_DIR/containerd.sock)" || echo "containerd: stopped"
+	alive "$RUN_DIR/containerd.pid" && echo "containerd: running (pid $(cat "$RUN_DIR/containerd.pid"), unix://$RUN_DIR/containerd.sock, $("$RUNTIME_BIN/containerd" --version | cut -d' ' -f3), runc $RUNC_VERSION)" || echo "containerd: stopped"
 	ip -4 addr show dev "$HOST_LINK" 2>/dev/null | grep -q " ${NODE_ADDRESS}/" && echo "node address: $NODE_ADDRESS ($HOST_LINK)" || echo "node address: missing"
 }
 
 case "${1:-}" in
 deps) deps ;;
+build) build ;;
 up) up ;;
 down) down ;;
 status) status ;;
-*) echo "usage: $0 deps|up|down|status" >&2; exit 2 ;;
+*) echo "usage: $0 deps|build|up|down|status" >&2; exit 2 ;;
 esac

@@ -159,7 +159,7 @@ push_images() {
 	# with imagePullPolicy IfNotPresent would run: pull each one again.
 	local ref
 	while read -r ref; do
-		ctr --address "${CRI_ENDPOINT#unix://}" --namespace k8s.io images pull --plain-http "${ref%@*}" >/dev/null ||
+		"$HERE/$BIN_DIR/runtime/ctr" --address "${CRI_ENDPOINT#unix://}" --namespace k8s.io images pull --plain-http "${ref%@*}" >/dev/null ||
 			die "pull ${ref%@*} into the runtime"
 	done <"$RUN_OUT/images.txt"
 }
@@ -221,6 +221,7 @@ agent_up() {
 	  anonymous: {enabled: true}
 	  webhook: {enabled: false}
 	authorization: {mode: AlwaysAllow}
+	failCgroupV1: false
 	EOF
 	setsid nohup "$HERE/$BIN_DIR/nodeagent" --config "$RUN_OUT/agent/config.yaml" --kubeconfig "$RUN_OUT/agent/kubeconfig" \
 		--hostname-override "$NODE_NAME" --node-ip "$NODE_ADDRESS" --root-dir "$AGENT_ROOT" \

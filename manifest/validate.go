@@ -91,6 +91,8 @@ func Validate(pod *corev1.Pod) field.ErrorList {
 			errs = append(errs, field.Invalid(spec.Child(name), v, msg))
 		}
 	}
+	errs = append(errs, validateHostnameOverride(s, spec)...)
+	errs = append(errs, validateFileKeyRefs(s, spec)...)
 	errs = append(errs, validateResourceList(s.Overhead, spec.Child("overhead"))...)
 
 	volumes := sets.New[string]()
@@ -441,6 +443,74 @@ func validateRestartRules(c *corev1.Container, p *field.Path) field.ErrorList {
 		}
 		if len(r.ExitCodes.Values) > 255 {
 			errs = append(errs, field.TooMany(ip.Child("exitCodes", "values"), len(r.ExitCodes.Values), 255))
+		}
+	}
+	return errs
+}
+
+// validateHostnameOverride is the API server's check of 1.37's
+// hostnameOverride: a DNS subdomain of at most 64 characters, not with
+// setHostnameAsFQDN or hostNetwork.
+func validateHostnameOverride(s *corev1.PodSpec, spec *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	o := s.HostnameOverride
+	if o == nil {
+		return nil
+	}
+	p := spec.Child("hostnameOverride")
+	if s.SetHostnameAsFQDN != nil && *s.SetHostnameAsFQDN {
+		errs = append(errs, field.Forbidden(p, "may not be specified when setHostnameAsFQDN is true"))
+	}
+	if s.HostNetwork {
+		errs = append(errs, field.Forbidden(p, "may not be specified when hostNetwork is true"))
+	}
+	if len(*o) > 64 {
+		errs = append(errs, field.TooLong(p, "", 64))
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(*o) {
+		errs = append(errs, field.Invalid(p, *o, msg))
+	}
+	return errs
+}
+
+// validateFileKeyRefs is the API server's check of fileKeyRef env vars
+// (1.35): a relaxed env var name as the key, a path without "..", and a
+// volume of the pod that is an emptyDir.
+func validateFileKeyRefs(s *corev1.PodSpec, spec *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	emptyDir := map[string]bool{}
+	for _, v := range s.Volumes {
+		emptyDir[v.Name] = v.EmptyDir != nil
+	}
+	for _, group := range []struct {
+		name string
+		cs   []corev1.Container
+	}{{"initContainers", s.InitContainers}, {"containers", s.Containers}} {
+		for i, c := range group.cs {
+			for j, e := range c.Env {
+				if e.ValueFrom == nil || e.ValueFrom.FileKeyRef == nil {
+					continue
+				}
+				ref, p := e.ValueFrom.FileKeyRef, spec.Child(group.name).Index(i).Child("env").Index(j).Child("valueFrom", "fileKeyRef")
+				if ref.Key == "" {
+					errs = append(errs, field.Required(p.Child("key"), ""))
+				}
+				for _, msg := range validation.IsRelaxedEnvVarName(ref.Key) {
+					errs = append(errs, field.Invalid(p.Child("key"), ref.Key, msg))
+				}
+				switch isEmptyDir, found := emptyDir[ref.VolumeName]; {
+				case !found:
+					errs = append(errs, field.NotFound(p.Child("volumeName"), ref.VolumeName))
+				case !isEmptyDir:
+					errs = append(errs, field.Invalid(p.Child("volumeName"), ref.VolumeName, "referenced volume must be of type emptyDir"))
+				}
+				switch {
+				case ref.Path == "":
+					errs = append(errs, field.Required(p.Child("path"), ""))
+				case slices.Contains(strings.Split(ref.Path, "/"), ".."):
+					errs = append(errs, field.Invalid(p.Child("path"), ref.Path, "must not contain '..'"))
+				}
+			}
 		}
 	}
 	return errs

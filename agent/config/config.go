@@ -31,9 +31,9 @@ var Honoured = []string{
 	"containerLogMaxFiles", "containerLogMaxSize", "containerLogMonitorInterval", "containerRuntimeEndpoint", "cpuCFSQuota",
 	"crashLoopBackOff", "healthzBindAddress", "healthzPort", "singleProcessOOMKill", "enableProfilingHandler", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "cpuCFSQuotaPeriod", "enforceNodeAllocatable",
 	"eventRecordQPS", "eventBurst", "evictionHard", "evictionSoft", "featureGates", "evictionSoftGracePeriod", "evictionMaxPodGracePeriod", "evictionMinimumReclaim",
-	"evictionPressureTransitionPeriod", "fileCheckFrequency", "kubeReserved", "maxPods", "memoryThrottlingFactor", "podCIDR", "podLogsDir",
+	"evictionPressureTransitionPeriod", "fileCheckFrequency", "kubeReserved", "maxPods", "memoryThrottlingFactor", "memoryReservationPolicy", "failCgroupV1", "podCIDR", "podLogsDir",
 	"podPidsLimit", "port", "qosReserved", "readOnlyPort", "resolvConf", "rotateCertificates", "serverTLSBootstrap", "runtimeRequestTimeout", "staticPodPath",
-	"syncFrequency", "systemReserved", "tlsCertFile", "tlsCipherSuites", "tlsMinVersion", "tlsPrivateKeyFile", "volumeStatsAggPeriod",
+	"syncFrequency", "systemReserved", "tlsCertFile", "tlsCipherSuites", "tlsCurvePreferences", "tlsMinVersion", "tlsPrivateKeyFile", "volumeStatsAggPeriod",
 	// API-server mode (--kubeconfig).
 	"kubeAPIBurst", "kubeAPIQPS", "nodeLeaseDurationSeconds", "nodeStatusMaxImages",
 	"nodeStatusReportFrequency", "nodeStatusUpdateFrequency", "registerNode", "registerWithTaints",
@@ -95,7 +95,8 @@ func Defaults() Config {
 		NodeLeaseDurationSeconds:         40,
 		NodeStatusMaxImages:              ptr.To(int32(50)),
 		SerializeImagePulls:              yes(),
-		MemoryThrottlingFactor:           ptr.To(0.9), // the kubelet's DefaultMemoryThrottlingFactor
+		MemoryReservationPolicy:          kubeletv1beta1.NoneMemoryReservationPolicy,
+		FailCgroupV1:                     yes(),
 		KubeAPIQPS:                       ptr.To(int32(50)),
 		KubeAPIBurst:                     100,
 		EventRecordQPS:                   ptr.To(int32(50)),
@@ -243,6 +244,10 @@ func unhonouredWarnings(raw map[string]any, file *kubeletv1beta1.KubeletConfigur
 			out = append(out, fmt.Sprintf("unknown field %q: not a KubeletConfiguration field, ignored", k))
 		case honoured[k]:
 		case isZeroValue(values[k]), isKubeletDefault(k, raw[k]):
+		case k == "imagePullCredentialsVerificationPolicy":
+			// Not the kubelet's default either: nodeagent verifies no pull
+			// credentials for images already on the node.
+			out = append(out, fmt.Sprintf("%s: %s is not honoured by nodeagent and is ignored (it behaves as NeverVerify: an image on the node is used without checking the pod's pull credentials)", k, brief(raw[k])))
 		default:
 			out = append(out, fmt.Sprintf("%s: %s is not honoured by nodeagent and is ignored (it behaves as the kubelet's default)", k, brief(raw[k])))
 		}

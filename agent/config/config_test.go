@@ -273,24 +273,61 @@ func TestQOSReservedNeedsItsFeatureGate(t *testing.T) {
 }
 
 func TestMemoryQoSGateAndThrottlingFactor(t *testing.T) {
-	cfg, err := Load(write(t, header+"featureGates:\n  MemoryQoS: true\nmemoryThrottlingFactor: 0.8\n"))
+	cfg, err := Load(write(t, header+"featureGates:\n  MemoryQoS: true\nmemoryThrottlingFactor: 0.8\nmemoryReservationPolicy: TieredReservation\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.MemoryQoS() || cfg.ThrottlingFactor() != 0.8 || len(cfg.Warnings) != 0 {
-		t.Errorf("MemoryQoS %v factor %v warnings %q; want the gate on, 0.8, no warning", cfg.MemoryQoS(), cfg.ThrottlingFactor(), cfg.Warnings)
+	if f := cfg.ThrottlingFactor(); !cfg.MemoryQoS() || f == nil || *f != 0.8 || !cfg.TieredMemory() || len(cfg.Warnings) != 0 {
+		t.Errorf("MemoryQoS %v factor %v tiered %v warnings %q; want the gate on, 0.8, TieredReservation, no warning", cfg.MemoryQoS(), f, cfg.TieredMemory(), cfg.Warnings)
 	}
+	// 1.37's defaults: the gate on (beta), no factor (no memory.high),
+	// policy None (no memory.min or memory.low).
 	cfg, err = Load(write(t, header))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.MemoryQoS() || cfg.ThrottlingFactor() != 0.9 {
-		t.Errorf("defaults: MemoryQoS %v factor %v, want off and the kubelet's 0.9", cfg.MemoryQoS(), cfg.ThrottlingFactor())
+	if !cfg.MemoryQoS() || cfg.ThrottlingFactor() != nil || cfg.TieredMemory() || cfg.MemoryReservationPolicy != "None" {
+		t.Errorf("defaults: MemoryQoS %v factor %v policy %q, want on, nil and None", cfg.MemoryQoS(), cfg.ThrottlingFactor(), cfg.MemoryReservationPolicy)
 	}
-	for _, v := range []string{"0", "-0.5", "1.1"} {
-		_, err := Load(write(t, header+"memoryThrottlingFactor: "+v+"\n"))
-		if err == nil || !strings.Contains(err.Error(), "memoryThrottlingFactor") || !strings.Contains(err.Error(), v) {
-			t.Errorf("memoryThrottlingFactor %s: %v, want an error naming the field and value", v, err)
+	for _, tc := range []struct{ file, field, value string }{
+		{"memoryThrottlingFactor: 0\n", "memoryThrottlingFactor", "0"},
+		{"memoryThrottlingFactor: -0.5\n", "memoryThrottlingFactor", "-0.5"},
+		{"memoryThrottlingFactor: 1.1\n", "memoryThrottlingFactor", "1.1"},
+		{"featureGates:\n  MemoryQoS: false\nmemoryThrottlingFactor: 0.7\n", "memoryThrottlingFactor", "0.7"},
+		{"memoryReservationPolicy: Strict\n", "memoryReservationPolicy", "Strict"},
+		{"featureGates:\n  MemoryQoS: false\nmemoryReservationPolicy: TieredReservation\n", "memoryReservationPolicy", "TieredReservation"},
+		{"tlsCurvePreferences: [29, 7]\n", "tlsCurvePreferences[1]", "7"},
+	} {
+		_, err := Load(write(t, header+tc.file))
+		if err == nil || !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), tc.value) {
+			t.Errorf("%q: %v, want an error naming %s and %s", tc.file, err, tc.field, tc.value)
 		}
+	}
+	// 0.9 was 1.34's default: the kubelet still takes it without the gate.
+	if _, err := Load(write(t, header+"featureGates:\n  MemoryQoS: false\nmemoryThrottlingFactor: 0.9\n")); err != nil {
+		t.Errorf("1.34's default factor without the gate: %v", err)
+	}
+}
+
+// failCgroupV1 defaults to true, as in the kubelet since 1.35; the curves
+// reach the TLS config; the pull-credential policy's warning says what
+// nodeagent does instead of claiming the kubelet's default.
+func TestKubelet137Fields(t *testing.T) {
+	cfg, err := Load(write(t, header+"tlsCurvePreferences: [29, 4588]\nimagePullCredentialsVerificationPolicy: AlwaysVerify\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.FailOnCgroupV1() {
+		t.Error("failCgroupV1 unset: want true, the kubelet's default")
+	}
+	if c := cfg.TLSCurves(); len(c) != 2 || c[0] != tls.X25519 || c[1] != tls.X25519MLKEM768 {
+		t.Errorf("curves %v, want X25519 and X25519MLKEM768", c)
+	}
+	if w := strings.Join(cfg.Warnings, "\n"); !strings.Contains(w, "imagePullCredentialsVerificationPolicy") || !strings.Contains(w, "NeverVerify") {
+		t.Errorf("warnings %q: want the pull-credential policy named, and NeverVerify", cfg.Warnings)
+	}
+	cfg, err = Load(write(t, header+"failCgroupV1: false\n"))
+	if err != nil || cfg.FailOnCgroupV1() {
+		t.Errorf("failCgroupV1: false: %v, FailOnCgroupV1 %v", err, err == nil && cfg.FailOnCgroupV1())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"nodeagent/cgroups"
 	"nodeagent/eviction"
@@ -126,17 +127,27 @@ func (c *Config) ResolvConf() string {
 	return *c.ResolverConfig
 }
 
-// MemoryQoS tells whether the MemoryQoS feature gate is on; it applies on
-// cgroup v2 only, as in the kubelet.
-func (c *Config) MemoryQoS() bool { return c.FeatureGates["MemoryQoS"] }
-
-// ThrottlingFactor is memoryThrottlingFactor (default 0.9).
-func (c *Config) ThrottlingFactor() float64 {
-	if c.MemoryThrottlingFactor == nil {
-		return 0.9
-	}
-	return *c.MemoryThrottlingFactor
+// MemoryQoS tells whether the MemoryQoS feature gate is on (beta and on
+// by default since 1.37); it applies on cgroup v2 only, as in the kubelet.
+func (c *Config) MemoryQoS() bool {
+	on, set := c.FeatureGates["MemoryQoS"]
+	return on || !set
 }
+
+// TieredMemory tells whether memoryReservationPolicy is
+// TieredReservation: memory.min for Guaranteed pods, memory.low for
+// Burstable ones (1.37's default None protects nothing).
+func (c *Config) TieredMemory() bool {
+	return c.MemoryReservationPolicy == kubeletv1beta1.TieredReservationMemoryReservationPolicy
+}
+
+// ThrottlingFactor is memoryThrottlingFactor; nil (1.37's default) sets
+// no memory.high.
+func (c *Config) ThrottlingFactor() *float64 { return c.MemoryThrottlingFactor }
+
+// FailOnCgroupV1 is failCgroupV1 (default true since 1.35): refuse to
+// start on a cgroup v1 host.
+func (c *Config) FailOnCgroupV1() bool { return c.FailCgroupV1 == nil || *c.FailCgroupV1 }
 
 // QOSReservedMemory is qosReserved's memory percentage, and whether it
 // applies: as in the kubelet, only with the QOSReserved feature gate on.

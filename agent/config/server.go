@@ -67,6 +67,16 @@ func (c *Config) TLSCipherSuites() ([]uint16, error) {
 	return ids, nil
 }
 
+// TLSCurves is tlsCurvePreferences as crypto/tls curve IDs; nil: Go's
+// defaults. Go orders them itself, as the kubelet's doc says.
+func (c *Config) TLSCurves() []tls.CurveID {
+	var ids []tls.CurveID
+	for _, v := range c.TLSCurvePreferences {
+		ids = append(ids, tls.CurveID(v))
+	}
+	return ids
+}
+
 // WebhookAuthentication reports whether bearer tokens are checked with a
 // TokenReview.
 func (c *Config) WebhookAuthentication() bool {
@@ -101,6 +111,12 @@ func (c *Config) validateServer() []error {
 	}
 	if _, err := c.TLSCipherSuites(); err != nil {
 		errs = append(errs, err)
+	}
+	for i, v := range c.TLSCurvePreferences {
+		// Go names the curves it knows; an unknown one prints as CurveID(n).
+		if v < 0 || v > 0xffff || strings.HasPrefix(tls.CurveID(v).String(), "CurveID(") {
+			bad(fmt.Sprintf("tlsCurvePreferences[%d]", i), v, "not a key exchange Go knows, such as 29 (X25519), 23 (P-256) or 4588 (X25519MLKEM768)")
+		}
 	}
 	switch c.Authorization.Mode {
 	case kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow, kubeletv1beta1.KubeletAuthorizationModeWebhook:

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
 	"nodeagent/cgroups"
 	"nodeagent/internal/sat"
 	"nodeagent/internal/sysctl"
@@ -59,6 +61,19 @@ func (c *Config) Validate() error {
 	}
 	if f := c.MemoryThrottlingFactor; f != nil && (*f <= 0 || *f > 1 || math.IsNaN(*f)) {
 		bad("memoryThrottlingFactor", *f, "must be greater than 0 and at most 1.0")
+	}
+	// The kubelet still accepts 0.9, 1.34's default, without the gate.
+	if f := c.MemoryThrottlingFactor; f != nil && *f != 0.9 && !c.MemoryQoS() {
+		bad("memoryThrottlingFactor", *f, "must not be set when the MemoryQoS feature gate is off")
+	}
+	switch c.MemoryReservationPolicy {
+	case kubeletv1beta1.NoneMemoryReservationPolicy:
+	case kubeletv1beta1.TieredReservationMemoryReservationPolicy:
+		if !c.MemoryQoS() {
+			bad("memoryReservationPolicy", c.MemoryReservationPolicy, "needs the MemoryQoS feature gate on")
+		}
+	default:
+		bad("memoryReservationPolicy", c.MemoryReservationPolicy, "want None or TieredReservation")
 	}
 	for res, v := range c.QOSReserved {
 		if res != "memory" {

@@ -51,6 +51,10 @@ type APISync struct {
 	current *corev1.Node      // as the API server last returned it; nil: not registered
 	sent    corev1.NodeStatus // the last status sent, heartbeats cleared
 	sentAt  time.Time
+	// published are the resources the agent ever reported: one of them
+	// missing now is gone (a device plugin's); any other on the Node was
+	// put there by someone else and is kept.
+	published map[corev1.ResourceName]bool
 }
 
 // NewAPISync returns an APISync; build gives the node's status, images
@@ -157,6 +161,7 @@ func (s *APISync) sendStatus(ctx context.Context, want corev1.NodeStatus) error 
 		return apierrors.NewNotFound(corev1.Resource("nodes"), s.name) // deleted and made again by someone else
 	}
 	s.current = cur
+	want = s.keepUnowned(cur.Status, want)
 	now := s.clock.Now()
 	cmp := withoutHeartbeats(want)
 	if !s.sentAt.IsZero() && equality.Semantic.DeepEqual(cmp, s.sent) && now.Sub(s.sentAt) < s.opts.ReportFrequency {
@@ -172,6 +177,48 @@ func (s *APISync) sendStatus(ctx context.Context, want corev1.NodeStatus) error 
 	}
 	s.current, s.sent, s.sentAt = updated, cmp, now
 	return nil
+}
+
+// keepUnowned adds to want what others put in the Node's status, so the
+// patch does not remove it, as the kubelet's setters change the fetched
+// Node in place: extended resources advertised through the API, the
+// conditions of other components (node-problem-detector's), and the
+// attach/detach controller's volumesAttached. Fields newer than the
+// agent's API types never reach the patch at all.
+func (s *APISync) keepUnowned(cur, want corev1.NodeStatus) corev1.NodeStatus {
+	if s.published == nil {
+		s.published = map[corev1.ResourceName]bool{}
+	}
+	for _, l := range []corev1.ResourceList{want.Capacity, want.Allocatable} {
+		for name := range l {
+			s.published[name] = true
+		}
+	}
+	keep := func(have, into corev1.ResourceList) corev1.ResourceList {
+		for name, q := range have {
+			if _, ok := into[name]; !ok && !s.published[name] {
+				if into == nil {
+					into = corev1.ResourceList{}
+				}
+				into[name] = q
+			}
+		}
+		return into
+	}
+	want = *want.DeepCopy()
+	want.Capacity = keep(cur.Capacity, want.Capacity)
+	want.Allocatable = keep(cur.Allocatable, want.Allocatable)
+	owned := map[corev1.NodeConditionType]bool{}
+	for _, c := range want.Conditions {
+		owned[c.Type] = true
+	}
+	for _, c := range cur.Conditions {
+		if !owned[c.Type] {
+			want.Conditions = append(want.Conditions, c)
+		}
+	}
+	want.VolumesAttached = cur.VolumesAttached
+	return want
 }
 
 // nodeStatusPatch is the strategic-merge patch from cur's status to want.

@@ -140,3 +140,66 @@ func countVerb(client *fake.Clientset, verb string) int {
 	}
 	return n
 }
+
+// What others put in the Node's status survives the agent's patches:
+// an extended resource advertised through the API, another component's
+// condition, the attach/detach controller's volumes. A device plugin's
+// resource the agent published goes when the plugin does.
+func TestNodeStatusKeepsWhatOthersOwn(t *testing.T) {
+	client := fake.NewClientset()
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	ready, gpu := corev1.ConditionTrue, true
+	s := NewAPISync(client, "n1", ObjectOptions{Register: true, ReportFrequency: time.Minute},
+		func(now time.Time) *corev1.Node {
+			n := agentNode(now, ready)
+			if gpu {
+				n.Status.Capacity["vendor.example/gpu"] = resource.MustParse("1")
+			}
+			return n
+		}, nil, clk, quiet)
+	ctx := context.Background()
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Capacity["example.com/dongle"] = resource.MustParse("4")
+	n.Status.Allocatable = corev1.ResourceList{"example.com/dongle": resource.MustParse("4")}
+	n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: "KernelDeadlock", Status: corev1.ConditionFalse, Reason: "KernelHasNoDeadlock"})
+	n.Status.VolumesAttached = []corev1.AttachedVolume{{Name: "kubernetes.io/csi/x^vol", DevicePath: "/dev/x"}}
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, change := range []func(){func() { ready = corev1.ConditionFalse }, func() { gpu = false }} {
+		change()
+		clk.Step(10 * time.Second)
+		if err := s.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, _ = client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if q, ok := n.Status.Capacity["example.com/dongle"]; !ok || q.Value() != 4 {
+		t.Errorf("capacity %v: the extended resource added through the API was removed", n.Status.Capacity)
+	}
+	if q, ok := n.Status.Allocatable["example.com/dongle"]; !ok || q.Value() != 4 {
+		t.Errorf("allocatable %v: the extended resource added through the API was removed", n.Status.Allocatable)
+	}
+	if _, ok := n.Status.Capacity["vendor.example/gpu"]; ok {
+		t.Errorf("capacity %v: the device plugin's resource outlived the plugin", n.Status.Capacity)
+	}
+	var types []string
+	for _, c := range n.Status.Conditions {
+		types = append(types, string(c.Type))
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionFalse {
+			t.Errorf("Ready %s, want the agent's False", c.Status)
+		}
+	}
+	if strings.Join(types, ",") != "Ready,KernelDeadlock" {
+		t.Errorf("conditions %v, want the agent's Ready and the other component's KernelDeadlock", types)
+	}
+	if len(n.Status.VolumesAttached) != 1 {
+		t.Errorf("volumesAttached %v, want the controller's volume kept", n.Status.VolumesAttached)
+	}
+}

@@ -46,6 +46,9 @@ type Facts struct {
 	Pressure func(now time.Time) []corev1.NodeCondition
 	// Extended gives the device plugins' resources (nil: none).
 	Extended func() (capacity, allocatable corev1.ResourceList)
+	// StrictSupplementalGroups: the runtime takes supplementalGroupsPolicy
+	// Strict (status.features, as the kubelet's NodeFeatures setter).
+	StrictSupplementalGroups bool
 }
 
 // NewStatus describes a node with the given facts.
@@ -64,6 +67,7 @@ func NewStatus(f Facts) *Status {
 			Labels: map[string]string{"kubernetes.io/hostname": f.Name, "kubernetes.io/os": "linux", "kubernetes.io/arch": runtime.GOARCH}},
 		Status: corev1.NodeStatus{
 			DeclaredFeatures: DeclaredFeatures(),
+			Features:         &corev1.NodeFeatures{SupplementalGroupsPolicy: &f.StrictSupplementalGroups},
 			Capacity:         capacity,
 			Allocatable:      f.Allocatable,
 			Addresses:        []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: f.IP}, {Type: corev1.NodeHostName, Address: f.Name}},

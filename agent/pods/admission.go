@@ -154,6 +154,17 @@ func featureAdmit(pod *corev1.Pod, declared []string) *Rejection {
 
 // osAdmit refuses a pod meant for another OS, by its nodeSelector or its
 // spec.os, with the kubelet's reasons and words.
+// supplementalGroupsAdmit refuses supplementalGroupsPolicy Strict on a
+// runtime that cannot do it (it would run the pod with the image's groups
+// too), in the kubelet's words.
+func supplementalGroupsAdmit(pod *corev1.Pod, strictSupported bool) *Rejection {
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.SupplementalGroupsPolicy != nil &&
+		*sc.SupplementalGroupsPolicy == corev1.SupplementalGroupsPolicyStrict && !strictSupported {
+		return &Rejection{Reason: "SupplementalGroupsPolicyNotSupported", Message: "SupplementalGroupsPolicy=Strict is not supported in this node"}
+	}
+	return nil
+}
+
 func osAdmit(pod *corev1.Pod) *Rejection {
 	if os, ok := pod.Spec.NodeSelector[corev1.LabelOSStable]; ok && os != runtime.GOOS {
 		return &Rejection{Reason: "PodOSSelectorNodeLabelDoesNotMatch", Message: "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"}

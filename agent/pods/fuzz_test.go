@@ -2,6 +2,7 @@ package pods
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -102,5 +103,9 @@ func (paperHost) Volume(_ *corev1.Pod, name string) (string, bool, error) {
 func (paperHost) SubPath(_ *corev1.Pod, volume, container string, index int, _, _ string) (string, error) {
 	return "/s/" + volume + "/" + container, nil
 }
-func (paperHost) HostsFile(*corev1.Pod, []byte) (string, error)              { return "/hosts", nil }
+func (paperHost) HostsFile(*corev1.Pod, []byte) (string, error) { return "/hosts", nil }
+func (paperHost) VolumeFile(*corev1.Pod, string, string, int64) ([]byte, error) {
+	return nil, os.ErrNotExist
+}
+
 func (paperHost) TerminationMessageFile(*corev1.Pod, string) (string, error) { return "/msg", nil }

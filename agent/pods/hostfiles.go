@@ -70,6 +70,15 @@ func (f nodeFiles) SubPath(pod *corev1.Pod, volume, container string, index int,
 	return f.volumes.SubPath(pod.UID, volume, container, index, volumePath, sub)
 }
 
+// VolumeFile reads path beneath the pod's volume.
+func (f nodeFiles) VolumeFile(pod *corev1.Pod, volume, path string, limit int64) ([]byte, error) {
+	dir, _, err := f.Volume(pod, volume)
+	if err != nil {
+		return nil, err
+	}
+	return volumes.ReadBeneath(dir, path, limit)
+}
+
 // HostsFile writes <pod dir>/etc-hosts.
 func (f nodeFiles) HostsFile(pod *corev1.Pod, content []byte) (string, error) {
 	if err := f.makePodDirs(pod.UID); err != nil {

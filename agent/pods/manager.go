@@ -116,7 +116,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 			NodeName: opts.NodeName, NodeIP: opts.NodeIP, PodLogsDir: opts.PodLogsDir,
 			MemoryCapacity: opts.MemoryCapacity, OOMRange: opts.OOMRange, Allocatable: opts.Allocatable,
 			EnforceCPULimits: opts.EnforceCPULimits, CPUPeriod: opts.CPUPeriod, OOMGroupKill: opts.OOMGroupKill,
-			MemoryQoS: opts.MemoryQoS, MemoryThrottlingFactor: opts.MemoryThrottlingFactor, AllocatableMemory: opts.AllocatableMemory,
+			MemoryQoS: opts.MemoryQoS, TieredMemory: opts.TieredMemory, MemoryThrottlingFactor: opts.MemoryThrottlingFactor, AllocatableMemory: opts.AllocatableMemory,
 			ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain, ResolvConf: opts.ResolvConf,
 			SeccompRoot: layout.Root(opts.RootDir).Seccomp(),
 		}, files, deps.Objects),
@@ -293,6 +293,9 @@ func (m *Manager) apply(u source.Update, complete bool) {
 		r := admit(p, m.admittedLocked(), m.opts.MaxPods, m.opts.Allocatable, extended)
 		if r == nil {
 			r = osAdmit(p)
+		}
+		if r == nil {
+			r = supplementalGroupsAdmit(p, m.opts.StrictSupplementalGroups)
 		}
 		if r == nil {
 			r = sysctlAdmit(p, m.opts.AllowedUnsafeSysctls)

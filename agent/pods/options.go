@@ -49,10 +49,12 @@ type Options struct {
 	// singleProcessOOMKill): the kernel OOM killer then ends the whole
 	// container, as the kubelet arranges.
 	OOMGroupKill bool
-	// MemoryQoS, with MemoryThrottlingFactor and AllocatableMemory, sets
-	// memory.min and memory.high on containers (criconfig.Options).
+	// MemoryQoS, with TieredMemory, MemoryThrottlingFactor and
+	// AllocatableMemory, sets memory.min, memory.low and memory.high on
+	// containers (criconfig.Options).
 	MemoryQoS              bool
-	MemoryThrottlingFactor float64
+	TieredMemory           bool
+	MemoryThrottlingFactor *float64
 	AllocatableMemory      int64
 	// AppArmor: the host enforces AppArmor; without it, pods asking for a
 	// profile are refused.
@@ -60,6 +62,9 @@ type Options struct {
 	// ContainerLogLinks is where each container's log gets a link, as the
 	// kubelet's /var/log/containers ("": none).
 	ContainerLogLinks string
+	// StrictSupplementalGroups: the runtime takes supplementalGroupsPolicy
+	// Strict; without it such pods are refused.
+	StrictSupplementalGroups bool
 	// AllowedUnsafeSysctls are the sysctls (or prefixes, ending in *) pods
 	// may set beyond the safe ones.
 	AllowedUnsafeSysctls []string

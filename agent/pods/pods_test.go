@@ -669,3 +669,21 @@ func TestBackOffEntriesAreCollected(t *testing.T) {
 		t.Error("an image pull entry outlived twice the max back-off")
 	}
 }
+
+// supplementalGroupsPolicy Strict needs the runtime's support (its status
+// features), else the pod is refused in the kubelet's words.
+func TestSupplementalGroupsAdmit(t *testing.T) {
+	strict := corev1.SupplementalGroupsPolicyStrict
+	pod := &corev1.Pod{Spec: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{SupplementalGroupsPolicy: &strict}}}
+	if r := supplementalGroupsAdmit(pod, false); r == nil || r.Reason != "SupplementalGroupsPolicyNotSupported" || r.Message != "SupplementalGroupsPolicy=Strict is not supported in this node" {
+		t.Errorf("Strict without runtime support: %+v", r)
+	}
+	if r := supplementalGroupsAdmit(pod, true); r != nil {
+		t.Errorf("Strict with runtime support: %+v", r)
+	}
+	merge := corev1.SupplementalGroupsPolicyMerge
+	pod.Spec.SecurityContext.SupplementalGroupsPolicy = &merge
+	if r := supplementalGroupsAdmit(pod, false); r != nil {
+		t.Errorf("Merge: %+v", r)
+	}
+}

@@ -168,16 +168,17 @@ func FileCertificate(certFile, keyFile string) (func(*tls.ClientHelloInfo) (*tls
 }
 
 // TLSConfig is the kubelet server's TLS: the certificate get gives, the
-// configured minimum version and cipher suites, and client certificates
-// asked for but verified by the Authenticator (a request without one may
-// still bring a token).
-func TLSConfig(get func(*tls.ClientHelloInfo) (*tls.Certificate, error), minVersion uint16, ciphers []uint16) *tls.Config {
+// configured minimum version, cipher suites and key exchange curves, and
+// client certificates asked for but verified by the Authenticator (a
+// request without one may still bring a token).
+func TLSConfig(get func(*tls.ClientHelloInfo) (*tls.Certificate, error), minVersion uint16, ciphers []uint16, curves []tls.CurveID) *tls.Config {
 	return &tls.Config{
-		GetCertificate: get,
-		MinVersion:     minVersion,
-		CipherSuites:   ciphers,
-		ClientAuth:     tls.RequestClientCert,
-		NextProtos:     []string{"h2", "http/1.1"},
+		GetCertificate:   get,
+		MinVersion:       minVersion,
+		CipherSuites:     ciphers,
+		CurvePreferences: curves,
+		ClientAuth:       tls.RequestClientCert,
+		NextProtos:       []string{"h2", "http/1.1"},
 	}
 }
 

@@ -259,8 +259,9 @@ var kubeletConditions = map[corev1.PodConditionType]bool{
 }
 
 // mergeStatus is the status to write: the agent's, with the conditions
-// others own kept from the API, and Ready held False while a readiness
-// gate is not True.
+// and fields others own kept from the API, and Ready held False while a
+// readiness gate is not True. Fields newer than the agent's API types are
+// never decoded, so the patch cannot remove them.
 func mergeStatus(api *corev1.Pod, local corev1.PodStatus) corev1.PodStatus {
 	out := *local.DeepCopy()
 	var conds []corev1.PodCondition
@@ -280,6 +281,12 @@ func mergeStatus(api *corev1.Pod, local corev1.PodStatus) corev1.PodStatus {
 		conds = append(conds, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
 	}
 	out.Conditions = conds
+	// Not the node's, as in the kubelet's mergePodStatus: DRA's claim
+	// statuses, and the scheduler's nomination.
+	out.ResourceClaimStatuses = api.Status.ResourceClaimStatuses
+	out.ExtendedResourceClaimStatus = api.Status.ExtendedResourceClaimStatus
+	out.NodeAllocatableResourceClaimStatuses = api.Status.NodeAllocatableResourceClaimStatuses
+	out.NominatedNodeName = api.Status.NominatedNodeName
 	if msg := gatesNotReady(api.Spec.ReadinessGates, conds); msg != "" {
 		for i := range out.Conditions {
 			if c := &out.Conditions[i]; c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {

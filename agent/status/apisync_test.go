@@ -65,6 +65,27 @@ func TestMergeStatusKeepsOthersConditionsOwnsPodScheduledAndHonoursReadinessGate
 	}
 }
 
+// The patch removes nothing the node does not own: DRA's claim statuses
+// and the scheduler's nomination stay as the API has them.
+func TestPodStatusPatchKeepsWhatOthersOwn(t *testing.T) {
+	name := "gpu-claim"
+	api := &corev1.Pod{Status: corev1.PodStatus{
+		Phase:                 corev1.PodPending,
+		NominatedNodeName:     "n1",
+		ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: &name}},
+	}}
+	want := mergeStatus(api, corev1.PodStatus{Phase: corev1.PodRunning})
+	patch, err := podStatusPatch("u-1", api.Status, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []string{"resourceClaimStatuses", "nominatedNodeName"} {
+		if strings.Contains(string(patch), field) {
+			t.Errorf("patch %s touches %s, which the node does not own", patch, field)
+		}
+	}
+}
+
 func TestPodStatusPatchCarriesTheUID(t *testing.T) {
 	patch, err := podStatusPatch("u-1", corev1.PodStatus{Phase: corev1.PodPending}, corev1.PodStatus{Phase: corev1.PodRunning})
 	if err != nil {

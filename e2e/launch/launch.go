@@ -126,6 +126,9 @@ readOnlyPort: %d
 port: %d
 healthzPort: %d
 fileCheckFrequency: %s
+# The test hosts include cgroup v1 ones, where the kubelet's default
+# (true since 1.35) would refuse to start.
+failCgroupV1: false
 %s`, opts.RuntimeEndpoint, a.Manifests, a.LogsDir, opts.CgroupRoot, opts.Address, opts.Port, opts.KubeletPort, opts.HealthzPort, opts.FileCheckFrequency, opts.Config)
 	if err := os.WriteFile(a.ConfigFile, []byte(config), 0o644); err != nil {
 		return nil, err

@@ -63,6 +63,27 @@ spec:
 `, testImage))
 	n.writeManifest("secret.yaml", strings.Replace(podManifest("secret", ""), "spec:\n", "spec:\n  volumes: [{name: s, secret: {secretName: creds}}]\n", 1))
 	n.writeManifest("nonroot.yaml", strings.Replace(podManifest("nonroot", ""), "    command:", "    securityContext: {runAsNonRoot: true}\n    command:", 1))
+	n.writeManifest("envfile.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: envfile
+spec:
+  terminationGracePeriodSeconds: 2
+  volumes: [{name: config, emptyDir: {}}]
+  initContainers:
+  - name: write
+    image: %s
+    command: ["sh", "-c", "printf \"# made by the init container\\nGREETING='hello from a file'\\n\" > /config/app.env"]
+    volumeMounts: [{name: config, mountPath: /config}]
+  containers:
+  - name: main
+    image: %[1]s
+    command: ["sleep", "3600"]
+    env:
+    - name: GREETING
+      valueFrom: {fileKeyRef: {volumeName: config, path: app.env, key: GREETING}}
+`, testImage))
+	n.writeManifest("override.yaml", strings.Replace(podManifest("override", ""), "spec:\n", "spec:\n  hostname: named\n  hostnameOverride: db-0.backend.example\n", 1))
 	n.start()
 	p := n.waitRunning("spec")
 
@@ -86,6 +107,21 @@ spec:
 	}
 	if out, _ := n.execIn(p, "locked", "cat", "/sub/f"); strings.TrimSpace(out) != "in-sub" {
 		t.Errorf("subPath: %q", out)
+	}
+
+	// fileKeyRef (1.35): the init container's env file, read at the start.
+	ef := n.waitRunning("envfile")
+	if out, _ := n.execIn(ef, "main", "sh", "-c", "echo \"$GREETING\""); strings.TrimSpace(out) != "hello from a file" {
+		t.Errorf("fileKeyRef: GREETING = %q", out)
+	}
+
+	// 1.37's hostnameOverride: the pod's hostname, over spec.hostname.
+	o := n.waitRunning("override")
+	if out, _ := n.execIn(o, "main", "hostname"); strings.TrimSpace(out) != "db-0.backend.example" {
+		t.Errorf("hostnameOverride: hostname = %q", out)
+	}
+	if hosts, _ := n.execIn(o, "main", "cat", "/etc/hosts"); !strings.Contains(hosts, o.Status.PodIP+"\tdb-0.backend.example\n") {
+		t.Errorf("hostnameOverride: /etc/hosts lacks the override:\n%s", hosts)
 	}
 
 	n.waitPod("nonroot", 30*time.Second, "refused to run as root", func(p *corev1.Pod) error {

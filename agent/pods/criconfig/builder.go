@@ -27,12 +27,14 @@ type Options struct {
 	CPUPeriod        uint64
 	// OOMGroupKill sets memory.oom.group on containers (cgroup v2).
 	OOMGroupKill bool
-	// MemoryQoS sets memory.min (the request) and memory.high
-	// (cgroups.MemoryQoSHigh with MemoryThrottlingFactor, towards the limit
-	// or AllocatableMemory) on containers, as the kubelet's MemoryQoS gate
-	// does (cgroup v2).
+	// MemoryQoS sets memory.min or memory.low (the request, under
+	// TieredMemory; else 0) and, with a MemoryThrottlingFactor,
+	// memory.high (cgroups.MemoryQoSHigh, towards the limit or
+	// AllocatableMemory) on containers, as the kubelet's MemoryQoS gate
+	// does on cgroup v2.
 	MemoryQoS              bool
-	MemoryThrottlingFactor float64
+	TieredMemory           bool
+	MemoryThrottlingFactor *float64
 	AllocatableMemory      int64 // capacity less the reserved memory
 	ClusterDNS             []string
 	ClusterDomain          string
@@ -55,6 +57,9 @@ type Host interface {
 	// TerminationMessageFile creates the file mounted at the container's
 	// terminationMessagePath and returns its path.
 	TerminationMessageFile(pod *corev1.Pod, container string) (string, error)
+	// VolumeFile reads the file at path in the pod's volume, resolved
+	// beneath it, at most limit bytes (fileKeyRef's env files).
+	VolumeFile(pod *corev1.Pod, volume, path string, limit int64) ([]byte, error)
 }
 
 // Objects reads what containers' env refers to in the API server.

@@ -99,7 +99,7 @@ func (b *Builder) Container(ctx context.Context, plan *Plan, c *corev1.Container
 		StdinOnce: c.StdinOnce,
 		Tty:       c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources:       b.containerResources(c, oomScoreAdj),
+			Resources:       b.containerResources(pod, c, oomScoreAdj),
 			SecurityContext: containerSecurityContext(pod, c, b.opts.SeccompRoot),
 		},
 	}
@@ -136,7 +136,7 @@ func SpecFromAnnotations(name string, annotations map[string]string) *corev1.Con
 
 // containerResources are the kubelet's CRI resources: shares from the cpu
 // request (or limit), CFS quota from the cpu limit, memory limit.
-func (b *Builder) containerResources(c *corev1.Container, oomScoreAdj int) *runtimeapi.LinuxContainerResources {
+func (b *Builder) containerResources(pod *corev1.Pod, c *corev1.Container, oomScoreAdj int) *runtimeapi.LinuxContainerResources {
 	cpuReq := sat.MilliValue(*c.Resources.Requests.Cpu())
 	cpuLim := sat.MilliValue(*c.Resources.Limits.Cpu())
 	if cpuReq == 0 && cpuLim > 0 {
@@ -158,11 +158,22 @@ func (b *Builder) containerResources(c *corev1.Container, oomScoreAdj int) *runt
 			}
 			r.Unified[file] = strconv.FormatInt(v, 10)
 		}
-		if request > 0 {
+		// 1.37: protection only under TieredReservation (memory.min for
+		// Guaranteed, memory.low otherwise); else both are cleared.
+		switch {
+		case request > 0 && b.opts.TieredMemory && qos.Class(pod) == corev1.PodQOSGuaranteed:
 			set("memory.min", request)
+		case request > 0 && b.opts.TieredMemory:
+			set("memory.low", request)
+		default:
+			set("memory.min", 0)
+			set("memory.low", 0)
 		}
-		if high := cgroups.MemoryQoSHigh(request, limit, b.opts.AllocatableMemory, b.opts.MemoryThrottlingFactor, int64(os.Getpagesize())); high > 0 {
-			set("memory.high", high)
+		// Throttling only with a memoryThrottlingFactor (no default since 1.37).
+		if f := b.opts.MemoryThrottlingFactor; f != nil {
+			if high := cgroups.MemoryQoSHigh(request, limit, b.opts.AllocatableMemory, *f, int64(os.Getpagesize())); high > 0 {
+				set("memory.high", high)
+			}
 		}
 	}
 	if b.opts.EnforceCPULimits {
@@ -186,6 +197,8 @@ func containerSecurityContext(pod *corev1.Pod, c *corev1.Container, seccompRoot 
 			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
 		}
 		sc.SupplementalGroups = supplementalGroups(psc)
+		sc.SupplementalGroupsPolicy = supplementalGroupsPolicy(psc)
+		sc.SelinuxOptions = seLinuxOption(psc.SELinuxOptions)
 	}
 	// The kubelet's default masked and read-only /proc and /sys paths,
 	// unless the container asks for an unmasked /proc (the runtime drops
@@ -204,6 +217,9 @@ func containerSecurityContext(pod *corev1.Pod, c *corev1.Container, seccompRoot 
 	}
 	if csc.RunAsGroup != nil {
 		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *csc.RunAsGroup}
+	}
+	if csc.SELinuxOptions != nil {
+		sc.SelinuxOptions = seLinuxOption(csc.SELinuxOptions)
 	}
 	if csc.Privileged != nil {
 		sc.Privileged = *csc.Privileged

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -26,6 +28,15 @@ type fakeHost struct {
 	dir   string
 	made  []string
 	hosts map[string]string // pod UID -> hosts file content
+	files map[string]string // "<volume>/<path>" -> content
+}
+
+func (h *fakeHost) VolumeFile(pod *corev1.Pod, volume, path string, limit int64) ([]byte, error) {
+	c, ok := h.files[volume+"/"+path]
+	if !ok {
+		return nil, os.ErrNotExist
+	}
+	return []byte(c), nil
 }
 
 func (h *fakeHost) Volume(pod *corev1.Pod, name string) (string, bool, error) {
@@ -178,23 +189,37 @@ func TestContainerConfig(t *testing.T) {
 	}
 	b.opts.OOMGroupKill = false
 
-	// memoryQoS: memory.min is the request (1Gi), memory.high 0.9 of the
-	// way to the 2Gi limit, rounded down to a page.
-	b.opts.MemoryQoS, b.opts.MemoryThrottlingFactor = true, 0.9
+	// memoryQoS, 1.37: under None no protection (both zeroed) and, with a
+	// factor, memory.high 0.9 of the way from the 1Gi request to the 2Gi
+	// limit, rounded down to a page; without a factor no memory.high.
+	b.opts.MemoryQoS, b.opts.MemoryThrottlingFactor = true, ptr.To(0.9)
 	cfg, _ = b.Container(context.Background(), NewPlan(pod, ""), c, "sha256:img", 0, "")
 	page := int64(os.Getpagesize())
 	gi := float64(1 << 30)
 	wantHigh := int64(gi+0.9*gi) / page * page // 1Gi + 0.9 × (2Gi - 1Gi)
-	if u := cfg.Linux.Resources.Unified; u["memory.min"] != "1073741824" || u["memory.high"] != strconv.FormatInt(wantHigh, 10) {
-		t.Errorf("memoryQoS unified %v, want memory.min 1073741824 and memory.high %d", u, wantHigh)
+	if u := cfg.Linux.Resources.Unified; u["memory.min"] != "0" || u["memory.low"] != "0" || u["memory.high"] != strconv.FormatInt(wantHigh, 10) {
+		t.Errorf("memoryQoS (None) unified %v, want memory.min and memory.low 0, memory.high %d", u, wantHigh)
 	}
-	b.opts.MemoryQoS = false
+	// TieredReservation: a Burstable container's request is memory.low.
+	b.opts.TieredMemory, b.opts.MemoryThrottlingFactor = true, nil
+	cfg, _ = b.Container(context.Background(), NewPlan(pod, ""), c, "sha256:img", 0, "")
+	if u := cfg.Linux.Resources.Unified; u["memory.low"] != "1073741824" || u["memory.min"] != "" || u["memory.high"] != "" {
+		t.Errorf("memoryQoS (TieredReservation, no factor) unified %v, want memory.low 1073741824 and neither memory.min nor memory.high", u)
+	}
+	b.opts.MemoryQoS, b.opts.TieredMemory = false, false
 
 	// Guaranteed on a host that refuses negative scores gets the floor.
 	c.Resources.Requests = c.Resources.Limits.DeepCopy()
 	cfg, _ = b.Container(context.Background(), NewPlan(pod, ""), c, "sha256:img", 0, "")
 	if cfg.Linux.Resources.OomScoreAdj != 0 {
 		t.Errorf("guaranteed oom_score_adj %d, want 0 (host floor)", cfg.Linux.Resources.OomScoreAdj)
+	}
+	// TieredReservation: a Guaranteed container's request is memory.min,
+	// and no memory.high even with a factor (request = limit).
+	b.opts.MemoryQoS, b.opts.TieredMemory, b.opts.MemoryThrottlingFactor = true, true, ptr.To(0.9)
+	cfg, _ = b.Container(context.Background(), NewPlan(pod, ""), c, "sha256:img", 0, "")
+	if u := cfg.Linux.Resources.Unified; u["memory.min"] != "2147483648" || u["memory.low"] != "" || u["memory.high"] != "" {
+		t.Errorf("memoryQoS (TieredReservation) guaranteed unified %v, want memory.min 2147483648 only", u)
 	}
 }
 
@@ -397,5 +422,51 @@ func TestFSGroupIsASupplementalGroup(t *testing.T) {
 	}
 	if !slices.Equal(pod.Spec.SecurityContext.SupplementalGroups, []int64{5}) {
 		t.Errorf("the pod spec was changed: %v", pod.Spec.SecurityContext.SupplementalGroups)
+	}
+}
+
+// 1.37's hostnameOverride is the pod's hostname, over hostname and
+// subdomain (no domain then), in the sandbox and in /etc/hosts.
+func TestHostnameOverride(t *testing.T) {
+	pod := &corev1.Pod{}
+	pod.Name, pod.Namespace = "web", "ns"
+	pod.Spec.Hostname, pod.Spec.Subdomain = "named", "t"
+	o := "db-0.backend.example"
+	pod.Spec.HostnameOverride = &o
+	if h, err := kernelHostname(pod, "cluster.local"); err != nil || h != o {
+		t.Errorf("kernel hostname %q %v, want %q", h, err, o)
+	}
+	if d := podDomain(pod, "cluster.local"); d != "" {
+		t.Errorf("domain %q with hostnameOverride, want none", d)
+	}
+	got := string(hostsFileContent(pod, "10.88.0.5", podDomain(pod, "cluster.local"), ""))
+	if !strings.Contains(got, "10.88.0.5\t"+o+"\n") {
+		t.Errorf("hosts file lacks the override:\n%s", got)
+	}
+}
+
+// supplementalGroupsPolicy and SELinux labels reach the runtime: the
+// pod's in the sandbox and containers, a container's label over the pod's.
+func TestSupplementalGroupsPolicyAndSELinuxReachTheRuntime(t *testing.T) {
+	b := New(Options{NodeName: "node"}, &fakeHost{dir: t.TempDir(), hosts: map[string]string{}}, nil)
+	pod := testPod(corev1.RestartPolicyAlways, "a", "b")
+	strict := corev1.SupplementalGroupsPolicyStrict
+	pod.Spec.SecurityContext = &corev1.PodSecurityContext{SupplementalGroupsPolicy: &strict, SELinuxOptions: &corev1.SELinuxOptions{Type: "pod_t", Level: "s0:c1"}}
+	pod.Spec.Containers[1].SecurityContext = &corev1.SecurityContext{SELinuxOptions: &corev1.SELinuxOptions{Type: "own_t"}}
+	sb, err := b.Sandbox(NewPlan(pod, ""), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := sb.Linux.SecurityContext; sc.SupplementalGroupsPolicy != runtimeapi.SupplementalGroupsPolicy_Strict || sc.SelinuxOptions.GetType() != "pod_t" || sc.SelinuxOptions.GetLevel() != "s0:c1" {
+		t.Errorf("sandbox security context %+v", sc)
+	}
+	for i, want := range []string{"pod_t", "own_t"} {
+		cfg, err := b.Container(context.Background(), NewPlan(pod, ""), &pod.Spec.Containers[i], "sha256:img", 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sc := cfg.Linux.SecurityContext; sc.SupplementalGroupsPolicy != runtimeapi.SupplementalGroupsPolicy_Strict || sc.SelinuxOptions.GetType() != want {
+			t.Errorf("container %d security context: policy %v selinux %v, want Strict and %s", i, sc.SupplementalGroupsPolicy, sc.SelinuxOptions, want)
+		}
 	}
 }

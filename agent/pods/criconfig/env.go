@@ -149,8 +149,11 @@ func (b *Builder) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.C
 			ref := src.SecretKeyRef
 			value, ok, err = key("Secret", ref.Name, ref.Key, ref.Optional)
 			prefix = ""
+		case src.FileKeyRef != nil:
+			value, ok, err = b.fileKey(pod, src.FileKeyRef)
+			prefix = ""
 		default:
-			err = errors.New("only value, fieldRef, resourceFieldRef, configMapKeyRef and secretKeyRef are supported")
+			err = errors.New("only value, fieldRef, resourceFieldRef, configMapKeyRef, secretKeyRef and fileKeyRef are supported")
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s%w", prefix, err)

@@ -110,3 +110,40 @@ func TestEnvFromKeepsKeysThatAreNotShellIdentifiers(t *testing.T) {
 		t.Errorf("env %v", got)
 	}
 }
+
+// fileKeyRef (1.35): a key of an env file in the pod's volume; a missing
+// key fails the container unless optional, and so does a key set to "".
+func TestEnvFromFileKeyRef(t *testing.T) {
+	host := &fakeHost{dir: t.TempDir(), hosts: map[string]string{}, files: map[string]string{"config/app.env": "HOST='db'\nEMPTY=''\n"}}
+	b := New(Options{NodeName: "node"}, host, nil)
+	pod := testPod(corev1.RestartPolicyAlways, "c")
+	ref := func(key string, optional bool) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{FileKeyRef: &corev1.FileKeySelector{VolumeName: "config", Path: "app.env", Key: key, Optional: ptr.To(optional)}}
+	}
+	c := &pod.Spec.Containers[0]
+	c.Env = []corev1.EnvVar{{Name: "DB", ValueFrom: ref("HOST", false)}, {Name: "OPT", ValueFrom: ref("NOPE", true)}, {Name: "OPT2", ValueFrom: ref("EMPTY", true)}}
+	env, err := b.containerEnv(context.Background(), pod, c, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range env {
+		got = append(got, e.Name+"="+e.Value)
+	}
+	if strings.Join(got, " ") != "DB=db" {
+		t.Errorf("env %v, want DB=db and no optional missing keys", got)
+	}
+	for _, tc := range []struct {
+		ref  *corev1.EnvVarSource
+		want string
+	}{
+		{ref("NOPE", false), `environment variable key "NOPE" not found in file "app.env" of volume "config"`},
+		{ref("EMPTY", false), `environment variable key "EMPTY" not found`},
+		{&corev1.EnvVarSource{FileKeyRef: &corev1.FileKeySelector{VolumeName: "config", Path: "gone.env", Key: "A"}}, `cannot read the env file "gone.env" of volume "config"`},
+	} {
+		c.Env = []corev1.EnvVar{{Name: "X", ValueFrom: tc.ref}}
+		if _, err := b.containerEnv(context.Background(), pod, c, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.ref.FileKeyRef, err, tc.want)
+		}
+	}
+}

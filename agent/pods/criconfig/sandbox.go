@@ -76,17 +76,44 @@ func (b *Builder) Sandbox(plan *Plan, attempt uint32) (*runtimeapi.PodSandboxCon
 			cfg.Linux.SecurityContext.RunAsGroup = &runtimeapi.Int64Value{Value: *sc.RunAsGroup}
 		}
 		cfg.Linux.SecurityContext.SupplementalGroups = supplementalGroups(sc)
+		cfg.Linux.SecurityContext.SupplementalGroupsPolicy = supplementalGroupsPolicy(sc)
+		cfg.Linux.SecurityContext.SelinuxOptions = seLinuxOption(sc.SELinuxOptions)
 	}
 	return cfg, nil
 }
 
-// podHostname is spec.hostname, else the pod name cut to the 63 characters
-// a hostname may hold (without a trailing '-' or '.').
+// supplementalGroupsPolicy is the pod's for the runtime: Strict leaves
+// out the groups the image's /etc/group gives the user (GA 1.35).
+func supplementalGroupsPolicy(sc *corev1.PodSecurityContext) runtimeapi.SupplementalGroupsPolicy {
+	if p := sc.SupplementalGroupsPolicy; p != nil && *p == corev1.SupplementalGroupsPolicyStrict {
+		return runtimeapi.SupplementalGroupsPolicy_Strict
+	}
+	return runtimeapi.SupplementalGroupsPolicy_Merge
+}
+
+// seLinuxOption is the pod's or container's SELinux label for the
+// runtime, which applies it where SELinux is enabled.
+func seLinuxOption(o *corev1.SELinuxOptions) *runtimeapi.SELinuxOption {
+	if o == nil {
+		return nil
+	}
+	return &runtimeapi.SELinuxOption{User: o.User, Role: o.Role, Type: o.Type, Level: o.Level}
+}
+
+// podHostname is spec.hostnameOverride (1.37), else spec.hostname, else
+// the pod name, cut to the 63 characters a hostname may hold (without a
+// trailing '-' or '.') as the kubelet's truncatePodHostnameIfNeeded.
 func podHostname(pod *corev1.Pod) string {
+	if o := pod.Spec.HostnameOverride; o != nil {
+		return truncateHostname(*o)
+	}
 	if pod.Spec.Hostname != "" {
 		return pod.Spec.Hostname
 	}
-	h := pod.Name
+	return truncateHostname(pod.Name)
+}
+
+func truncateHostname(h string) string {
 	if len(h) > 63 {
 		h = strings.TrimRight(h[:63], "-.")
 	}
@@ -96,7 +123,7 @@ func podHostname(pod *corev1.Pod) string {
 // podDomain is the pod's DNS domain when it sets spec.subdomain:
 // <subdomain>.<namespace>.svc.<cluster domain>, as the kubelet's.
 func podDomain(pod *corev1.Pod, clusterDomain string) string {
-	if pod.Spec.Subdomain == "" {
+	if pod.Spec.Subdomain == "" || pod.Spec.HostnameOverride != nil {
 		return ""
 	}
 	return fmt.Sprintf("%s.%s.svc.%s", pod.Spec.Subdomain, pod.Namespace, clusterDomain)

@@ -79,6 +79,11 @@ func (h benchHost) HostsFile(pod *corev1.Pod, content []byte) (string, error) {
 	return file, os.WriteFile(file, content, 0o644)
 }
 
+// VolumeFile: the benchmark's pods read no env files.
+func (h benchHost) VolumeFile(*corev1.Pod, string, string, int64) ([]byte, error) {
+	return nil, os.ErrNotExist
+}
+
 func (h benchHost) TerminationMessageFile(pod *corev1.Pod, container string) (string, error) {
 	dir := layout.Root(h.dir).Container(pod.UID, container)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
