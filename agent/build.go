@@ -297,6 +297,7 @@ func (a *Agent) buildPods(_ context.Context, p *parts) error {
 		AppArmor:                 pods.AppArmorEnabled(),
 		AllowedUnsafeSysctls:     cfg.AllowedUnsafeSysctls,
 		StrictSupplementalGroups: p.rtStatus.GetFeatures().GetSupplementalGroupsPolicy(),
+		RecursiveReadOnlyMounts:  defaultHandler(p.rtStatus).GetFeatures().GetRecursiveReadOnlyMounts(),
 		DeclaredFeatures:         node.DeclaredFeatures(),
 		VolumeContentLimit:       a.opts.VolumeContentLimit,
 		ContainerLogLinks:        "/var/log/containers",

@@ -122,3 +122,15 @@ func conditionText(c *runtimeapi.RuntimeCondition) string {
 	}
 	return strings.TrimSpace(fmt.Sprintf("reason:%s message:%s", c.GetReason(), c.GetMessage()))
 }
+
+// defaultHandler is the runtime's default handler ("") in its status: its
+// features (recursive read-only mounts, user namespaces) are what a pod
+// without a runtime class gets.
+func defaultHandler(st *runtimeapi.StatusResponse) *runtimeapi.RuntimeHandler {
+	for _, h := range st.GetRuntimeHandlers() {
+		if h.GetName() == "" {
+			return h
+		}
+	}
+	return nil
+}

@@ -190,7 +190,7 @@ func (s podState) container(c *corev1.Container, init bool, sandboxCreated int64
 		if kind, grace, kill := s.probes.Kill(pod.UID, c.Name, current.Id); kill {
 			a.probe, a.probeGrace = kind, grace
 			a.step = restartUnhealthy
-			if pod.Spec.RestartPolicy == corev1.RestartPolicyNever && !sidecar {
+			if !sidecar && !restartsOnProbeFailure(pod, c) {
 				a.step = killUnhealthy
 			}
 			return a, false

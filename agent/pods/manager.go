@@ -118,7 +118,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 			EnforceCPULimits: opts.EnforceCPULimits, CPUPeriod: opts.CPUPeriod, OOMGroupKill: opts.OOMGroupKill,
 			MemoryQoS: opts.MemoryQoS, TieredMemory: opts.TieredMemory, MemoryThrottlingFactor: opts.MemoryThrottlingFactor, AllocatableMemory: opts.AllocatableMemory,
 			ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain, ResolvConf: opts.ResolvConf,
-			SeccompRoot: layout.Root(opts.RootDir).Seccomp(),
+			SeccompRoot: layout.Root(opts.RootDir).Seccomp(), RecursiveReadOnlyMounts: opts.RecursiveReadOnlyMounts,
 		}, files, deps.Objects),
 		volumes:      vols,
 		files:        files,

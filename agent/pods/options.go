@@ -62,6 +62,9 @@ type Options struct {
 	// ContainerLogLinks is where each container's log gets a link, as the
 	// kubelet's /var/log/containers ("": none).
 	ContainerLogLinks string
+	// RecursiveReadOnlyMounts: the runtime's default handler can make
+	// read-only mounts recursively so (recursiveReadOnly).
+	RecursiveReadOnlyMounts bool
 	// StrictSupplementalGroups: the runtime takes supplementalGroupsPolicy
 	// Strict; without it such pods are refused.
 	StrictSupplementalGroups bool

@@ -393,9 +393,9 @@ func TestUnsupportedSpecs(t *testing.T) {
 	pod.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
 	pod.Spec.HostUsers = ptr.To(false)
 	msg := unsupported(pod).ToAggregate().Error()
-	for _, want := range []string{"spec.volumes[1].configMap: Forbidden: static pods may not reference API objects", "spec.volumes[2]: Forbidden: only emptyDir, hostPath",
+	for _, want := range []string{"spec.volumes[1].configMap: Forbidden: static pods may not reference API objects", "spec.volumes[2].nfs: Forbidden: nfs volumes are not supported by nodeagent: only emptyDir, hostPath",
 		"spec.volumes[3].emptyDir.medium: Unsupported value", "spec.volumes[5].projected.sources[1].serviceAccountToken: Forbidden: static pods",
-		"spec.volumes[5].projected.sources[2]: Forbidden: only configMap, secret, downwardAPI and serviceAccountToken projections",
+		"spec.volumes[5].projected.sources[2].clusterTrustBundle: Forbidden: clusterTrustBundle projections are not supported by nodeagent: only configMap, secret, downwardAPI and serviceAccountToken projections",
 		"spec.containers[0].env[0].valueFrom.secretKeyRef: Forbidden", "spec.containers[0].envFrom: Forbidden", "spec.imagePullSecrets: Forbidden",
 		"spec.hostUsers: Forbidden: user namespaces (hostUsers: false) are not supported"} {
 		if !strings.Contains(msg, want) {
@@ -415,7 +415,7 @@ func TestUnsupportedSpecs(t *testing.T) {
 	if strings.Contains(msg, "static pods") {
 		t.Errorf("API pods may reference API objects: %q", msg)
 	}
-	for _, want := range []string{"spec.volumes[2]: Forbidden", "spec.volumes[3].emptyDir.medium", "spec.volumes[5].projected.sources[2]: Forbidden"} {
+	for _, want := range []string{"spec.volumes[2].nfs: Forbidden", "spec.volumes[3].emptyDir.medium", "spec.volumes[5].projected.sources[2].clusterTrustBundle: Forbidden"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("API pod: %q lacks %q", msg, want)
 		}

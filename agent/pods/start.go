@@ -101,18 +101,17 @@ func (w *worker) restart(ctx context.Context, pod *corev1.Pod, c *corev1.Contain
 	return w.startContainer(ctx, pod, c, restartCount, sandboxID, sandboxCfg, podIP)
 }
 
-// shouldRestart is the restart policy for an exited container.
+// shouldRestart is the restart policy for an exited container: a
+// sidecar always, an init container only after a failure, the others by
+// their restart rules and policies (containerShouldRestart).
 func shouldRestart(pod *corev1.Pod, c *corev1.Container, init bool, exitCode int32) bool {
-	if init && qos.IsSidecar(c) {
+	switch {
+	case init && qos.IsSidecar(c):
 		return true
-	}
-	switch pod.Spec.RestartPolicy {
-	case corev1.RestartPolicyNever:
+	case init && exitCode == 0:
 		return false
-	case corev1.RestartPolicyOnFailure:
-		return exitCode != 0
 	}
-	return !init || exitCode != 0
+	return containerShouldRestart(pod, c, exitCode)
 }
 
 // startContainer pulls (per imagePullPolicy), creates and starts one

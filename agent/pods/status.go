@@ -262,8 +262,11 @@ func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus, 
 		}
 		return corev1.ContainerStatus{}, false
 	}
+	// failedInit and stoppedNotRestartable count what will not be started
+	// again (containerShouldRestart: restart rules, then the container's
+	// policy, then the pod's).
 	pendingInit, failedInit := 0, 0
-	unknown, running, waiting, stopped, succeeded := 0, 0, 0, 0, 0
+	unknown, running, waiting, stopped, stoppedNotRestartable, succeeded := 0, 0, 0, 0, 0, 0
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		s, ok := byName(initStatuses, c.Name)
@@ -297,16 +300,20 @@ func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus, 
 		case s.State.Running != nil:
 			pendingInit++
 		case s.State.Terminated != nil:
-			if s.State.Terminated.ExitCode != 0 {
+			if code := s.State.Terminated.ExitCode; code != 0 {
 				pendingInit++
-				failedInit++
+				if !containerShouldRestart(pod, c, code) {
+					failedInit++
+				}
 			}
 		case s.State.Waiting != nil:
 			if t := s.LastTerminationState.Terminated; t == nil {
 				pendingInit++
 			} else if t.ExitCode != 0 {
 				pendingInit++
-				failedInit++
+				if !containerShouldRestart(pod, c, t.ExitCode) {
+					failedInit++
+				}
 			}
 		default:
 			pendingInit++
@@ -330,9 +337,15 @@ func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus, 
 			if s.State.Terminated.ExitCode == 0 {
 				succeeded++
 			}
+			if !containerShouldRestart(pod, &c, s.State.Terminated.ExitCode) {
+				stoppedNotRestartable++
+			}
 		case s.State.Waiting != nil:
-			if s.LastTerminationState.Terminated != nil {
+			if t := s.LastTerminationState.Terminated; t != nil {
 				stopped++
+				if !containerShouldRestart(pod, &c, t.ExitCode) {
+					stoppedNotRestartable++
+				}
 			} else {
 				waiting++
 			}
@@ -340,7 +353,7 @@ func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus, 
 			unknown++
 		}
 	}
-	if failedInit > 0 && pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
+	if failedInit > 0 {
 		return corev1.PodFailed
 	}
 	switch {
@@ -355,16 +368,13 @@ func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus, 
 			}
 			return corev1.PodFailed
 		}
-		if pod.Spec.RestartPolicy == corev1.RestartPolicyAlways {
+		if stopped != stoppedNotRestartable {
 			return corev1.PodRunning
 		}
 		if stopped == succeeded {
 			return corev1.PodSucceeded
 		}
-		if pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
-			return corev1.PodFailed
-		}
-		return corev1.PodRunning
+		return corev1.PodFailed
 	}
 	return corev1.PodPending
 }

@@ -1,7 +1,6 @@
 package pods
 
 import (
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -103,23 +102,51 @@ func TestPodNeedingAnUndeclaredFeatureIsRefused(t *testing.T) {
 	}
 }
 
-// What the agent does not do yet of 1.37's container restart rules is
-// refused by name; a sidecar's Always is not among it.
-func TestContainerRestartRulesAreRefusedByName(t *testing.T) {
-	always, never := corev1.ContainerRestartPolicyAlways, corev1.ContainerRestartPolicyNever
-	sidecar := testPod(corev1.RestartPolicyAlways, "app")
-	sidecar.Spec.InitContainers = []corev1.Container{{Name: "side", Image: "img", RestartPolicy: &always}}
-	if errs := unsupported(sidecar); len(errs) != 0 {
-		t.Errorf("a sidecar: %v", errs)
-	}
-	own := testPod(corev1.RestartPolicyAlways, "app")
-	own.Spec.Containers[0].RestartPolicy = &never
-	own.Spec.Containers[0].RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
+// 1.35's container restart rules decide a container's restart and the
+// pod's phase: the first matching rule, then the container's policy, then
+// the pod's (the kubelet's ContainerShouldRestart and getPhase).
+func TestContainerRestartRules(t *testing.T) {
+	never, always := corev1.ContainerRestartPolicyNever, corev1.ContainerRestartPolicyAlways
+	pod := testPod(corev1.RestartPolicyAlways, "app", "other")
+	app := &pod.Spec.Containers[0]
+	app.RestartPolicy = &never
+	app.RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
 		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
-	got := unsupported(own).ToAggregate().Error()
-	for _, want := range []string{"spec.containers[0].restartPolicy: Forbidden", "spec.containers[0].restartPolicyRules[0]: Forbidden"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("want %q in %q", want, got)
+	for code, want := range map[int32]bool{42: true, 1: false, 0: false} {
+		if got := shouldRestart(pod, app, false, code); got != want {
+			t.Errorf("exit %d under rule In [42] and policy Never: restart %v, want %v", code, got, want)
 		}
+	}
+	app.RestartPolicyRules[0].ExitCodes.Operator = corev1.ContainerRestartRuleOnExitCodesOpNotIn
+	if !shouldRestart(pod, app, false, 1) || shouldRestart(pod, app, false, 42) {
+		t.Error("rule NotIn [42]: want a restart for 1, none for 42")
+	}
+	// The pod's policy still holds for the container without its own.
+	if !shouldRestart(pod, &pod.Spec.Containers[1], false, 0) {
+		t.Error("a container without its own policy in an Always pod must restart")
+	}
+
+	// Phase: a pod Never with a container Always stays Running while that
+	// container may restart; done once nothing will be restarted.
+	term := func(name string, code int32) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: name, ContainerID: "c", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}}
+	}
+	p := testPod(corev1.RestartPolicyNever, "app", "keeper")
+	p.Spec.Containers[1].RestartPolicy = &always
+	if got := podPhase(p, nil, []corev1.ContainerStatus{term("app", 0), term("keeper", 0)}, false); got != corev1.PodRunning {
+		t.Errorf("pod Never, a container Always exited: %s, want Running", got)
+	}
+	p.Spec.Containers[1].RestartPolicy = &never
+	if got := podPhase(p, nil, []corev1.ContainerStatus{term("app", 0), term("keeper", 0)}, false); got != corev1.PodSucceeded {
+		t.Errorf("pod Never, all exited 0: %s, want Succeeded", got)
+	}
+	if got := podPhase(p, nil, []corev1.ContainerStatus{term("app", 0), term("keeper", 3)}, false); got != corev1.PodFailed {
+		t.Errorf("pod Never, one exited 3: %s, want Failed", got)
+	}
+	// An Always pod's container with policy Never that failed: Failed.
+	q := testPod(corev1.RestartPolicyAlways, "app")
+	q.Spec.Containers[0].RestartPolicy = &never
+	if got := podPhase(q, nil, []corev1.ContainerStatus{term("app", 1)}, false); got != corev1.PodFailed {
+		t.Errorf("pod Always, the container Never exited 1: %s, want Failed", got)
 	}
 }

@@ -38,7 +38,15 @@ func unsupported(pod *corev1.Pod) field.ErrorList {
 			if len(c.EnvFrom) > 0 {
 				apiRef(path.Index(i).Child("envFrom"), "envFrom")
 			}
-			errs = append(errs, restartRulesUnsupported(c, path.Index(i), init)...)
+			if len(c.VolumeDevices) > 0 {
+				errs = append(errs, field.Forbidden(path.Index(i).Child("volumeDevices"), "block volumes are not supported by nodeagent"))
+			}
+			if len(c.Resources.Claims) > 0 {
+				errs = append(errs, field.Forbidden(path.Index(i).Child("resources", "claims"), "dynamic resource allocation is not supported by nodeagent; the container would run without its devices"))
+			}
+			if c.Lifecycle != nil && c.Lifecycle.StopSignal != nil {
+				errs = append(errs, field.Forbidden(path.Index(i).Child("lifecycle", "stopSignal"), "container stop signals (alpha) are not supported by nodeagent; the container would be stopped with its image's signal"))
+			}
 		}
 	}
 	check(pod.Spec.InitContainers, spec.Child("initContainers"), true)
@@ -46,27 +54,17 @@ func unsupported(pod *corev1.Pod) field.ErrorList {
 	if len(pod.Spec.ImagePullSecrets) > 0 {
 		apiRef(spec.Child("imagePullSecrets"), "imagePullSecrets")
 	}
+	// Ignored, the pod would run BestEffort without its pod cgroup limits.
+	if r := pod.Spec.Resources; r != nil && (len(r.Requests) > 0 || len(r.Limits) > 0 || len(r.Claims) > 0) {
+		errs = append(errs, field.Forbidden(spec.Child("resources"), "pod-level resources are not supported by nodeagent yet; the pod would run without its pod-level requests and limits"))
+	}
+	if len(pod.Spec.ResourceClaims) > 0 {
+		errs = append(errs, field.Forbidden(spec.Child("resourceClaims"), "dynamic resource allocation is not supported by nodeagent; the pod would run without its devices"))
+	}
 	// Ignored, it would run the pod as the host's root: refused until user
 	// namespaces are implemented.
 	if u := pod.Spec.HostUsers; u != nil && !*u {
 		errs = append(errs, field.Forbidden(spec.Child("hostUsers"), "user namespaces (hostUsers: false) are not supported by nodeagent yet; the pod would run in the host's user namespace"))
-	}
-	return errs
-}
-
-// restartRulesUnsupported refuses what the agent does not do yet of 1.37's
-// container restart rules: a restart policy of a regular container's own,
-// an init container's other than a sidecar's Always, and restart rules
-// (RestartAllContainers ones are refused as a missing node feature).
-func restartRulesUnsupported(c *corev1.Container, p *field.Path, init bool) field.ErrorList {
-	var errs field.ErrorList
-	if c.RestartPolicy != nil && (!init || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
-		errs = append(errs, field.Forbidden(p.Child("restartPolicy"), "a container's own restart policy (other than a sidecar's Always) is not supported by nodeagent yet"))
-	}
-	for i, r := range c.RestartPolicyRules {
-		if r.Action != corev1.ContainerRestartRuleActionRestartAllContainers {
-			errs = append(errs, field.Forbidden(p.Child("restartPolicyRules").Index(i), "container restart rules are not supported by nodeagent yet"))
-		}
 	}
 	return errs
 }

@@ -2,6 +2,8 @@ package volumes
 
 import (
 	"context"
+	"reflect"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,7 +77,8 @@ func Check(pod *corev1.Pod, static bool) field.ErrorList {
 		p := field.NewPath("spec", "volumes").Index(i)
 		plugin := pluginFor(v)
 		if plugin == nil {
-			errs = append(errs, field.Forbidden(p, "only emptyDir, hostPath, configMap, secret, downwardAPI and projected volumes are supported"))
+			kind := sourceName(reflect.ValueOf(v.VolumeSource))
+			errs = append(errs, field.Forbidden(p.Child(kind), kind+" volumes are not supported by nodeagent: only emptyDir, hostPath, configMap, secret, downwardAPI and projected volumes are"))
 			continue
 		}
 		errs = append(errs, plugin.Check(v, p, static)...)
@@ -112,4 +115,16 @@ func apiReference(p *field.Path, what string, static bool) field.ErrorList {
 		return nil
 	}
 	return field.ErrorList{field.Forbidden(p, "static pods may not reference API objects ("+what+")")}
+}
+
+// sourceName is the JSON name of the one source set in a VolumeSource or
+// VolumeProjection (they are all pointers), for the refusal's field path.
+func sourceName(v reflect.Value) string {
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Pointer && !f.IsNil() {
+			name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+			return name
+		}
+	}
+	return "unknown"
 }

@@ -127,7 +127,7 @@ func TestCheckNamesTheField(t *testing.T) {
 	for _, e := range Check(pod, true) {
 		got = append(got, e.Field)
 	}
-	want := "spec.volumes[0] spec.volumes[1].emptyDir.medium spec.volumes[2].configMap spec.volumes[3].projected.sources[1] spec.volumes[3].projected.sources[2].serviceAccountToken"
+	want := "spec.volumes[0].nfs spec.volumes[1].emptyDir.medium spec.volumes[2].configMap spec.volumes[3].projected.sources[1].clusterTrustBundle spec.volumes[3].projected.sources[2].serviceAccountToken"
 	if strings.Join(got, " ") != want {
 		t.Errorf("static pod: refused %q, want %q", got, want)
 	}
@@ -135,7 +135,7 @@ func TestCheckNamesTheField(t *testing.T) {
 	for _, e := range Check(pod, false) {
 		got = append(got, e.Field)
 	}
-	if want := "spec.volumes[0] spec.volumes[1].emptyDir.medium spec.volumes[3].projected.sources[1]"; strings.Join(got, " ") != want {
+	if want := "spec.volumes[0].nfs spec.volumes[1].emptyDir.medium spec.volumes[3].projected.sources[1].clusterTrustBundle"; strings.Join(got, " ") != want {
 		t.Errorf("API pod: refused %q, want %q", got, want)
 	}
 }

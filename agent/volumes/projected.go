@@ -3,6 +3,7 @@ package volumes
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -32,7 +33,8 @@ var projectedPlugin = contentPlugin{
 			case src.ServiceAccountToken != nil:
 				errs = append(errs, apiReference(sp.Child("serviceAccountToken"), "serviceAccountToken", static)...)
 			default:
-				errs = append(errs, field.Forbidden(sp, onlyProjections))
+				kind := sourceName(reflect.ValueOf(src))
+				errs = append(errs, field.Forbidden(sp.Child(kind), kind+" projections are not supported by nodeagent: "+onlyProjections))
 			}
 		}
 		return errs

@@ -354,6 +354,13 @@ spec:
 	n.writeManifest("crash.yaml", pod("crash", "Always", "sleep 1; exit 1"))
 	n.writeManifest("done.yaml", pod("done", "OnFailure", "exit 0"))
 	n.writeManifest("fail.yaml", pod("fail", "Never", "exit 3"))
+	// 1.35's restart rules: a Never pod whose container is restarted on
+	// exit code 42 only; the second run exits 0 and the pod succeeds.
+	n.writeManifest("rules.yaml", strings.Replace(pod("rules", "Never", "if [ -e /state/ran ]; then exit 0; fi; touch /state/ran; exit 42"),
+		"    command:", `    restartPolicy: Never
+    restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [42]}}]
+    volumeMounts: [{name: state, mountPath: /state}]
+    command:`, 1)+"  volumes: [{name: state, emptyDir: {}}]\n")
 	n.start()
 
 	n.waitPod("done", 60*time.Second, "succeeded", func(p *corev1.Pod) error {
@@ -371,6 +378,16 @@ spec:
 		}
 		if t := p.Status.ContainerStatuses[0].State.Terminated; t == nil || t.Reason != "Error" || t.ExitCode != 3 {
 			return fmt.Errorf("state %+v", p.Status.ContainerStatuses[0].State)
+		}
+		return nil
+	})
+	n.waitPod("rules", 60*time.Second, "succeeded after the rule restarted it once", func(p *corev1.Pod) error {
+		if p == nil || p.Status.Phase != corev1.PodSucceeded || len(p.Status.ContainerStatuses) == 0 {
+			return fmt.Errorf("phase %v", p)
+		}
+		cs := p.Status.ContainerStatuses[0]
+		if cs.RestartCount != 1 || cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 42 {
+			return fmt.Errorf("restarts %d lastState %+v", cs.RestartCount, cs.LastTerminationState)
 		}
 		return nil
 	})

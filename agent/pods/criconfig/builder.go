@@ -41,6 +41,9 @@ type Options struct {
 	ResolvConf             string // the host's resolv.conf ("": no host DNS)
 	// SeccompRoot holds the localhost seccomp profiles (<root-dir>/seccomp).
 	SeccompRoot string
+	// RecursiveReadOnlyMounts: the runtime's default handler makes
+	// read-only mounts recursively read-only (recursiveReadOnly).
+	RecursiveReadOnlyMounts bool
 }
 
 // Host makes what a container's mounts point at on the node.

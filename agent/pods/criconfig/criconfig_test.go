@@ -470,3 +470,39 @@ func TestSupplementalGroupsPolicyAndSELinuxReachTheRuntime(t *testing.T) {
 		}
 	}
 }
+
+// recursiveReadOnly as the kubelet resolves it, and mountPropagation, reach
+// the runtime's mounts.
+func TestRecursiveReadOnlyAndPropagation(t *testing.T) {
+	rro := func(mode corev1.RecursiveReadOnlyMode, readOnly bool, prop *corev1.MountPropagationMode) corev1.VolumeMount {
+		return corev1.VolumeMount{Name: "v", ReadOnly: readOnly, RecursiveReadOnly: &mode, MountPropagation: prop}
+	}
+	for _, tc := range []struct {
+		vm        corev1.VolumeMount
+		supported bool
+		want      bool
+		err       string
+	}{
+		{rro(corev1.RecursiveReadOnlyEnabled, true, nil), true, true, ""},
+		{rro(corev1.RecursiveReadOnlyEnabled, true, nil), false, false, "not supported by the runtime"},
+		{rro(corev1.RecursiveReadOnlyIfPossible, true, nil), false, false, ""},
+		{rro(corev1.RecursiveReadOnlyIfPossible, true, nil), true, true, ""},
+		{rro(corev1.RecursiveReadOnlyEnabled, false, nil), true, false, "it is not read-only"},
+		{rro(corev1.RecursiveReadOnlyEnabled, true, ptr.To(corev1.MountPropagationHostToContainer)), true, false, "not compatible with propagation"},
+		{rro(corev1.RecursiveReadOnlyDisabled, true, nil), true, false, ""},
+	} {
+		got, err := recursiveReadOnly(tc.vm, tc.supported)
+		if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s readOnly %v supported %v: %v %v, want %v %q", *tc.vm.RecursiveReadOnly, tc.vm.ReadOnly, tc.supported, got, err, tc.want, tc.err)
+		}
+	}
+	for mode, want := range map[corev1.MountPropagationMode]runtimeapi.MountPropagation{
+		corev1.MountPropagationNone:            runtimeapi.MountPropagation_PROPAGATION_PRIVATE,
+		corev1.MountPropagationHostToContainer: runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER,
+		corev1.MountPropagationBidirectional:   runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL,
+	} {
+		if got := propagation(&mode); got != want {
+			t.Errorf("%s: %v, want %v", mode, got, want)
+		}
+	}
+}

@@ -35,7 +35,52 @@ func (b *Builder) mounts(pod *corev1.Pod, c *corev1.Container, env func(string) 
 			}
 			host = target
 		}
-		out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: readOnly})
+		rro, err := recursiveReadOnly(vm, b.opts.RecursiveReadOnlyMounts)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: readOnly,
+			RecursiveReadOnly: rro, Propagation: propagation(vm.MountPropagation)})
 	}
 	return out, nil
+}
+
+// propagation is the CRI's for a mount's mountPropagation (None, the
+// default, is private).
+func propagation(p *corev1.MountPropagationMode) runtimeapi.MountPropagation {
+	switch {
+	case p == nil:
+	case *p == corev1.MountPropagationHostToContainer:
+		return runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+	case *p == corev1.MountPropagationBidirectional:
+		return runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+	}
+	return runtimeapi.MountPropagation_PROPAGATION_PRIVATE
+}
+
+// recursiveReadOnly resolves a mount's recursiveReadOnly as the kubelet
+// does: Enabled needs a read-only mount without propagation and a runtime
+// that says it can (its status's handler features); IfPossible is
+// recursive only there.
+func recursiveReadOnly(vm corev1.VolumeMount, supported bool) (bool, error) {
+	mode := vm.RecursiveReadOnly
+	if mode == nil || *mode == corev1.RecursiveReadOnlyDisabled {
+		return false, nil
+	}
+	if !vm.ReadOnly {
+		return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not read-only", vm.Name)
+	}
+	if p := vm.MountPropagation; p != nil && *p != corev1.MountPropagationNone {
+		return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not compatible with propagation %q", vm.Name, *p)
+	}
+	switch *mode {
+	case corev1.RecursiveReadOnlyIfPossible:
+		return supported, nil
+	case corev1.RecursiveReadOnlyEnabled:
+		if !supported {
+			return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not supported by the runtime", vm.Name)
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("unknown recursive read-only mode %q", *mode)
 }
