@@ -2,11 +2,14 @@ package volumes
 
 import (
 	"context"
+	"fmt"
+	"os"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"nodeagent/internal/atomicdir"
 	"nodeagent/internal/layout"
 	"nodeagent/internal/sat"
 )
@@ -39,6 +42,16 @@ func (emptyDirPlugin) SetUp(_ context.Context, m *Manager, pod *corev1.Pod, v *c
 			size = sat.Value(*v.EmptyDir.SizeLimit)
 		}
 		if err := m.tmpfs(dir, size); err != nil {
+			return Mounted{}, err
+		}
+	}
+	// fsGroup owns the volume, with set-group-ID so what the containers
+	// create there is the group's too (the kubelet's SetVolumeOwnership).
+	if o := owner(pod); o != atomicdir.NoOwner {
+		if err := os.Chown(dir, -1, o.GID); err != nil {
+			return Mounted{}, fmt.Errorf("give emptyDir %s to fsGroup %d: %w", v.Name, o.GID, err)
+		}
+		if err := os.Chmod(dir, 0o777|os.ModeSetgid); err != nil {
 			return Mounted{}, err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,5 +138,26 @@ func TestCheckNamesTheField(t *testing.T) {
 	}
 	if want := "spec.volumes[0].nfs spec.volumes[1].emptyDir.medium spec.volumes[3].projected.sources[1].clusterTrustBundle"; strings.Join(got, " ") != want {
 		t.Errorf("API pod: refused %q, want %q", got, want)
+	}
+}
+
+// With fsGroup, an emptyDir is the group's with set-group-ID, as the
+// kubelet's SetVolumeOwnership leaves it.
+func TestEmptyDirBelongsToFSGroup(t *testing.T) {
+	root := t.TempDir()
+	m := New(Config{Root: root, Objects: &fakeObjects{}, Clock: clocktesting.NewFakeClock(time.Unix(1_000_000, 0)),
+		Tmpfs: func(string, int64) error { return nil }})
+	pod := volumePod(corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	pod.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: ptr.To(int64(4321))}
+	if _, failures := m.SetUp(context.Background(), pod); len(failures) > 0 {
+		t.Fatal(failures)
+	}
+	got, _ := m.Mount(pod.UID, "scratch")
+	st, err := os.Stat(got.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gid := st.Sys().(*syscall.Stat_t).Gid; gid != 4321 || st.Mode()&os.ModeSetgid == 0 || st.Mode().Perm() != 0o777 {
+		t.Errorf("emptyDir gid %d mode %v, want 4321 and drwxrwsrwx", gid, st.Mode())
 	}
 }

@@ -122,6 +122,7 @@ func upstreamMain(args []string) {
 	fs.StringVar(&in.Agnhost, "agnhost", "bin/upstream/agnhost", "static agnhost binary")
 	tls := fs.String("agnhost-tls", "", "agnhost's porter/localhost.crt,porter/localhost.key")
 	fs.StringVar(&in.NNP, "nnp", "bin/images/nnp", "static nnp binary (nonewprivs)")
+	fs.StringVar(&in.Hostname, "hostname", "/usr/bin/hostname", "glibc's hostname program, for glibc-dns-testing (its libraries come along)")
 	tools := fs.String("agnhost-tools", "/bin/bash,/usr/bin/curl", "comma-separated host binaries agnhost's image carries, SRC or SRC=DEST (their libraries come along)")
 	registry := fs.String("registry", "127.0.0.1:5000", "registry host:port to push to")
 	repoList := fs.String("repo-list", "", "write the KUBE_TEST_REPO_LIST file here")

@@ -40,6 +40,9 @@ type UpstreamInputs struct {
 	// Dockerfile adds bash, curl, netcat and more with apk), with their
 	// libraries: SRC at its own path, or SRC=DEST.
 	AgnhostTools []string
+	// Hostname is glibc's hostname program (Debian's /usr/bin/hostname)
+	// for the glibc-dns-testing image.
+	Hostname string
 }
 
 // UpstreamImage is one image of the set: its registry key, its name:tag
@@ -110,9 +113,9 @@ func Upstream(in UpstreamInputs) ([]UpstreamImage, error) {
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, UpstreamImage{Key: "gcRegistry", Name: "pause:3.10.1", Image: pause})
+	out = append(out, UpstreamImage{Key: "gcRegistry", Name: "pause:3.10.2", Image: pause})
 
-	if err := add(e2e, "busybox:1.37.0-1", baseAccounts, nil, v1.Config{Cmd: []string{"sh"}}); err != nil {
+	if err := add(e2e, "busybox:1.37.0-2", baseAccounts, nil, v1.Config{Cmd: []string{"sh"}}); err != nil {
 		return nil, err
 	}
 
@@ -141,31 +144,47 @@ func Upstream(in UpstreamInputs) ([]UpstreamImage, error) {
 		}
 		agnhost = append(agnhost, files...)
 	}
-	if err := add(e2e, "agnhost:2.56", agnhostAccounts, agnhost, v1.Config{
-		Entrypoint:   []string{"/agnhost"},
-		Cmd:          []string{"pause"},
-		ExposedPorts: ports(80, 8080, 8081, 9376, 5000),
-	}); err != nil {
-		return nil, err
+	// The release's agnhost and the one before it (AgnhostPrev, which the
+	// image-update specs start from): the same program, a file naming the
+	// tag so their digests differ.
+	for _, tag := range []string{"2.66.1", "2.55"} {
+		files := append(slices.Clone(agnhost), file{Path: "image-tag", Mode: 0o644, Data: []byte(tag + "\n")})
+		if err := add(e2e, "agnhost:"+tag, agnhostAccounts, files, v1.Config{
+			Entrypoint:   []string{"/agnhost"},
+			Cmd:          []string{"pause"},
+			ExposedPorts: ports(80, 8080, 8081, 9376, 5000),
+		}); err != nil {
+			return nil, err
+		}
 	}
 
 	// nonewprivs: a set-user-ID root binary that prints its effective uid.
 	nnp := append(dirs("usr/local/bin"), file{Path: "usr/local/bin/nnp", Mode: 0o4755, Source: in.NNP})
-	if err := add(e2e, "nonewprivs:1.3", baseAccounts, nnp, v1.Config{Cmd: []string{"nnp"}}); err != nil {
+	if err := add(e2e, "nonewprivs:1.4", baseAccounts, nnp, v1.Config{Cmd: []string{"nnp"}}); err != nil {
 		return nil, err
 	}
 
-	if err := add(e2e, "nonroot:1.4", baseAccounts, nil, v1.Config{User: "1234", Cmd: []string{"sh"}}); err != nil {
+	if err := add(e2e, "nonroot:1.5", baseAccounts, nil, v1.Config{User: "1234", Cmd: []string{"sh"}}); err != nil {
+		return nil, err
+	}
+
+	// glibc-dns-testing: the specs run `hostname` and `hostname -f`, whose
+	// glibc build (Debian's, with its libraries) resolves the FQDN through
+	// /etc/hosts as the upstream image's does; busybox's answers otherwise.
+	hostname, err := hostBinary(in.Hostname, "bin/hostname")
+	if err != nil {
+		return nil, fmt.Errorf("glibc-dns-testing: %w", err)
+	}
+	hostname = append(hostname, file{Path: "etc/nsswitch.conf", Mode: 0o644, Data: []byte("hosts: files dns\n")})
+	if err := add(e2e, "glibc-dns-testing:2.1.1", baseAccounts, hostname, v1.Config{Cmd: []string{"sh"}}); err != nil {
 		return nil, err
 	}
 
 	// Stand-ins: a page that names the version, so the old and new tags
 	// differ by digest as the image-update specs need.
 	for _, s := range []struct{ name, docroot string }{
-		{"nginx:1.14-4", "usr/share/nginx/html"},
-		{"nginx:1.15-4", "usr/share/nginx/html"},
-		{"httpd:2.4.38-4", "usr/local/apache2/htdocs"},
-		{"httpd:2.4.39-4", "usr/local/apache2/htdocs"},
+		{"nginx:1.27.0-2", "usr/share/nginx/html"},
+		{"nginx:1.28.0-2", "usr/share/nginx/html"},
 	} {
 		page := fmt.Sprintf("<html><body>nodeagent stand-in for %s</body></html>\n", s.name)
 		if err := add(e2e, s.name, baseAccounts, append(dirs(s.docroot),
