@@ -238,7 +238,9 @@ func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodR
 			return 0, err
 		}
 	}
-	podIP := sb.GetNetwork().GetIp()
+	// A host-network sandbox has no IP of its own (containerd 2 says
+	// none): the pod's IP is the node's, as in its status.
+	podIP := w.targetIP(sb.GetNetwork().GetIp())
 	var retry time.Duration
 	for _, a := range actions.containers {
 		if d := w.execute(ctx, pod, a, sb.Id, sandboxCfg, podIP); d > 0 && (retry == 0 || d < retry) {

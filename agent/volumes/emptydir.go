@@ -51,7 +51,12 @@ func (emptyDirPlugin) SetUp(_ context.Context, m *Manager, pod *corev1.Pod, v *c
 		if err := os.Chown(dir, -1, o.GID); err != nil {
 			return Mounted{}, fmt.Errorf("give emptyDir %s to fsGroup %d: %w", v.Name, o.GID, err)
 		}
-		if err := os.Chmod(dir, 0o777|os.ModeSetgid); err != nil {
+		// Added to the mode there (a tmpfs root keeps its sticky bit).
+		st, err := os.Stat(dir)
+		if err != nil {
+			return Mounted{}, err
+		}
+		if err := os.Chmod(dir, st.Mode()|0o770|os.ModeSetgid); err != nil {
 			return Mounted{}, err
 		}
 	}
