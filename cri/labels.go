@@ -24,6 +24,9 @@ const (
 	AnnotationPodQOSClass              = "nodeagent.io/qos-class"
 	AnnotationContainerOOMScoreAdj     = "nodeagent.io/oom-score-adj"
 	AnnotationPodCgroup                = "nodeagent.io/pod-cgroup"
+	// AnnotationPodStartTime is the pod's status.startTime (RFC 3339),
+	// so an agent restarted while the pod runs reports the same one.
+	AnnotationPodStartTime = "nodeagent.io/pod-start-time"
 	AnnotationContainerImageRequest    = "nodeagent.io/image"
 	AnnotationPreStopHandler           = "io.kubernetes.container.preStopHandler"
 	AnnotationContainerPorts           = "io.kubernetes.container.ports"

@@ -2,11 +2,13 @@ package pods
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/agent/pleg"
+	"nodeagent/cri"
 )
 
 func conditionOf(st corev1.PodStatus, t corev1.PodConditionType) *corev1.PodCondition {
@@ -148,5 +150,26 @@ func TestContainerRestartRules(t *testing.T) {
 	q.Spec.Containers[0].RestartPolicy = &never
 	if got := podPhase(q, nil, []corev1.ContainerStatus{term("app", 1)}, false); got != corev1.PodFailed {
 		t.Errorf("pod Always, the container Never exited 1: %s, want Failed", got)
+	}
+}
+
+// A restarted agent reports the start time the first one gave the pod
+// (carried on its sandboxes), not the sandbox's creation.
+func TestRecoveredStartTime(t *testing.T) {
+	now := time.Unix(2000, 0)
+	first := time.Date(2026, 11, 26, 15, 7, 0, 123, time.UTC)
+	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{
+		{CreatedAt: time.Unix(1500, 0).UnixNano()},
+		{CreatedAt: time.Unix(1004, 0).UnixNano(), Annotations: map[string]string{cri.AnnotationPodStartTime: first.Format(time.RFC3339Nano)}},
+	}}
+	if got := recoveredStartTime(rt, now); !got.Time.Equal(first) {
+		t.Errorf("with the annotation: %v, want %v", got, first)
+	}
+	rt.Sandboxes[1].Annotations = nil
+	if got := recoveredStartTime(rt, now); !got.Time.Equal(time.Unix(1004, 0)) {
+		t.Errorf("without it: %v, want the oldest sandbox's creation", got)
+	}
+	if got := recoveredStartTime(nil, now); !got.Time.Equal(now) {
+		t.Errorf("no sandbox: %v, want now", got)
 	}
 }

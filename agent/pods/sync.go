@@ -12,6 +12,7 @@ import (
 
 	"nodeagent/agent/pleg"
 	"nodeagent/agent/pods/criconfig"
+	"nodeagent/cri"
 	"nodeagent/internal/sat"
 )
 
@@ -25,10 +26,7 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 		w.seen, w.startReported = w.m.clock.Now(), len(rt.GetSandboxes()) > 0
 	}
 	if w.startTime.IsZero() {
-		w.startTime = metav1.NewTime(w.m.clock.Now())
-		if n := len(rt.GetSandboxes()); n > 0 {
-			w.startTime = metav1.NewTime(time.Unix(0, rt.Sandboxes[n-1].CreatedAt))
-		}
+		w.startTime = recoveredStartTime(rt, w.m.clock.Now())
 	}
 	w.mu.Lock()
 	ev := w.eviction
@@ -306,6 +304,7 @@ func (w *worker) createSandbox(ctx context.Context, pod *corev1.Pod, rt *pleg.Po
 	// as a sandbox that would not start, with the kubelet's event.
 	cfg, err := w.m.configs.Sandbox(w.plan, attempt)
 	if err == nil {
+		cfg.Annotations[cri.AnnotationPodStartTime] = w.startTime.UTC().Format(time.RFC3339Nano)
 		if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 			return nil, nil, fmt.Errorf("create pod log directory: %w", err)
 		}
@@ -346,4 +345,19 @@ func (w *worker) runtimeHandler(ctx context.Context, pod *corev1.Pod) (string, e
 		return "", fmt.Errorf("runtimeClassName %q: runtime classes are read from the API server, and the agent runs without one (--kubeconfig)", *class)
 	}
 	return w.m.objects.RuntimeHandler(ctx, *class)
+}
+
+// recoveredStartTime is the start time a pod's sandboxes carry (the first
+// agent's, across restarts), else the oldest sandbox's creation, else now.
+func recoveredStartTime(rt *pleg.PodRuntime, now time.Time) metav1.Time {
+	sbs := rt.GetSandboxes()
+	for _, sb := range sbs {
+		if t, err := time.Parse(time.RFC3339Nano, sb.GetAnnotations()[cri.AnnotationPodStartTime]); err == nil {
+			return metav1.NewTime(t)
+		}
+	}
+	if n := len(sbs); n > 0 {
+		return metav1.NewTime(time.Unix(0, sbs[n-1].CreatedAt))
+	}
+	return metav1.NewTime(now)
 }
