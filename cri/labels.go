@@ -26,8 +26,8 @@ const (
 	AnnotationPodCgroup                = "nodeagent.io/pod-cgroup"
 	// AnnotationPodStartTime is the pod's status.startTime (RFC 3339),
 	// so an agent restarted while the pod runs reports the same one.
-	AnnotationPodStartTime = "nodeagent.io/pod-start-time"
-	AnnotationContainerImageRequest    = "nodeagent.io/image"
-	AnnotationPreStopHandler           = "io.kubernetes.container.preStopHandler"
-	AnnotationContainerPorts           = "io.kubernetes.container.ports"
+	AnnotationPodStartTime          = "nodeagent.io/pod-start-time"
+	AnnotationContainerImageRequest = "nodeagent.io/image"
+	AnnotationPreStopHandler        = "io.kubernetes.container.preStopHandler"
+	AnnotationContainerPorts        = "io.kubernetes.container.ports"
 )
