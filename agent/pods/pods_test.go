@@ -687,3 +687,15 @@ func TestSupplementalGroupsAdmit(t *testing.T) {
 		t.Errorf("Merge: %+v", r)
 	}
 }
+
+// The runtime's account of the process's identity is the status's user.
+func TestStatusUserIsTheRuntimes(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyAlways, "app")
+	rec := record("app", runtimeapi.ContainerState_CONTAINER_RUNNING, 0, "0", t0)
+	rec.User = &runtimeapi.ContainerUser{Linux: &runtimeapi.LinuxContainerUser{Uid: 1000, Gid: 3000, SupplementalGroups: []int64{3000, 4000}}}
+	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()}, Containers: []*runtimeapi.ContainerStatus{rec}}
+	u := podStatus(pod, rt, nil).ContainerStatuses[0].User
+	if u == nil || u.Linux == nil || u.Linux.UID != 1000 || u.Linux.GID != 3000 || len(u.Linux.SupplementalGroups) != 2 {
+		t.Errorf("user %+v, want the runtime's 1000/3000 [3000 4000]", u)
+	}
+}

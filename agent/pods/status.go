@@ -182,6 +182,10 @@ func (in statusInput) containerStatus(c *corev1.Container, defaultWaiting string
 	}
 	cs.ContainerID = in.runtimeName + "://" + latest.Id
 	cs.ImageID = latest.ImageRef
+	// The identity the runtime gave the process (1.35's status.user).
+	if u := latest.GetUser().GetLinux(); u != nil {
+		cs.User = &corev1.ContainerUser{Linux: &corev1.LinuxContainerUser{UID: u.Uid, GID: u.Gid, SupplementalGroups: u.SupplementalGroups}}
+	}
 	if n, err := strconv.Atoi(latest.Annotations[cri.AnnotationRestartCount]); err == nil {
 		cs.RestartCount = int32(n)
 	}
