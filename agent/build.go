@@ -28,6 +28,7 @@ import (
 	"nodeagent/agent/source"
 	"nodeagent/agent/stats"
 	"nodeagent/agent/status"
+	"nodeagent/agent/userns"
 	"nodeagent/cgroups"
 	"nodeagent/cri"
 	"nodeagent/eviction"
@@ -235,6 +236,7 @@ func (a *Agent) buildNodeStatus(_ context.Context, p *parts) error {
 		Name: a.opts.NodeName, IP: p.nodeIP, Version: version.KubeletVersion(), RuntimeVersion: p.version.RuntimeName + "://" + p.version.RuntimeVersion,
 		Machine: p.machine, Capacity: p.capacity, Allocatable: p.allocatable, Pressure: p.pressure.Conditions, Extended: p.devices.Resources,
 		StrictSupplementalGroups: p.rtStatus.GetFeatures().GetSupplementalGroupsPolicy(),
+		RuntimeHandlers:          nodeRuntimeHandlers(p.rtStatus),
 		Annotations: map[string]string{
 			node.AnnotationCgroupVersion: "v" + strconv.Itoa(p.mgr.Version()),
 			node.AnnotationCgroupDriver:  p.cgroupDriver,
@@ -251,8 +253,12 @@ func (a *Agent) buildNodeStatus(_ context.Context, p *parts) error {
 
 // buildPods makes the runtime cache, the prober, the pod manager and, in
 // API-server mode, the mirror pods that follow the manager's static pods.
-func (a *Agent) buildPods(_ context.Context, p *parts) error {
+func (a *Agent) buildPods(ctx context.Context, p *parts) error {
 	cfg, log := a.cfg, a.log
+	usernsPods, err := a.buildUserNamespaces(ctx, p)
+	if err != nil {
+		return err
+	}
 	changes := p.changes
 	sources, gone := []string{manifest.SourceFile}, func(*corev1.Pod) {}
 	var objects pods.Objects // nil interface when standalone
@@ -304,13 +310,32 @@ func (a *Agent) buildPods(_ context.Context, p *parts) error {
 	}, pods.Deps{Runtime: p.rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		Probes: p.prober, Hooks: hooks, Pressure: p.pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,
 		PodStarted: p.metrics.podStarted, PodSynced: p.metrics.podSynced, Gone: gone, Objects: objects, Devices: p.devices,
-		KillPod: p.killPod(cfg.PerQOS(), a.opts.EvictionGracefulHardMemory),
+		KillPod: p.killPod(cfg.PerQOS(), a.opts.EvictionGracefulHardMemory), UserNamespaces: usernsPods,
 	})
 	if c := p.cluster; c != nil {
 		// A mirror pod waits while its static pod of the same name stops.
 		c.mirrors = mirror.NewManager(c.node.Client, c.pods, c.node.Node, p.manager.Terminating, a.opts.Clock, log.With("component", "mirror-pods"))
 	}
 	return nil
+}
+
+// buildUserNamespaces makes the manager of pods' ID ranges, from the pool
+// of the kubelet's user, and reads back the ranges pods on disk hold.
+func (a *Agent) buildUserNamespaces(ctx context.Context, p *parts) (*userns.Manager, error) {
+	ids := a.cfg.IDsPerPod()
+	first, length, err := userns.Pool(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	st := p.rtStatus
+	m, err := userns.New(userns.Config{Root: layout.Root(a.opts.RootDir), IDsPerPod: ids, FirstID: first, Length: length,
+		MaxPods: int(a.cfg.MaxPods), Supports: func(handler string) (bool, error) { return handlerSupportsUserNamespaces(st, handler) }})
+	if err != nil {
+		return nil, err
+	}
+	a.log.Info("user namespaces", "firstID", first, "length", length, "idsPerPod", ids, "inUse", m.InUse(),
+		"runtimeSupport", defaultHandler(st).GetFeatures().GetUserNamespaces())
+	return m, nil
 }
 
 // buildHousekeeping makes image GC, log rotation and the eviction

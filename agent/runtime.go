@@ -134,3 +134,31 @@ func defaultHandler(st *runtimeapi.StatusResponse) *runtimeapi.RuntimeHandler {
 	}
 	return nil
 }
+
+// nodeRuntimeHandlers are the runtime's handlers for the Node's
+// status.runtimeHandlers, as the kubelet publishes them.
+func nodeRuntimeHandlers(st *runtimeapi.StatusResponse) []corev1.NodeRuntimeHandler {
+	var out []corev1.NodeRuntimeHandler
+	for _, h := range st.GetRuntimeHandlers() {
+		rro, userns := h.GetFeatures().GetRecursiveReadOnlyMounts(), h.GetFeatures().GetUserNamespaces()
+		out = append(out, corev1.NodeRuntimeHandler{Name: h.GetName(),
+			Features: &corev1.NodeRuntimeHandlerFeatures{RecursiveReadOnlyMounts: &rro, UserNamespaces: &userns}})
+	}
+	return out
+}
+
+// handlerSupportsUserNamespaces is the kubelet's
+// HandlerSupportsUserNamespaces on the runtime's status: a runtime that
+// lists no handlers (containerd 1.x) has none.
+func handlerSupportsUserNamespaces(st *runtimeapi.StatusResponse, handler string) (bool, error) {
+	hs := st.GetRuntimeHandlers()
+	if len(hs) == 0 {
+		return false, nil
+	}
+	for _, h := range hs {
+		if h.GetName() == handler {
+			return h.GetFeatures().GetUserNamespaces(), nil
+		}
+	}
+	return false, fmt.Errorf("the handler %q is not known", handler)
+}

@@ -128,6 +128,14 @@ func TestParseManifestErrors(t *testing.T) {
 		"sizeLimit beyond int64": {pod(`volumes: [{name: v, emptyDir: {sizeLimit: 1e20}}]`, `[{name: a, image: b}]`),
 			`spec.volumes[0].emptyDir.sizeLimit: Invalid value: "100E"`},
 		"overhead beyond int64": {pod(`overhead: {memory: 1e19}`, `[{name: a, image: b}]`), `spec.overhead[memory]: Invalid value`},
+		"unmasked /proc as host root": {pod(``, `[{name: a, image: b, securityContext: {procMount: Unmasked}}]`),
+			"spec.containers[0].securityContext.procMount: Invalid value: \"Unmasked\": `hostUsers` must be false to use `Unmasked`"},
+		"unknown procMount": {pod(`hostUsers: false`, `[{name: a, image: b, securityContext: {procMount: Open}}]`),
+			`spec.containers[0].securityContext.procMount: Unsupported value: "Open"`},
+		"user namespace with the host network": {pod(`hostUsers: false, hostNetwork: true`, `[{name: a, image: b}]`),
+			"spec.hostNetwork: Forbidden: when `hostUsers` is false"},
+		"user namespace with host PIDs": {pod(`hostUsers: false, hostPID: true, hostIPC: true`, `[{name: a, image: b}]`),
+			"spec.HostPID: Forbidden: when `hostUsers` is false"},
 		"activeDeadlineSeconds 0": {pod(`activeDeadlineSeconds: 0`, `[{name: a, image: b}]`),
 			"spec.activeDeadlineSeconds: Invalid value: 0: must be between 1 and 4294967295, inclusive"},
 		"bad label": {"apiVersion: v1\nkind: Pod\nmetadata: {name: x, labels: {'a b': c}}\nspec: {containers: [{name: a, image: b}]}\n",
@@ -218,5 +226,12 @@ func TestHugeExponentsAreRefusedQuickly(t *testing.T) {
 	// Ordinary exponents still work.
 	if _, _, err := ParseManifest([]byte(pod(``, `[{name: a, image: b, resources: {limits: {memory: "1e9", cpu: 5e-1}}}]`)), "/m/x.yaml", "n"); err != nil {
 		t.Errorf("1e9 bytes and 5e-1 CPUs: %v", err)
+	}
+}
+
+func TestUserNamespacedPodMayUnmaskProc(t *testing.T) {
+	body := pod(`hostUsers: false`, `[{name: a, image: b, securityContext: {procMount: Unmasked}}, {name: c, image: d, securityContext: {procMount: Default}}]`)
+	if _, _, err := ParseManifest([]byte(body), "/m/u.yaml", "Node1"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -93,6 +93,7 @@ func Validate(pod *corev1.Pod) field.ErrorList {
 	}
 	errs = append(errs, validateHostnameOverride(s, spec)...)
 	errs = append(errs, validateFileKeyRefs(s, spec)...)
+	errs = append(errs, validateUserNamespace(s, spec)...)
 	errs = append(errs, validateResourceList(s.Overhead, spec.Child("overhead"))...)
 
 	volumes := sets.New[string]()

@@ -33,7 +33,7 @@ var Honoured = []string{
 	"eventRecordQPS", "eventBurst", "evictionHard", "evictionSoft", "featureGates", "evictionSoftGracePeriod", "evictionMaxPodGracePeriod", "evictionMinimumReclaim",
 	"evictionPressureTransitionPeriod", "fileCheckFrequency", "kubeReserved", "maxPods", "memoryThrottlingFactor", "memoryReservationPolicy", "failCgroupV1", "podCIDR", "podLogsDir",
 	"podPidsLimit", "port", "qosReserved", "readOnlyPort", "resolvConf", "rotateCertificates", "serverTLSBootstrap", "runtimeRequestTimeout", "staticPodPath",
-	"syncFrequency", "systemReserved", "tlsCertFile", "tlsCipherSuites", "tlsCurvePreferences", "tlsMinVersion", "tlsPrivateKeyFile", "volumeStatsAggPeriod",
+	"syncFrequency", "systemReserved", "tlsCertFile", "tlsCipherSuites", "tlsCurvePreferences", "tlsMinVersion", "tlsPrivateKeyFile", "userNamespaces", "volumeStatsAggPeriod",
 	// API-server mode (--kubeconfig).
 	"kubeAPIBurst", "kubeAPIQPS", "nodeLeaseDurationSeconds", "nodeStatusMaxImages",
 	"nodeStatusReportFrequency", "nodeStatusUpdateFrequency", "registerNode", "registerWithTaints",

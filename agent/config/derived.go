@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"nodeagent/agent/userns"
 	"nodeagent/cgroups"
 	"nodeagent/eviction"
 	"nodeagent/internal/sat"
@@ -158,4 +159,13 @@ func (c *Config) QOSReservedMemory() (percent int64, ok bool) {
 	}
 	percent, err := parsePercent(v)
 	return percent, err == nil
+}
+
+// IDsPerPod is each user-namespaced pod's range of host IDs
+// (userNamespaces.idsPerPod; the kubelet's 65536 when unset or 0).
+func (c *Config) IDsPerPod() uint32 {
+	if u := c.UserNamespaces; u != nil && u.IDsPerPod != nil && *u.IDsPerPod != 0 {
+		return uint32(*u.IDsPerPod)
+	}
+	return userns.UnitLength
 }

@@ -13,6 +13,7 @@ import (
 
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"nodeagent/agent/userns"
 	"nodeagent/cgroups"
 	"nodeagent/internal/sat"
 	"nodeagent/internal/sysctl"
@@ -116,6 +117,11 @@ func (c *Config) Validate() error {
 	}
 	if low < 0 || low > 100 || low >= high && high < 100 {
 		bad("imageGCLowThresholdPercent", low, fmt.Sprintf("must be between 0 and 100 and below imageGCHighThresholdPercent (%d)", high))
+	}
+	if u := c.UserNamespaces; u != nil && u.IDsPerPod != nil {
+		if n := *u.IDsPerPod; n < userns.UnitLength || n%userns.UnitLength != 0 || n > math.MaxUint32 {
+			bad("userNamespaces.idsPerPod", n, fmt.Sprintf("must be a multiple of %d, at least %d and at most %d", userns.UnitLength, userns.UnitLength, int64(math.MaxUint32)))
+		}
 	}
 	if p := c.CrashLoopBackOff.MaxContainerRestartPeriod; p != nil && (p.Duration < time.Second || p.Duration > 300*time.Second) {
 		bad("crashLoopBackOff.maxContainerRestartPeriod", p.Duration, "must be between 1s and 300s")

@@ -49,6 +49,9 @@ type Facts struct {
 	// StrictSupplementalGroups: the runtime takes supplementalGroupsPolicy
 	// Strict (status.features, as the kubelet's NodeFeatures setter).
 	StrictSupplementalGroups bool
+	// RuntimeHandlers are the runtime's handlers and what each can do
+	// (status.runtimeHandlers, as the kubelet's RuntimeHandlers setter).
+	RuntimeHandlers []corev1.NodeRuntimeHandler
 }
 
 // NewStatus describes a node with the given facts.
@@ -68,6 +71,7 @@ func NewStatus(f Facts) *Status {
 		Status: corev1.NodeStatus{
 			DeclaredFeatures: DeclaredFeatures(),
 			Features:         &corev1.NodeFeatures{SupplementalGroupsPolicy: &f.StrictSupplementalGroups},
+			RuntimeHandlers:  f.RuntimeHandlers,
 			Capacity:         capacity,
 			Allocatable:      f.Allocatable,
 			Addresses:        []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: f.IP}, {Type: corev1.NodeHostName, Address: f.Name}},

@@ -55,7 +55,7 @@ spec:
 		if err != nil {
 			return
 		}
-		if len(unsupported(pod)) > 0 || len(probes.Validate(pod)) > 0 {
+		if len(unsupported(pod, true)) > 0 || len(probes.Validate(pod)) > 0 {
 			return
 		}
 		admit(pod, nil, 110, m.opts.Allocatable, nil)

@@ -74,6 +74,9 @@ func (m *Manager) setAsideOrphan(root string, uid types.UID) bool {
 		m.log.Warn("set aside orphaned pod directory", "pod_uid", uid, "err", err)
 		return false
 	}
+	if m.userns != nil {
+		m.userns.Release(uid) // nothing of the pod runs
+	}
 	return true
 }
 

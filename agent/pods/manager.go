@@ -46,6 +46,7 @@ type Manager struct {
 	onPodSynced  func(operation string, took time.Duration)
 	gone         func(pod *corev1.Pod)
 	devices      Devices
+	userns       UserNamespaces // nil: hostUsers: false is refused
 	killPod      func(pod *corev1.Pod) (int, error)
 	clock        clock.WithTicker
 	log          *slog.Logger
@@ -123,6 +124,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 		volumes:      vols,
 		files:        files,
 		objects:      deps.Objects,
+		userns:       deps.UserNamespaces,
 		restarts:     newRestartBackOff(deps.Clock, opts.MaxRestartBackOff),
 		imagePulls:   newImagePullBackOff(deps.Clock),
 		housekeeping: 2 * time.Second,
@@ -303,7 +305,7 @@ func (m *Manager) apply(u source.Update, complete bool) {
 		if r == nil {
 			r = appArmorAdmit(p, m.opts.AppArmor)
 		}
-		if errs := unsupported(p); len(errs) > 0 {
+		if errs := unsupported(p, m.userns != nil); len(errs) > 0 {
 			r = &Rejection{Reason: "UnsupportedPodSpec", Message: errs.ToAggregate().Error()}
 		}
 		// A node feature the pod needs and the node lacks is said in the

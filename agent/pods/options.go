@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/utils/clock"
 
@@ -126,10 +127,22 @@ type Deps struct {
 	Objects Objects
 	// Devices allocates device plugins' resources (nil: none).
 	Devices Devices
+	// UserNamespaces gives pods with hostUsers: false a range of host IDs
+	// (nil: such pods are refused).
+	UserNamespaces UserNamespaces
 	// KillPod SIGKILLs every process of a pod through its cgroup and
 	// returns how many it signalled: StopOptions.KillNow (nil: the worker
 	// stops the pod, with its grace period).
 	KillPod func(pod *corev1.Pod) (int, error)
+}
+
+// UserNamespaces hands out pods' user namespaces (*userns.Manager).
+type UserNamespaces interface {
+	// Options is the pod's user namespace for the runtime handler, its
+	// range made on first use.
+	Options(pod *corev1.Pod, handler string) (*runtimeapi.UserNamespace, error)
+	// Release gives a pod's range back once nothing of it runs.
+	Release(uid types.UID)
 }
 
 // Objects reads what pods reference in the API server.

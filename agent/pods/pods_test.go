@@ -375,7 +375,7 @@ func TestOOMKilledFromCgroupCounter(t *testing.T) {
 
 func TestUnsupportedSpecs(t *testing.T) {
 	pod := testPod(corev1.RestartPolicyAlways, "a")
-	if errs := unsupported(pod); len(errs) != 0 {
+	if errs := unsupported(pod, false); len(errs) != 0 {
 		t.Fatalf("a plain pod: %v", errs)
 	}
 	pod.Spec.Volumes = []corev1.Volume{
@@ -392,12 +392,12 @@ func TestUnsupportedSpecs(t *testing.T) {
 	pod.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{}}
 	pod.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
 	pod.Spec.HostUsers = ptr.To(false)
-	msg := unsupported(pod).ToAggregate().Error()
+	msg := unsupported(pod, false).ToAggregate().Error()
 	for _, want := range []string{"spec.volumes[1].configMap: Forbidden: static pods may not reference API objects", "spec.volumes[2].nfs: Forbidden: nfs volumes are not supported by nodeagent: only emptyDir, hostPath",
 		"spec.volumes[3].emptyDir.medium: Unsupported value", "spec.volumes[5].projected.sources[1].serviceAccountToken: Forbidden: static pods",
 		"spec.volumes[5].projected.sources[2].clusterTrustBundle: Forbidden: clusterTrustBundle projections are not supported by nodeagent: only configMap, secret, downwardAPI and serviceAccountToken projections",
 		"spec.containers[0].env[0].valueFrom.secretKeyRef: Forbidden", "spec.containers[0].envFrom: Forbidden", "spec.imagePullSecrets: Forbidden",
-		"spec.hostUsers: Forbidden: user namespaces (hostUsers: false) are not supported"} {
+		"spec.hostUsers: Forbidden: user namespaces (hostUsers: false) are not enabled on this node"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%q lacks %q", msg, want)
 		}
@@ -411,9 +411,12 @@ func TestUnsupportedSpecs(t *testing.T) {
 	// From the API server, references are the point; what no plugin
 	// serves is still refused.
 	pod.Annotations = map[string]string{manifest.AnnotationConfigSource: source.SourceAPI}
-	msg = unsupported(pod).ToAggregate().Error()
+	msg = unsupported(pod, true).ToAggregate().Error()
 	if strings.Contains(msg, "static pods") {
 		t.Errorf("API pods may reference API objects: %q", msg)
+	}
+	if strings.Contains(msg, "hostUsers") {
+		t.Errorf("with a userns manager, hostUsers: false is served: %q", msg)
 	}
 	for _, want := range []string{"spec.volumes[2].nfs: Forbidden", "spec.volumes[3].emptyDir.medium", "spec.volumes[5].projected.sources[2].clusterTrustBundle: Forbidden"} {
 		if !strings.Contains(msg, want) {

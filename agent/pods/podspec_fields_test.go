@@ -40,7 +40,7 @@ var podFields = map[reflect.Type]map[string]string{
 		"dnsConfig": implemented, "readinessGates": implemented, "runtimeClassName": implemented, "enableServiceLinks": implemented,
 		"overhead": implemented, "setHostnameAsFQDN": implemented, "os": implemented, "hostnameOverride": implemented,
 		"priority": implemented, "priorityClassName": implemented, // eviction ranking, critical pods
-		"hostUsers": refused, "resources": refused, "resourceClaims": refused,
+		"hostUsers": implemented, "resources": refused, "resourceClaims": refused,
 		"nodeSelector":   gap("only kubernetes.io/os is checked at admission; the scheduler placed the pod"),
 		"affinity":       gap("required node affinity is not re-checked at admission; the scheduler placed the pod"),
 		"tolerations":    gap("NoExecute taints are not checked at admission; the scheduler placed the pod"),
@@ -106,7 +106,6 @@ var podFields = map[reflect.Type]map[string]string{
 // refusedExamples set each refused field that the generic volume and
 // projection examples do not cover, on a valid pod from the API.
 var refusedExamples = map[string]func(*corev1.Pod){
-	"PodSpec.hostUsers": func(p *corev1.Pod) { p.Spec.HostUsers = ptr.To(false) },
 	"PodSpec.resources": func(p *corev1.Pod) {
 		p.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}
 	},
@@ -175,7 +174,7 @@ func refusal(p *corev1.Pod) string {
 	if r := featureAdmit(p, nil); r != nil {
 		return r.Reason + ": " + r.Message
 	}
-	if errs := unsupported(p); len(errs) > 0 {
+	if errs := unsupported(p, true); len(errs) > 0 {
 		return "UnsupportedPodSpec: " + errs.ToAggregate().Error()
 	}
 	return ""

@@ -10,11 +10,12 @@ import (
 
 // unsupported lists what a valid pod spec asks for that the agent cannot
 // honour: volume types it has no plugin for, a user namespace
-// (hostUsers: false), and, for static pods,
+// (hostUsers: false) without a userns manager (userns), and, for static
+// pods,
 // references to API objects (the kubelet's PreventStaticPodAPIReferences:
 // a static pod must run without an API server). Admission rejects such a
 // pod with reason UnsupportedPodSpec instead of running it half right.
-func unsupported(pod *corev1.Pod) field.ErrorList {
+func unsupported(pod *corev1.Pod, userns bool) field.ErrorList {
 	var errs field.ErrorList
 	static := !source.FromAPI(pod)
 	spec := field.NewPath("spec")
@@ -61,10 +62,9 @@ func unsupported(pod *corev1.Pod) field.ErrorList {
 	if len(pod.Spec.ResourceClaims) > 0 {
 		errs = append(errs, field.Forbidden(spec.Child("resourceClaims"), "dynamic resource allocation is not supported by nodeagent; the pod would run without its devices"))
 	}
-	// Ignored, it would run the pod as the host's root: refused until user
-	// namespaces are implemented.
-	if u := pod.Spec.HostUsers; u != nil && !*u {
-		errs = append(errs, field.Forbidden(spec.Child("hostUsers"), "user namespaces (hostUsers: false) are not supported by nodeagent yet; the pod would run in the host's user namespace"))
+	// Ignored, it would run the pod as the host's root.
+	if u := pod.Spec.HostUsers; u != nil && !*u && !userns {
+		errs = append(errs, field.Forbidden(spec.Child("hostUsers"), "user namespaces (hostUsers: false) are not enabled on this node; the pod would run in the host's user namespace"))
 	}
 	return errs
 }

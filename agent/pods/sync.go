@@ -230,7 +230,13 @@ func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodR
 		}
 	default:
 		if w.plan == nil {
-			w.plan = criconfig.NewPlan(pod, w.m.tree.CgroupParent(pod))
+			// An agent restarted: the pod's running sandbox has its user
+			// namespace, read back from the pod's directory.
+			plan := criconfig.NewPlan(pod, w.m.tree.CgroupParent(pod))
+			if plan.UserNamespace, err = w.userNamespace(ctx, pod); err != nil {
+				return 0, err
+			}
+			w.plan = plan
 		}
 		if sandboxCfg, err = w.m.configs.Sandbox(w.plan, sb.GetMetadata().GetAttempt()); err != nil {
 			return 0, err
@@ -300,18 +306,23 @@ func (w *worker) createSandbox(ctx context.Context, pod *corev1.Pod, rt *pleg.Po
 	for name := range w.waiting {
 		delete(w.waiting, name)
 	}
-	// A config the pod spec makes impossible (an FQDN over 64 bytes) fails
-	// as a sandbox that would not start, with the kubelet's event.
-	cfg, err := w.m.configs.Sandbox(w.plan, attempt)
+	// A config the pod spec makes impossible (an FQDN over 64 bytes, a
+	// user namespace the runtime lacks) fails as a sandbox that would not
+	// start, with the kubelet's event.
+	var cfg *runtimeapi.PodSandboxConfig
+	var id string
+	handler, err := w.runtimeHandler(ctx, pod)
+	if err == nil {
+		w.plan.UserNamespace, err = w.userNamespace(ctx, pod)
+	}
+	if err == nil {
+		cfg, err = w.m.configs.Sandbox(w.plan, attempt)
+	}
 	if err == nil {
 		cfg.Annotations[cri.AnnotationPodStartTime] = w.startTime.UTC().Format(time.RFC3339Nano)
 		if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 			return nil, nil, fmt.Errorf("create pod log directory: %w", err)
 		}
-	}
-	var handler, id string
-	if err == nil {
-		handler, err = w.runtimeHandler(ctx, pod)
 	}
 	if err == nil {
 		w.actions++
@@ -345,6 +356,22 @@ func (w *worker) runtimeHandler(ctx context.Context, pod *corev1.Pod) (string, e
 		return "", fmt.Errorf("runtimeClassName %q: runtime classes are read from the API server, and the agent runs without one (--kubeconfig)", *class)
 	}
 	return w.m.objects.RuntimeHandler(ctx, *class)
+}
+
+// userNamespace is the pod's user namespace for its runtime handler
+// (nil without a userns manager: admission refused hostUsers: false).
+func (w *worker) userNamespace(ctx context.Context, pod *corev1.Pod) (*runtimeapi.UserNamespace, error) {
+	if w.m.userns == nil {
+		return nil, nil
+	}
+	handler := ""
+	if u := pod.Spec.HostUsers; u != nil && !*u {
+		var err error
+		if handler, err = w.runtimeHandler(ctx, pod); err != nil {
+			return nil, err
+		}
+	}
+	return w.m.userns.Options(pod, handler)
 }
 
 // recoveredStartTime is the start time a pod's sandboxes carry (the first

@@ -277,6 +277,9 @@ func (w *worker) killAndClean(ctx context.Context) error {
 			return err
 		}
 	}
+	if w.m.userns != nil {
+		w.m.userns.Release(w.uid)
+	}
 	return nil
 }
 

@@ -68,6 +68,10 @@ func (r Root) Container(uid types.UID, container string) string {
 	return filepath.Join(r.Pod(uid), "containers", container)
 }
 
+// UserNamespace holds a pod's user namespace range (hostUsers: false),
+// the kubelet's "userns" file.
+func (r Root) UserNamespace(uid types.UID) string { return filepath.Join(r.Pod(uid), "userns") }
+
 // HostsFile is a pod's /etc/hosts.
 func (r Root) HostsFile(uid types.UID) string { return filepath.Join(r.Pod(uid), "etc-hosts") }
 

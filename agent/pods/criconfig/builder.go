@@ -9,6 +9,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/internal/qos"
 )
@@ -92,6 +93,9 @@ type Plan struct {
 	Pod          *corev1.Pod
 	QOS          corev1.PodQOSClass
 	CgroupParent string // the pod cgroup, as the runtime names parents ("": the runtime's default)
+	// UserNamespace is the pod's for the sandbox and every container
+	// (userns.Manager.Options); nil: the runtime's default.
+	UserNamespace *runtimeapi.UserNamespace
 }
 
 // NewPlan plans pod with its cgroup parent.

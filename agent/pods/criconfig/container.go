@@ -103,6 +103,14 @@ func (b *Builder) Container(ctx context.Context, plan *Plan, c *corev1.Container
 			SecurityContext: containerSecurityContext(pod, c, b.opts.SeccompRoot),
 		},
 	}
+	// In a user namespace every mount is idmapped to the pod's range, as
+	// the kubelet asks: the container's root owns what host root owns.
+	if ns := plan.UserNamespace; ns != nil {
+		cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = ns
+		for _, m := range cfg.Mounts {
+			m.UidMappings, m.GidMappings = ns.Uids, ns.Gids
+		}
+	}
 	// What stopping the container needs if the pod's spec is gone by then
 	// (deleted while the agent was down), as the kubelet keeps it.
 	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {

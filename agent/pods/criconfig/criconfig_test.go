@@ -506,3 +506,46 @@ func TestRecursiveReadOnlyAndPropagation(t *testing.T) {
 		}
 	}
 }
+
+// A pod's user namespace reaches the sandbox, every container and, as
+// idmappings, every mount of the container; the node's namespace maps no
+// mount.
+func TestUserNamespaceReachesSandboxContainersAndMounts(t *testing.T) {
+	b, _ := testBuilder(t, Options{})
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.Volumes = []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}}
+	ids := []*runtimeapi.IDMapping{{HostId: 131072, ContainerId: 0, Length: 65536}}
+	plan := NewPlan(pod, "")
+	plan.UserNamespace = &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD, Uids: ids, Gids: ids}
+	sb, err := b.Sandbox(plan, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sb.Linux.SecurityContext.NamespaceOptions.UsernsOptions; got != plan.UserNamespace {
+		t.Errorf("sandbox userns %+v", got)
+	}
+	cfg, err := b.Container(context.Background(), plan, c, "img", 0, "10.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions; got != plan.UserNamespace {
+		t.Errorf("container userns %+v", got)
+	}
+	if len(cfg.Mounts) < 2 {
+		t.Fatalf("mounts %+v: want the volume and the managed files", cfg.Mounts)
+	}
+	for _, m := range cfg.Mounts {
+		if len(m.UidMappings) != 1 || m.UidMappings[0].HostId != 131072 || len(m.GidMappings) != 1 {
+			t.Errorf("mount %s: idmappings %v %v", m.ContainerPath, m.UidMappings, m.GidMappings)
+		}
+	}
+	plan.UserNamespace = &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_NODE}
+	cfg, _ = b.Container(context.Background(), plan, c, "img", 0, "10.0.0.1")
+	for _, m := range cfg.Mounts {
+		if len(m.UidMappings) != 0 || len(m.GidMappings) != 0 {
+			t.Errorf("host-user pod: mount %s is idmapped", m.ContainerPath)
+		}
+	}
+}

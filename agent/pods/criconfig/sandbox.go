@@ -63,6 +63,7 @@ func (b *Builder) Sandbox(plan *Plan, attempt uint32) (*runtimeapi.PodSandboxCon
 			Sysctls: sysctls(pod),
 		},
 	}
+	cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = plan.UserNamespace
 	if !pod.Spec.HostNetwork {
 		if cfg.Hostname, err = kernelHostname(pod, b.opts.ClusterDomain); err != nil {
 			return nil, err
