@@ -29,6 +29,9 @@ type nodeMetrics struct {
 	runtimeErrors   *prometheus.CounterVec
 	kernelOOMKills  *prometheus.CounterVec
 	apiRequests     *prometheus.CounterVec
+	// Sandboxes created and failed, of all pods and of user-namespaced ones.
+	startedPods, startedPodsErrors             prometheus.Counter
+	startedUsernsPods, startedUsernsPodsErrors prometheus.Counter
 
 	// The certificates the agent holds (nil until one is managed) and the
 	// renewals that failed.
@@ -63,6 +66,14 @@ func newNodeMetrics(nodeName string) *nodeMetrics {
 		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rest_client_requests_total",
 			Help: "Number of HTTP requests to the API server, partitioned by status code, method, and host."},
 			[]string{"code", "method", "host"}),
+		startedPods: prometheus.NewCounter(prometheus.CounterOpts{Name: "kubelet_started_pods_total",
+			Help: "Cumulative number of pods started"}),
+		startedPodsErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "kubelet_started_pods_errors_total",
+			Help: "Cumulative number of errors when starting pods"}),
+		startedUsernsPods: prometheus.NewCounter(prometheus.CounterOpts{Name: "kubelet_started_user_namespaced_pods_total",
+			Help: "Cumulative number of pods with user namespaces started"}),
+		startedUsernsPodsErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "kubelet_started_user_namespaced_pods_errors_total",
+			Help: "Cumulative number of errors when starting pods with user namespaces. This does not consider errors when user namespaces are not supported."}),
 		clientRenewErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "kubelet_certificate_manager_client_expiration_renew_errors",
 			Help: "Counter of certificate renewal errors."}),
 		serverRenewErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "kubelet_server_expiration_renew_errors",
@@ -89,6 +100,21 @@ func (m *nodeMetrics) runtimeCall(operation string, took time.Duration, err erro
 	}
 }
 
+// sandboxCreated counts one sandbox creation as the kubelet's SyncPod
+// does (pods.Deps.SandboxCreated).
+func (m *nodeMetrics) sandboxCreated(userNamespaced, sandboxFailed, syncFailed bool) {
+	m.startedPods.Inc()
+	if sandboxFailed {
+		m.startedPodsErrors.Inc()
+	}
+	if userNamespaced {
+		m.startedUsernsPods.Inc()
+		if syncFailed {
+			m.startedUsernsPodsErrors.Inc()
+		}
+	}
+}
+
 func (m *nodeMetrics) podStarted(total, sli time.Duration) {
 	m.podStart.Observe(total.Seconds())
 	m.podStartSLI.Observe(sli.Seconds())
@@ -100,7 +126,8 @@ func (m *nodeMetrics) podStarted(total, sli time.Duration) {
 func (m *nodeMetrics) registry(cache *pleg.Cache, components ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.relist, m.relistInterval, m.podWorker, m.podStart, m.podStartSLI, m.runtimeOps, m.runtimeDuration, m.runtimeErrors,
-		m.kernelOOMKills, m.apiRequests, m.clientRenewErrors, m.serverRenewErrors)
+		m.kernelOOMKills, m.apiRequests, m.clientRenewErrors, m.serverRenewErrors,
+		m.startedPods, m.startedPodsErrors, m.startedUsernsPods, m.startedUsernsPodsErrors)
 	reg.MustRegister(nodeNameCollector(m.nodeName), certTTLCollector{m})
 	reg.MustRegister(components...)
 	reg.MustRegister(runningCollector{cache}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -44,6 +44,7 @@ type Manager struct {
 	changes      Changes
 	podStarted   func(total, sli time.Duration)
 	onPodSynced  func(operation string, took time.Duration)
+	onSandbox    func(userNamespaced, sandboxFailed, syncFailed bool)
 	gone         func(pod *corev1.Pod)
 	devices      Devices
 	userns       UserNamespaces // nil: hostUsers: false is refused
@@ -111,7 +112,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 	files := nodeFiles{root: layout.Root(opts.RootDir), volumes: vols}
 	return &Manager{
 		pullSlot: pullSlot,
-		opts:     opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, onPodSynced: deps.PodSynced, gone: deps.Gone, devices: deps.Devices, killPod: deps.KillPod, clock: deps.Clock,
+		opts:     opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, onPodSynced: deps.PodSynced, onSandbox: deps.SandboxCreated, gone: deps.Gone, devices: deps.Devices, killPod: deps.KillPod, clock: deps.Clock,
 		log: deps.Log,
 		configs: criconfig.New(criconfig.Options{
 			NodeName: opts.NodeName, NodeIP: opts.NodeIP, PodLogsDir: opts.PodLogsDir,

@@ -118,6 +118,11 @@ type Deps struct {
 	// by the kubelet's operation type: create (the first), update (a new
 	// spec), sync, kill (termination).
 	PodSynced func(operation string, took time.Duration)
+	// SandboxCreated, if set, is told of each sandbox the agent tries to
+	// create: whether the pod has a user namespace, whether the sandbox
+	// failed, and whether anything of that sync failed (the kubelet's
+	// started_pods and started_user_namespaced_pods counters).
+	SandboxCreated func(userNamespaced, sandboxFailed, syncFailed bool)
 	// Gone, if set, is told when a pod that left its source or is being
 	// deleted has nothing left on the node (containers, sandboxes, cgroup,
 	// volumes): the API server's pod may then be deleted.

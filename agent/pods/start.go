@@ -258,6 +258,7 @@ func (w *worker) fail(c *corev1.Container, reason string, err error) {
 		msg = crierr.Msg
 	}
 	w.waiting[c.Name] = waitingReason{Reason: reason, Message: msg}
+	w.failures++
 	w.log.Warn("container failed to start", "container", c.Name, "reason", reason, "err", msg)
 	w.event(c.Name, corev1.EventTypeWarning, "Failed", "Error: "+reason)
 }

@@ -201,10 +201,9 @@ func (w *worker) inspect(ctx context.Context, old *pleg.PodRuntime) *pleg.PodRun
 
 // syncRuntime carries out one sync's podActions, as the kubelet's
 // SyncPod does: pod cgroup and sandbox, then each container's step.
-func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRuntime, actions podActions) (time.Duration, error) {
+func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRuntime, actions podActions) (retry time.Duration, err error) {
 	sb := rt.LatestSandbox()
 	var sandboxCfg *runtimeapi.PodSandboxConfig
-	var err error
 	switch actions.sandbox {
 	case sandboxNeverAgain:
 		return 0, nil
@@ -225,6 +224,7 @@ func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodR
 			return 0, fmt.Errorf("pod cgroup: %w", err)
 		}
 		w.plan = criconfig.NewPlan(pod, parent)
+		defer w.countSandbox(pod, w.failures, &err)
 		if sb, sandboxCfg, err = w.createSandbox(ctx, pod, rt); err != nil {
 			return 0, err
 		}
@@ -245,7 +245,6 @@ func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodR
 	// A host-network sandbox has no IP of its own (containerd 2 says
 	// none): the pod's IP is the node's, as in its status.
 	podIP := w.targetIP(sb.GetNetwork().GetIp())
-	var retry time.Duration
 	for _, a := range actions.containers {
 		if d := w.execute(ctx, pod, a, sb.Id, sandboxCfg, podIP); d > 0 && (retry == 0 || d < retry) {
 			retry = d
@@ -255,6 +254,17 @@ func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodR
 		w.prune(ctx, rt)
 	}
 	return retry, nil
+}
+
+// countSandbox reports a sandbox creation once its sync is done: failed
+// when the sandbox did, and the sync too when a container failed to start
+// after failuresBefore.
+func (w *worker) countSandbox(pod *corev1.Pod, failuresBefore int, sandboxErr *error) {
+	if w.m.onSandbox == nil {
+		return
+	}
+	userns := pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers
+	w.m.onSandbox(userns, *sandboxErr != nil, *sandboxErr != nil || w.failures > failuresBefore)
 }
 
 // hasRunning reports whether a container runs or a sandbox is ready.

@@ -33,6 +33,7 @@ type worker struct {
 
 	actions         int                      // runtime mutations so far; a sync that made none need not re-inspect
 	started         int                      // sandboxes and containers started so far
+	failures        int                      // container starts that failed so far
 	waiting         map[string]waitingReason // per container
 	messages        map[string]string        // termination messages by container ID, read once
 	oomKilled       map[string]bool          // containers the pod cgroup's OOM-kill counter shows were OOM killed

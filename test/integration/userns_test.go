@@ -127,6 +127,30 @@ func TestUserNamespacedPods(t *testing.T) {
 		t.Errorf("userns-a was restarted with the agent")
 	}
 
+	// The kubelet's counters, of this agent's life: two user-namespaced
+	// sandboxes, and a failed sync for the one whose command is missing.
+	n.writeManifest("bad.yaml", strings.Replace(usernsPod("userns-bad"), `command: ["sleep", "3600"]`, `command: ["/no/such/command"]`, 1))
+	n.waitPod("userns-bad", time.Minute, "a failed container start", func(p *corev1.Pod) error {
+		if p == nil || len(p.Status.ContainerStatuses) == 0 {
+			return fmt.Errorf("no status")
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == "main" && (cs.LastTerminationState.Terminated != nil || cs.State.Waiting != nil && strings.HasSuffix(cs.State.Waiting.Reason, "Error")) {
+				return nil
+			}
+		}
+		return fmt.Errorf("statuses %+v", p.Status.ContainerStatuses)
+	})
+	n.eventually("the started-pods counters", 10*time.Second, func() error {
+		fams := n.scrape("/metrics")
+		for name, want := range map[string]float64{"kubelet_started_user_namespaced_pods_total": 2, "kubelet_started_user_namespaced_pods_errors_total": 1, "kubelet_started_pods_total": 2} {
+			if v, ok := metricValue(fams, name); !ok || v != want {
+				return fmt.Errorf("%s = %v (present %v), want %v", name, v, ok, want)
+			}
+		}
+		return nil
+	})
+
 	// A pod that goes gives its range back, file and all.
 	n.removeManifest("a.yaml")
 	n.waitGone("userns-a")
