@@ -30,4 +30,7 @@ const (
 	AnnotationContainerImageRequest = "nodeagent.io/image"
 	AnnotationPreStopHandler        = "io.kubernetes.container.preStopHandler"
 	AnnotationContainerPorts        = "io.kubernetes.container.ports"
+	// AnnotationImageVolumes lists the images (by ID, comma-separated)
+	// the container mounts as image volumes: image GC keeps them.
+	AnnotationImageVolumes = "nodeagent.io/image-volumes"
 )

@@ -35,6 +35,11 @@ func applyDefaults(pod *corev1.Pod) {
 		yes := true
 		s.EnableServiceLinks = &yes
 	}
+	for i := range s.Volumes {
+		if img := s.Volumes[i].Image; img != nil && img.PullPolicy == "" {
+			img.PullPolicy = defaultPullPolicy(img.Reference)
+		}
+	}
 	for i := range s.InitContainers {
 		defaultContainer(&s.InitContainers[i])
 	}

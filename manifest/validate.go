@@ -116,6 +116,9 @@ func Validate(pod *corev1.Pod) field.ErrorList {
 		if v.HostPath != nil {
 			errs = append(errs, validateHostPath(v.HostPath, p.Child("hostPath"))...)
 		}
+		if img := v.Image; img != nil {
+			errs = append(errs, validateImageVolume(img, p.Child("image"))...)
+		}
 		if v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil {
 			errs = append(errs, validateQuantity(corev1.ResourceEphemeralStorage, *v.EmptyDir.SizeLimit, p.Child("emptyDir", "sizeLimit"))...)
 		}

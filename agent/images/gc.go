@@ -11,12 +11,14 @@ import (
 	"log/slog"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"nodeagent/cri"
 	"nodeagent/internal/fsinfo"
 	"nodeagent/internal/loop"
 )
@@ -145,6 +147,13 @@ func (g *GC) refresh(ctx context.Context) ([]*runtimeapi.Image, map[string]bool,
 	for _, c := range containers {
 		inUse[c.ImageRef] = true
 		inUse[c.GetImage().GetImage()] = true
+		// Image volumes are in use as long as a container mounts them, as
+		// the kubelet's handleImageVolumes.
+		if ids := c.GetAnnotations()[cri.AnnotationImageVolumes]; ids != "" {
+			for _, id := range strings.Split(ids, ",") {
+				inUse[id] = true
+			}
+		}
 	}
 	present := map[string]bool{}
 	for _, img := range images {

@@ -79,7 +79,7 @@ var podFields = map[reflect.Type]map[string]string{
 		"glusterfs": refused, "persistentVolumeClaim": refused, "rbd": refused, "flexVolume": refused, "cinder": refused,
 		"cephfs": refused, "flocker": refused, "fc": refused, "azureFile": refused, "vsphereVolume": refused, "quobyte": refused,
 		"azureDisk": refused, "photonPersistentDisk": refused, "portworxVolume": refused, "scaleIO": refused, "storageos": refused,
-		"csi": refused, "ephemeral": refused, "image": refused,
+		"csi": refused, "ephemeral": refused, "image": implemented,
 	},
 	reflect.TypeFor[corev1.VolumeProjection](): {
 		"secret": implemented, "downwardAPI": implemented, "configMap": implemented, "serviceAccountToken": implemented,

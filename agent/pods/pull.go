@@ -18,72 +18,107 @@ import (
 	"nodeagent/cri"
 )
 
-// ensureImage honours imagePullPolicy, with the kubelet's reasons and the
-// image pull back-off (10 s doubling to 300 s).
+// pullTarget is what an image is pulled for: a container, or an image
+// volume (container "": events go to the pod, as the kubelet's).
+type pullTarget struct {
+	image     string
+	policy    corev1.PullPolicy
+	container string
+}
+
+// pullFailure is why an image is not there: the waiting reason and
+// message of the containers that need it, and whether it counts as a
+// failed start (the kubelet's failed sync results).
+type pullFailure struct {
+	reason, message string
+	failed          bool
+}
+
+// ensureImage honours imagePullPolicy for a container's image, its
+// failure the container's waiting reason.
 func (w *worker) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Container, sandboxCfg *runtimeapi.PodSandboxConfig) (string, time.Duration, bool) {
-	if _, err := reference.ParseNormalizedNamed(c.Image); err != nil {
-		msg := fmt.Sprintf("Failed to apply default image tag %q: couldn't parse image name %q: %v", c.Image, c.Image, err)
-		w.waiting[c.Name] = waitingReason{Reason: "InvalidImageName", Message: msg}
-		w.event(c.Name, corev1.EventTypeWarning, "InspectFailed", msg)
-		return "", w.m.opts.ResyncPeriod, false
+	ref, retry, why := w.ensure(ctx, pod, pullTarget{image: c.Image, policy: c.ImagePullPolicy, container: c.Name}, sandboxCfg)
+	if why == nil {
+		return ref, 0, true
 	}
-	if c.ImagePullPolicy != corev1.PullAlways {
-		img, err := w.m.rt.ImageStatus(ctx, c.Image)
+	if why.failed {
+		w.fail(c, why.reason, errors.New(why.message))
+	} else {
+		w.waiting[c.Name] = waitingReason{Reason: why.reason, Message: why.message}
+	}
+	return "", retry, false
+}
+
+// ensure honours a pull policy, with the kubelet's reasons and events and
+// the image pull back-off (10 s doubling to 300 s).
+func (w *worker) ensure(ctx context.Context, pod *corev1.Pod, t pullTarget, sandboxCfg *runtimeapi.PodSandboxConfig) (string, time.Duration, *pullFailure) {
+	if _, err := reference.ParseNormalizedNamed(t.image); err != nil {
+		msg := fmt.Sprintf("Failed to apply default image tag %q: couldn't parse image name %q: %v", t.image, t.image, err)
+		w.event(t.container, corev1.EventTypeWarning, "InspectFailed", msg)
+		return "", w.m.opts.ResyncPeriod, &pullFailure{reason: "InvalidImageName", message: msg}
+	}
+	if t.policy != corev1.PullAlways {
+		img, err := w.m.rt.ImageStatus(ctx, t.image)
 		if err != nil {
-			w.fail(c, "ErrImagePull", err)
-			return "", w.m.opts.ResyncPeriod, false
+			return "", w.m.opts.ResyncPeriod, &pullFailure{reason: "ErrImagePull", message: errorMessage(err), failed: true}
 		}
 		if img != nil {
-			w.event(c.Name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", c.Image))
-			return img.Id, 0, true
+			w.event(t.container, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", t.image))
+			return img.Id, 0, nil
 		}
-		if c.ImagePullPolicy == corev1.PullNever {
-			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
-			w.waiting[c.Name] = waitingReason{Reason: "ErrImageNeverPull", Message: msg}
-			w.event(c.Name, corev1.EventTypeWarning, "ErrImageNeverPull", msg)
-			return "", w.m.opts.ResyncPeriod, false
+		if t.policy == corev1.PullNever {
+			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", t.image)
+			w.event(t.container, corev1.EventTypeWarning, "ErrImageNeverPull", msg)
+			return "", w.m.opts.ResyncPeriod, &pullFailure{reason: "ErrImageNeverPull", message: msg}
 		}
 	}
-	key := string(pod.UID) + "/" + c.Image
-	if failed, ok := w.pullFailed[c.Image]; ok {
+	key := string(pod.UID) + "/" + t.image
+	if failed, ok := w.pullFailed[t.image]; ok {
 		if in, until := w.m.imagePulls.InBackOff(key, failed); in {
-			msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
-			w.waiting[c.Name] = waitingReason{Reason: "ImagePullBackOff", Message: msg}
-			w.event(c.Name, corev1.EventTypeNormal, "BackOff", msg)
-			w.event(c.Name, corev1.EventTypeWarning, "Failed", "Error: ImagePullBackOff")
-			return "", until.Sub(w.m.clock.Now()), false
+			msg := fmt.Sprintf("Back-off pulling image %q", t.image)
+			w.event(t.container, corev1.EventTypeNormal, "BackOff", msg)
+			w.event(t.container, corev1.EventTypeWarning, "Failed", "Error: ImagePullBackOff")
+			return "", until.Sub(w.m.clock.Now()), &pullFailure{reason: "ImagePullBackOff", message: msg}
 		}
 	}
-	w.event(c.Name, corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
+	w.event(t.container, corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", t.image))
 	pullStart := w.m.clock.Now()
-	stopProgress := w.reportPullProgress(c, pullStart)
-	ref, waited, err := w.m.pull(ctx, c.Image, w.pullCredentials(ctx, pod, c.Image), sandboxCfg)
+	stopProgress := w.reportPullProgress(t, pullStart)
+	ref, waited, err := w.m.pull(ctx, t.image, w.pullCredentials(ctx, pod, t.image), sandboxCfg)
 	stopProgress()
 	took := w.m.clock.Since(pullStart)
 	w.pulling += took
 	if err != nil {
 		now := w.m.clock.Now()
-		w.pullFailed[c.Image] = now
+		w.pullFailed[t.image] = now
 		w.m.imagePulls.Next(key, now)
 		reason := "ErrImagePull"
 		var crierr *cri.Error
 		if errors.As(err, &crierr) && crierr.Code == codes.InvalidArgument {
 			reason = "InvalidImageName"
 		}
-		w.event(c.Name, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err))
-		w.fail(c, reason, err)
+		w.event(t.container, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", t.image, err))
 		// Sync again soon: inside the back-off window the container then
 		// shows ImagePullBackOff, and that sync waits for the window to end.
-		return "", time.Second, false
+		return "", time.Second, &pullFailure{reason: reason, message: errorMessage(err), failed: true}
 	}
 	// The kubelet's words, with the size the runtime reports.
-	msg := fmt.Sprintf("Successfully pulled image %q in %s (%s including waiting).", c.Image, (took - waited).Round(time.Millisecond), took.Round(time.Millisecond))
+	msg := fmt.Sprintf("Successfully pulled image %q in %s (%s including waiting).", t.image, (took - waited).Round(time.Millisecond), took.Round(time.Millisecond))
 	if img, err := w.m.rt.ImageStatus(ctx, ref); err == nil && img != nil {
 		msg += fmt.Sprintf(" Image size: %d bytes.", img.GetSize())
 	}
-	w.event(c.Name, corev1.EventTypeNormal, "Pulled", msg)
-	delete(w.pullFailed, c.Image)
-	return ref, 0, true
+	w.event(t.container, corev1.EventTypeNormal, "Pulled", msg)
+	delete(w.pullFailed, t.image)
+	return ref, 0, nil
+}
+
+// errorMessage is what the runtime said, without the gRPC wrapping.
+func errorMessage(err error) string {
+	var crierr *cri.Error
+	if errors.As(err, &crierr) {
+		return crierr.Msg
+	}
+	return err.Error()
 }
 
 // pullProgressPeriod is how often a pull still running is reported.
@@ -92,20 +127,20 @@ const pullProgressPeriod = 30 * time.Second
 // reportPullProgress records an event every pullProgressPeriod while a
 // pull runs: the CRI's pull is one call with no progress of its own, and a
 // pod silent for minutes looks stuck. The returned func stops it.
-func (w *worker) reportPullProgress(c *corev1.Container, start time.Time) func() {
+func (w *worker) reportPullProgress(t pullTarget, start time.Time) func() {
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		t := w.m.clock.NewTicker(pullProgressPeriod)
-		defer t.Stop()
+		tick := w.m.clock.NewTicker(pullProgressPeriod)
+		defer tick.Stop()
 		for {
 			select {
 			case <-done:
 				return
-			case <-t.C():
-				w.event(c.Name, corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Still pulling image %q: %s so far",
-					c.Image, w.m.clock.Since(start).Round(time.Second)))
+			case <-tick.C():
+				w.event(t.container, corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Still pulling image %q: %s so far",
+					t.image, w.m.clock.Since(start).Round(time.Second)))
 			}
 		}
 	}()

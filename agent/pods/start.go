@@ -2,7 +2,6 @@ package pods
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/agent/events"
-	"nodeagent/cri"
 	"nodeagent/internal/qos"
 	"nodeagent/probes"
 )
@@ -118,6 +116,9 @@ func shouldRestart(pod *corev1.Pod, c *corev1.Container, init bool, exitCode int
 // container. Failures become the container's waiting reason.
 func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.Container, restartCount int32, sandboxID string,
 	sandboxCfg *runtimeapi.PodSandboxConfig, podIP string) time.Duration {
+	if retry, ok := w.imageVolumesFor(ctx, pod, c, sandboxCfg); !ok {
+		return retry
+	}
 	imageRef, retry, ok := w.ensureImage(ctx, pod, c, sandboxCfg)
 	if !ok {
 		return retry
@@ -252,11 +253,7 @@ func (w *worker) killChanged(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 }
 
 func (w *worker) fail(c *corev1.Container, reason string, err error) {
-	var crierr *cri.Error
-	msg := err.Error()
-	if errors.As(err, &crierr) {
-		msg = crierr.Msg
-	}
+	msg := errorMessage(err)
 	w.waiting[c.Name] = waitingReason{Reason: reason, Message: msg}
 	w.failures++
 	w.log.Warn("container failed to start", "container", c.Name, "reason", reason, "err", msg)

@@ -204,6 +204,7 @@ func (w *worker) inspect(ctx context.Context, old *pleg.PodRuntime) *pleg.PodRun
 func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRuntime, actions podActions) (retry time.Duration, err error) {
 	sb := rt.LatestSandbox()
 	var sandboxCfg *runtimeapi.PodSandboxConfig
+	w.volumePulls = nil // image volumes are pulled again each sync
 	switch actions.sandbox {
 	case sandboxNeverAgain:
 		return 0, nil

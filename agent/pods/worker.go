@@ -39,6 +39,7 @@ type worker struct {
 	oomKilled       map[string]bool          // containers the pod cgroup's OOM-kill counter shows were OOM killed
 	oomSeen         int                      // OOM kills of the pod cgroup already attributed
 	pullFailed      map[string]time.Time     // image -> last failed pull
+	volumePulls     map[string]volumePull    // this sync's failed image volume pulls (nil: not pulled yet)
 	syncDelay       time.Duration            // back-off after a failed pod-level step
 	mountDelay      time.Duration            // back-off after a volume failed to set up
 	startTime       metav1.Time

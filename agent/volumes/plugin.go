@@ -56,6 +56,7 @@ var plugins = []Plugin{
 	secretPlugin,
 	downwardAPIPlugin,
 	projectedPlugin,
+	imagePlugin{},
 }
 
 // pluginFor is v's plugin, nil when no plugin handles v.
@@ -78,7 +79,7 @@ func Check(pod *corev1.Pod, static bool) field.ErrorList {
 		plugin := pluginFor(v)
 		if plugin == nil {
 			kind := sourceName(reflect.ValueOf(v.VolumeSource))
-			errs = append(errs, field.Forbidden(p.Child(kind), kind+" volumes are not supported by nodeagent: only emptyDir, hostPath, configMap, secret, downwardAPI and projected volumes are"))
+			errs = append(errs, field.Forbidden(p.Child(kind), kind+" volumes are not supported by nodeagent: only emptyDir, hostPath, configMap, secret, downwardAPI, projected and image volumes are"))
 			continue
 		}
 		errs = append(errs, plugin.Check(v, p, static)...)

@@ -180,6 +180,16 @@ func Upstream(in UpstreamInputs) ([]UpstreamImage, error) {
 		return nil, err
 	}
 
+	// kitten: the image volume specs mount it and read data.json and
+	// etc/os-release, whose words are its Alpine base's.
+	kitten := []file{
+		{Path: "data.json", Mode: 0o644, Data: []byte(`{"image": "kitten.jpg", "note": "nodeagent stand-in for kitten:1.8"}` + "\n")},
+		{Path: "etc/os-release", Mode: 0o644, Data: []byte("NAME=\"Alpine Linux\"\nID=alpine\nPRETTY_NAME=\"nodeagent stand-in for kitten:1.8 (upstream: Alpine Linux)\"\n")},
+	}
+	if err := add(e2e, "kitten:1.8", baseAccounts, kitten, v1.Config{Cmd: []string{"sh"}}); err != nil {
+		return nil, err
+	}
+
 	// Stand-ins: a page that names the version, so the old and new tags
 	// differ by digest as the image-update specs need.
 	for _, s := range []struct{ name, docroot string }{

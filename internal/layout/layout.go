@@ -30,6 +30,7 @@ const (
 	PluginSecret      = "kubernetes.io~secret"
 	PluginDownwardAPI = "kubernetes.io~downward-api"
 	PluginProjected   = "kubernetes.io~projected"
+	PluginImage       = "kubernetes.io~image"
 )
 
 // Root is the agent's root directory (--root-dir).

@@ -96,6 +96,9 @@ type Plan struct {
 	// UserNamespace is the pod's for the sandbox and every container
 	// (userns.Manager.Options); nil: the runtime's default.
 	UserNamespace *runtimeapi.UserNamespace
+	// ImageVolumes are the pulled images of the pod's image volumes, by
+	// volume name, for the runtime to mount.
+	ImageVolumes map[string]*runtimeapi.ImageSpec
 }
 
 // NewPlan plans pod with its cgroup parent.

@@ -41,7 +41,7 @@ func (b *Builder) Container(ctx context.Context, plan *Plan, c *corev1.Container
 		}
 		return out
 	}
-	mounts, err := b.mounts(pod, c, mapping)
+	mounts, err := b.mounts(plan, c, mapping)
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +102,15 @@ func (b *Builder) Container(ctx context.Context, plan *Plan, c *corev1.Container
 			Resources:       b.containerResources(pod, c, oomScoreAdj),
 			SecurityContext: containerSecurityContext(pod, c, b.opts.SeccompRoot),
 		},
+	}
+	var images []string
+	for _, m := range cfg.Mounts {
+		if m.Image != nil {
+			images = append(images, m.Image.Image)
+		}
+	}
+	if len(images) > 0 {
+		cfg.Annotations[cri.AnnotationImageVolumes] = strings.Join(images, ",")
 	}
 	// In a user namespace every mount is idmapped to the pod's range, as
 	// the kubelet asks: the container's root owns what host root owns.

@@ -12,15 +12,12 @@ import (
 
 // mounts looks up where the container's volumes were set up. A
 // subPathExpr is expanded with the container's environment and checked as
-// a subPath is; the Host binds subPaths.
-func (b *Builder) mounts(pod *corev1.Pod, c *corev1.Container, env func(string) (string, bool)) ([]*runtimeapi.Mount, error) {
+// a subPath is; the Host binds subPaths. An image volume is the runtime's
+// to mount, read-only, its subPath resolved inside the image.
+func (b *Builder) mounts(plan *Plan, c *corev1.Container, env func(string) (string, bool)) ([]*runtimeapi.Mount, error) {
+	pod := plan.Pod
 	var out []*runtimeapi.Mount
 	for i, vm := range c.VolumeMounts {
-		host, readOnly, err := b.host.Volume(pod, vm.Name)
-		if err != nil {
-			return nil, fmt.Errorf("volume %s: %w", vm.Name, err)
-		}
-		readOnly = readOnly || vm.ReadOnly
 		sub := vm.SubPath
 		if vm.SubPathExpr != "" {
 			sub = expand.Vars(vm.SubPathExpr, env)
@@ -28,6 +25,20 @@ func (b *Builder) mounts(pod *corev1.Pod, c *corev1.Container, env func(string) 
 				return nil, fmt.Errorf("volumeMounts[%d].subPathExpr %q expands to %q, which %w", i, vm.SubPathExpr, sub, err)
 			}
 		}
+		if isImageVolume(pod, vm.Name) {
+			img := plan.ImageVolumes[vm.Name]
+			if img == nil {
+				return nil, fmt.Errorf("volume %s: the image volume's image is not pulled", vm.Name)
+			}
+			out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, Image: img, ImageSubPath: sub, Readonly: true,
+				Propagation: propagation(vm.MountPropagation)})
+			continue
+		}
+		host, readOnly, err := b.host.Volume(pod, vm.Name)
+		if err != nil {
+			return nil, fmt.Errorf("volume %s: %w", vm.Name, err)
+		}
+		readOnly = readOnly || vm.ReadOnly
 		if sub != "" {
 			target, err := b.host.SubPath(pod, vm.Name, c.Name, i, host, sub)
 			if err != nil {
@@ -43,6 +54,15 @@ func (b *Builder) mounts(pod *corev1.Pod, c *corev1.Container, env func(string) 
 			RecursiveReadOnly: rro, Propagation: propagation(vm.MountPropagation)})
 	}
 	return out, nil
+}
+
+func isImageVolume(pod *corev1.Pod, name string) bool {
+	for i := range pod.Spec.Volumes {
+		if v := &pod.Spec.Volumes[i]; v.Name == name {
+			return v.Image != nil
+		}
+	}
+	return false
 }
 
 // propagation is the CRI's for a mount's mountPropagation (None, the
