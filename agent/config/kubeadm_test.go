@@ -6,12 +6,18 @@ import (
 	"time"
 )
 
-// testdata/kubeadm-v1.34.2.yaml is what kubeadm v1.34.2 writes to
+// testdata/kubeadm-v<version>.yaml is what that kubeadm writes to
 // /var/lib/kubelet/config.yaml ("kubeadm config print init-defaults
 // --component-configs KubeletConfiguration", the KubeletConfiguration
 // document as printed): zero values for most fields, meaning "the default".
 func TestKubeadmConfigLoads(t *testing.T) {
-	cfg, err := Load("testdata/kubeadm-v1.34.2.yaml")
+	for _, version := range []string{"v1.34.2", "v1.37.2"} {
+		t.Run(version, func(t *testing.T) { checkKubeadmConfig(t, "testdata/kubeadm-"+version+".yaml") })
+	}
+}
+
+func checkKubeadmConfig(t *testing.T, file string) {
+	cfg, err := Load(file)
 	if err != nil {
 		t.Fatalf("kubeadm's config must load: %v", err)
 	}
@@ -38,6 +44,8 @@ func TestKubeadmConfigLoads(t *testing.T) {
 		"evictionHard":                               {cfg.EvictionHard["memory.available"], "100Mi"},
 		"readOnlyPort":                               {cfg.ReadOnlyPort, d.ReadOnlyPort},
 		"rotateCertificates":                         {cfg.RotateCertificates, true},
+		// Unset, so the kubelet's 1.35+ default: a cgroup v1 host is refused.
+		"failCgroupV1": {cfg.FailOnCgroupV1(), true},
 	} {
 		if got[0] != got[1] {
 			t.Errorf("%s = %v, want %v", field, got[0], got[1])
