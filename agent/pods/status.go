@@ -11,6 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/agent/pleg"
+	"nodeagent/agent/pods/criconfig"
 	"nodeagent/cri"
 	"nodeagent/internal/qos"
 )
@@ -45,6 +46,9 @@ type statusInput struct {
 	// probes answers readiness and startup results; nil: every running
 	// container is started and ready.
 	probes Probes
+	// rro: the runtime makes read-only mounts recursively so, as the
+	// containers' volumeMounts statuses say.
+	rro bool
 }
 
 // computeStatus derives the pod's corev1.PodStatus from its spec and what
@@ -162,7 +166,7 @@ func containerIDOf(s string) string {
 // exited container the worker is about to restart shows as waiting with
 // the worker's reason and its exit as lastState, as in the kubelet.
 func (in statusInput) containerStatus(c *corev1.Container, defaultWaiting string) corev1.ContainerStatus {
-	cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image}
+	cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, VolumeMounts: criconfig.VolumeMountStatuses(c, in.rro)}
 	recs := in.rt.ContainersNamed(c.Name)
 	waiting := func() *corev1.ContainerStateWaiting {
 		if w, ok := in.waiting[c.Name]; ok {

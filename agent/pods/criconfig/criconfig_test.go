@@ -549,3 +549,31 @@ func TestUserNamespaceReachesSandboxContainersAndMounts(t *testing.T) {
 		}
 	}
 }
+
+func TestVolumeMountStatuses(t *testing.T) {
+	enabled, ifPossible := corev1.RecursiveReadOnlyEnabled, corev1.RecursiveReadOnlyIfPossible
+	c := &corev1.Container{VolumeMounts: []corev1.VolumeMount{
+		{Name: "rw", MountPath: "/rw"},
+		{Name: "ro", MountPath: "/ro", ReadOnly: true},
+		{Name: "rro", MountPath: "/rro", ReadOnly: true, RecursiveReadOnly: &enabled},
+		{Name: "maybe", MountPath: "/maybe", ReadOnly: true, RecursiveReadOnly: &ifPossible},
+	}}
+	mode := func(st corev1.VolumeMountStatus) string {
+		if st.RecursiveReadOnly == nil {
+			return "nil"
+		}
+		return string(*st.RecursiveReadOnly)
+	}
+	for rro, want := range map[bool]string{true: "nil Disabled Enabled Enabled", false: "nil Disabled Disabled Disabled"} {
+		var got []string
+		for i, st := range VolumeMountStatuses(c, rro) {
+			if st.Name != c.VolumeMounts[i].Name || st.MountPath != c.VolumeMounts[i].MountPath || st.ReadOnly != c.VolumeMounts[i].ReadOnly {
+				t.Errorf("status %+v of mount %+v", st, c.VolumeMounts[i])
+			}
+			got = append(got, mode(st))
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("runtime rro %v: recursiveReadOnly %q, want %q", rro, got, want)
+		}
+	}
+}

@@ -65,6 +65,25 @@ func isImageVolume(pod *corev1.Pod, name string) bool {
 	return false
 }
 
+// VolumeMountStatuses are a container's mounts as its status reports
+// them, as the kubelet's: a read-only mount says whether it is
+// recursively so (rro: the runtime can), a writable one says nothing of it.
+func VolumeMountStatuses(c *corev1.Container, rro bool) []corev1.VolumeMountStatus {
+	var out []corev1.VolumeMountStatus
+	for _, vm := range c.VolumeMounts {
+		st := corev1.VolumeMountStatus{Name: vm.Name, MountPath: vm.MountPath, ReadOnly: vm.ReadOnly}
+		if vm.ReadOnly {
+			mode := corev1.RecursiveReadOnlyDisabled
+			if on, err := recursiveReadOnly(vm, rro); err == nil && on {
+				mode = corev1.RecursiveReadOnlyEnabled
+			}
+			st.RecursiveReadOnly = &mode
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
 // propagation is the CRI's for a mount's mountPropagation (None, the
 // default, is private).
 func propagation(p *corev1.MountPropagationMode) runtimeapi.MountPropagation {
