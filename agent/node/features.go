@@ -7,7 +7,9 @@ import "slices"
 // places pods that need one only on nodes that declare it, and the API
 // server refuses pod updates that need one the node lacks. A feature is
 // declared only when the agent does what pods then rely on.
-var implementedFeatures = []string{}
+var implementedFeatures = []string{
+	"RestartAllContainersOnContainerExits", // agent/pods/restartall.go
+}
 
 // missingFeatures are the framework's features the agent does not
 // implement yet, each with what it would take; pods that need them are
@@ -20,7 +22,6 @@ var missingFeatures = map[string]string{
 	"InPlacePodLevelResourcesVerticalScaling":      "in-place resize of pod-level resources",
 	"InPlacePodVerticalScalingInitContainers":      "in-place resize of init containers",
 	"InPlacePodVerticalScalingMemoryBackedVolumes": "in-place resize of memory-backed emptyDirs",
-	"RestartAllContainersOnContainerExits":         "the RestartAllContainers restart rule",
 	"UserNamespacesHostNetworkSupport":             "user namespaces with the host network",
 	"VolumeBindMountOptions":                       "bind mount options on volume mounts",
 }

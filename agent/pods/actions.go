@@ -31,6 +31,9 @@ type podActions struct {
 	containers []containerAction
 	// initPending: an init container is not done; the app containers wait.
 	initPending bool
+	// resetAll: a RestartAllContainers rule matched; these records are
+	// stopped and removed, and nothing else happens in this sync.
+	resetAll []resetStep
 }
 
 // sandboxStep is what happens to the pod's sandbox.
@@ -130,6 +133,11 @@ func computePodActions(s podState) podActions {
 		return a
 	default:
 		a.sandbox = sandboxCreate
+	}
+	if a.sandbox == sandboxKeep {
+		if a.resetAll = s.resetSteps(sandboxCreated); a.resetAll != nil {
+			return a
+		}
 	}
 	appStarted := false
 	for _, c := range rt.GetContainers() {

@@ -97,6 +97,9 @@ func sandboxNotReady(pod *corev1.Pod, rt *pleg.PodRuntime) string {
 func observeGeneration(pod *corev1.Pod, st *corev1.PodStatus, previous int64) {
 	st.ObservedGeneration = max(pod.Generation, previous)
 	for i := range st.Conditions {
-		st.Conditions[i].ObservedGeneration = pod.Generation
+		// The kubelet leaves AllContainersRestarting without one.
+		if st.Conditions[i].Type != corev1.AllContainersRestarting {
+			st.Conditions[i].ObservedGeneration = pod.Generation
+		}
 	}
 }

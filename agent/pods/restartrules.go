@@ -12,7 +12,8 @@ import (
 // own restartPolicy; else the pod's.
 func containerShouldRestart(pod *corev1.Pod, c *corev1.Container, exitCode int32) bool {
 	if c.RestartPolicy != nil {
-		if r, ok := matchingRestartRule(c, exitCode); ok && r.Action == corev1.ContainerRestartRuleActionRestart {
+		// RestartAllContainers restarts it too, with the whole pod.
+		if _, ok := matchingRestartRule(c, exitCode); ok {
 			return true
 		}
 		switch *c.RestartPolicy {

@@ -49,6 +49,10 @@ type statusInput struct {
 	// rro: the runtime makes read-only mounts recursively so, as the
 	// containers' volumeMounts statuses say.
 	rro bool
+	// resets are the containers a RestartAllContainers reset removed;
+	// resetting: one is under way.
+	resets    map[string]resetRecord
+	resetting bool
 }
 
 // computeStatus derives the pod's corev1.PodStatus from its spec and what
@@ -122,6 +126,7 @@ func computeStatus(in statusInput) corev1.PodStatus {
 	cond(corev1.PodInitialized, initDone, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incompleteInit, " ")))
 	setReadyConditions(pod, &st, in.previous.Conditions, in.now)
 	cond(corev1.PodScheduled, true, "", "")
+	restartingCondition(pod, &st, in.resetting, in.previous.Conditions, in.now)
 	if in.terminal != nil && in.terminal.Reason == "Evicted" {
 		setCondition(&st, in.previous.Conditions, in.now, corev1.DisruptionTarget, true, "", "")
 		c := &st.Conditions[len(st.Conditions)-1]
@@ -174,8 +179,15 @@ func (in statusInput) containerStatus(c *corev1.Container, defaultWaiting string
 		}
 		return &corev1.ContainerStateWaiting{Reason: defaultWaiting}
 	}
+	reset, wasReset := in.resets[c.Name]
 	if len(recs) == 0 {
 		cs.State.Waiting = waiting()
+		if wasReset {
+			cs.RestartCount, cs.LastTerminationState.Terminated = reset.restartCount+1, reset.last
+			if _, own := in.waiting[c.Name]; !own && in.resetting {
+				cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: reasonRestartingAll, Message: messageRestartingAll}
+			}
+		}
 		return cs
 	}
 	latest := recs[0]
@@ -196,6 +208,8 @@ func (in statusInput) containerStatus(c *corev1.Container, defaultWaiting string
 	var previous *corev1.ContainerStateTerminated
 	if len(recs) > 1 && recs[1].State == runtimeapi.ContainerState_CONTAINER_EXITED {
 		previous = in.terminated(recs[1])
+	} else if len(recs) == 1 && wasReset {
+		previous = reset.last // the one before was removed by the reset
 	}
 	switch latest.State {
 	case runtimeapi.ContainerState_CONTAINER_RUNNING:
@@ -310,7 +324,7 @@ func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus, 
 		case s.State.Terminated != nil:
 			if code := s.State.Terminated.ExitCode; code != 0 {
 				pendingInit++
-				if !containerShouldRestart(pod, c, code) {
+				if !restartable(pod, c, s.State.Terminated) {
 					failedInit++
 				}
 			}
@@ -319,7 +333,7 @@ func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus, 
 				pendingInit++
 			} else if t.ExitCode != 0 {
 				pendingInit++
-				if !containerShouldRestart(pod, c, t.ExitCode) {
+				if !restartable(pod, c, t) {
 					failedInit++
 				}
 			}
@@ -345,13 +359,13 @@ func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus, 
 			if s.State.Terminated.ExitCode == 0 {
 				succeeded++
 			}
-			if !containerShouldRestart(pod, &c, s.State.Terminated.ExitCode) {
+			if !restartable(pod, &c, s.State.Terminated) {
 				stoppedNotRestartable++
 			}
 		case s.State.Waiting != nil:
 			if t := s.LastTerminationState.Terminated; t != nil {
 				stopped++
-				if !containerShouldRestart(pod, &c, t.ExitCode) {
+				if !restartable(pod, &c, t) {
 					stoppedNotRestartable++
 				}
 			} else {

@@ -49,7 +49,12 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 		}
 	}
 	actions := computePodActions(podState{pod: pod, rt: rt, terminal: w.terminal(), born: w.born, probes: w.m.probes, probeKilled: w.probeKilled,
-		removedRestarts: func(name string) (int32, bool) { return w.m.removedRestartCount(pod.UID, name) }})
+		removedRestarts: func(name string) (int32, bool) {
+			if r, ok := w.resets[name]; ok {
+				return r.restartCount, true
+			}
+			return w.m.removedRestartCount(pod.UID, name)
+		}})
 	if actions.killPod {
 		return w.finish(ctx, rt)
 	}
@@ -205,6 +210,9 @@ func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodR
 	sb := rt.LatestSandbox()
 	var sandboxCfg *runtimeapi.PodSandboxConfig
 	w.volumePulls = nil // image volumes are pulled again each sync
+	if len(actions.resetAll) > 0 {
+		return w.resetAllContainers(ctx, pod, rt, actions.resetAll)
+	}
 	switch actions.sandbox {
 	case sandboxNeverAgain:
 		return 0, nil

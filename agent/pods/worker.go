@@ -34,6 +34,8 @@ type worker struct {
 	actions         int                      // runtime mutations so far; a sync that made none need not re-inspect
 	started         int                      // sandboxes and containers started so far
 	failures        int                      // container starts that failed so far
+	resets          map[string]resetRecord   // containers the last RestartAllContainers removed
+	resetting       bool                     // a RestartAllContainers reset is under way
 	waiting         map[string]waitingReason // per container
 	messages        map[string]string        // termination messages by container ID, read once
 	oomKilled       map[string]bool          // containers the pod cgroup's OOM-kill counter shows were OOM killed

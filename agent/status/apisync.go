@@ -255,7 +255,7 @@ func (s *APISync) forget(uid types.UID) {
 // as the API has them.
 var kubeletConditions = map[corev1.PodConditionType]bool{
 	corev1.PodScheduled: true, corev1.PodReadyToStartContainers: true, corev1.PodInitialized: true,
-	corev1.ContainersReady: true, corev1.PodReady: true,
+	corev1.ContainersReady: true, corev1.PodReady: true, corev1.AllContainersRestarting: true,
 }
 
 // mergeStatus is the status to write: the agent's, with the conditions

@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,23 +14,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// A pod bound to the node by name that needs a node feature the node does
-// not declare (a RestartAllContainers rule; the node's declaredFeatures
-// do not list RestartAllContainersOnContainerExits) is refused as the
-// kubelet refuses it: Failed, PodFeatureUnsupported, and nothing runs.
-func TestClusterPodNeedingAnUndeclaredFeatureIsRefused(t *testing.T) {
+// The Node declares the features the agent implements (1.37's
+// status.declaredFeatures), so the scheduler sends it pods with a
+// RestartAllContainers rule, and one bound to it by name runs with its
+// AllContainersRestarting condition.
+func TestClusterNodeDeclaresItsFeatures(t *testing.T) {
 	n, cp := clusterNode(t, "")
 	n.start()
 	ctx := context.Background()
-	n.eventually("the Node is registered", 30*time.Second, func() error {
+	n.eventually("the Node declares RestartAllContainersOnContainerExits", 30*time.Second, func() error {
 		node, err := cp.Client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		for _, f := range node.Status.DeclaredFeatures {
-			if f == "RestartAllContainersOnContainerExits" {
-				t.Fatalf("the node declares %s, which the agent does not implement", f)
-			}
+		if f := node.Status.DeclaredFeatures; !slices.Contains(f, "RestartAllContainersOnContainerExits") || slices.Contains(f, "VolumeBindMountOptions") {
+			return fmt.Errorf("declaredFeatures %q", f)
 		}
 		return nil
 	})
@@ -44,14 +43,33 @@ func TestClusterPodNeedingAnUndeclaredFeatureIsRefused(t *testing.T) {
 	if _, err := cp.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cp.waitAPIPod(t, "default", pod.Name, time.Minute, "refused with PodFeatureUnsupported", func(p *corev1.Pod) error {
-		if p.Status.Phase != corev1.PodFailed || p.Status.Reason != "PodFeatureUnsupported" ||
-			!strings.Contains(p.Status.Message, "Pod requires node features that are not available: RestartAllContainersOnContainerExits") {
+	cp.waitAPIPod(t, "default", pod.Name, time.Minute, "running, AllContainersRestarting False", func(p *corev1.Pod) error {
+		if p.Status.Phase != corev1.PodRunning {
 			return fmt.Errorf("phase %s, reason %q, message %q", p.Status.Phase, p.Status.Reason, p.Status.Message)
 		}
-		return nil
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.AllContainersRestarting && c.Status == corev1.ConditionFalse {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %+v", p.Status.Conditions)
 	})
-	if sandboxes, _ := n.runtimeObjects(string(pod.UID)); len(sandboxes) != 0 {
+}
+
+// A pod that needs a node feature the node does not declare (bind mount
+// options; the node's declaredFeatures do not list VolumeBindMountOptions)
+// is refused as the kubelet refuses it: Failed, PodFeatureUnsupported,
+// and nothing runs. Static here: the API server drops the alpha field.
+func TestPodNeedingAnUndeclaredFeatureIsRefused(t *testing.T) {
+	n := newNode(t, "")
+	n.writeManifest("bind.yaml", strings.Replace(podManifest("bind-options", ""), "spec:\n",
+		"spec:\n  volumes: [{name: v, emptyDir: {}}]\n", 1)+"    volumeMounts: [{name: v, mountPath: /v, bindMountOptions: [nosymfollow]}]\n")
+	n.start()
+	p := n.waitRejected("bind-options")
+	if p.Status.Reason != "PodFeatureUnsupported" || !strings.Contains(p.Status.Message, "Pod requires node features that are not available: VolumeBindMountOptions") {
+		t.Errorf("reason %q, message %q", p.Status.Reason, p.Status.Message)
+	}
+	if sandboxes, _ := n.runtimeObjects(string(p.UID)); len(sandboxes) != 0 {
 		t.Errorf("a refused pod got %d sandboxes", len(sandboxes))
 	}
 }
