@@ -19,6 +19,7 @@ import (
 	"nodeagent/agent/devices"
 	"nodeagent/agent/events"
 	"nodeagent/agent/images"
+	"nodeagent/agent/images/pullrecords"
 	"nodeagent/agent/logs"
 	"nodeagent/agent/mirror"
 	"nodeagent/agent/node"
@@ -28,7 +29,6 @@ import (
 	"nodeagent/agent/source"
 	"nodeagent/agent/stats"
 	"nodeagent/agent/status"
-	"nodeagent/agent/userns"
 	"nodeagent/cgroups"
 	"nodeagent/cri"
 	"nodeagent/eviction"
@@ -69,6 +69,7 @@ type parts struct {
 	alarm      *eviction.Alarm
 	evictor    *eviction.Manager
 	imageGC    *images.GC
+	pulled     *pullrecords.Store // which credentials pulled each image
 	rotator    *logs.Rotator
 	files      *source.File
 	store      *status.Store
@@ -259,6 +260,9 @@ func (a *Agent) buildPods(ctx context.Context, p *parts) error {
 	if err != nil {
 		return err
 	}
+	if err := a.buildPullRecords(ctx, p); err != nil {
+		return err
+	}
 	changes := p.changes
 	sources, gone := []string{manifest.SourceFile}, func(*corev1.Pod) {}
 	var objects pods.Objects // nil interface when standalone
@@ -310,32 +314,13 @@ func (a *Agent) buildPods(ctx context.Context, p *parts) error {
 	}, pods.Deps{Runtime: p.rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		Probes: p.prober, Hooks: hooks, Pressure: p.pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,
 		PodStarted: p.metrics.podStarted, PodSynced: p.metrics.podSynced, SandboxCreated: p.metrics.sandboxCreated, Gone: gone, Objects: objects, Devices: p.devices,
-		KillPod: p.killPod(cfg.PerQOS(), a.opts.EvictionGracefulHardMemory), UserNamespaces: usernsPods,
+		KillPod: p.killPod(cfg.PerQOS(), a.opts.EvictionGracefulHardMemory), UserNamespaces: usernsPods, PullRecords: p.pulled,
 	})
 	if c := p.cluster; c != nil {
 		// A mirror pod waits while its static pod of the same name stops.
 		c.mirrors = mirror.NewManager(c.node.Client, c.pods, c.node.Node, p.manager.Terminating, a.opts.Clock, log.With("component", "mirror-pods"))
 	}
 	return nil
-}
-
-// buildUserNamespaces makes the manager of pods' ID ranges, from the pool
-// of the kubelet's user, and reads back the ranges pods on disk hold.
-func (a *Agent) buildUserNamespaces(ctx context.Context, p *parts) (*userns.Manager, error) {
-	ids := a.cfg.IDsPerPod()
-	first, length, err := userns.Pool(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	st := p.rtStatus
-	m, err := userns.New(userns.Config{Root: layout.Root(a.opts.RootDir), IDsPerPod: ids, FirstID: first, Length: length,
-		MaxPods: int(a.cfg.MaxPods), Supports: func(handler string) (bool, error) { return handlerSupportsUserNamespaces(st, handler) }})
-	if err != nil {
-		return nil, err
-	}
-	a.log.Info("user namespaces", "firstID", first, "length", length, "idsPerPod", ids, "inUse", m.InUse(),
-		"runtimeSupport", defaultHandler(st).GetFeatures().GetUserNamespaces())
-	return m, nil
 }
 
 // buildHousekeeping makes image GC, log rotation and the eviction
@@ -345,6 +330,7 @@ func (a *Agent) buildHousekeeping(ctx context.Context, p *parts) error {
 	high, low := cfg.ImageGCThresholds()
 	p.imageGC = images.NewGC(p.rt, images.Policy{HighThresholdPercent: high, LowThresholdPercent: low, MinAge: cfg.ImageMinimumGCAge.Duration},
 		sandboxImage(p.rtStatus.Info), a.opts.Clock, log.With("component", "images"))
+	p.imageGC.OnPresent(p.pulled.Prune)
 	p.rotator = logs.NewRotator(p.rt, p.cache, cfg.LogMaxSize(), cfg.LogMaxFiles(), a.opts.Clock, log.With("component", "logs"))
 	p.evictor = eviction.NewManager(eviction.Options{
 		Thresholds: p.thresholds, MaxPodGracePeriod: int64(cfg.EvictionMaxPodGracePeriod),

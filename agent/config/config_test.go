@@ -323,8 +323,25 @@ func TestKubelet137Fields(t *testing.T) {
 	if c := cfg.TLSCurves(); len(c) != 2 || c[0] != tls.X25519 || c[1] != tls.X25519MLKEM768 {
 		t.Errorf("curves %v, want X25519 and X25519MLKEM768", c)
 	}
-	if w := strings.Join(cfg.Warnings, "\n"); !strings.Contains(w, "imagePullCredentialsVerificationPolicy") || !strings.Contains(w, "NeverVerify") {
-		t.Errorf("warnings %q: want the pull-credential policy named, and NeverVerify", cfg.Warnings)
+	if len(cfg.Warnings) > 0 || cfg.ImagePullCredentialsVerificationPolicy != "AlwaysVerify" {
+		t.Errorf("the pull-credential policy is honoured: warnings %q, policy %q", cfg.Warnings, cfg.ImagePullCredentialsVerificationPolicy)
+	}
+	if d := Defaults().ImagePullCredentialsVerificationPolicy; d != "NeverVerifyPreloadedImages" {
+		t.Errorf("default pull-credential policy %q, want 1.37's NeverVerifyPreloadedImages", d)
+	}
+	for file, want := range map[string]string{
+		"imagePullCredentialsVerificationPolicy: Sometimes\n":                                                                       `imagePullCredentialsVerificationPolicy: invalid value "Sometimes"`,
+		"preloadedImagesVerificationAllowlist: [a/b]\n":                                                                             `can't be set if imagePullCredentialsVerificationPolicy is not "NeverVerifyAllowlistedImages"`,
+		"imagePullCredentialsVerificationPolicy: NeverVerifyAllowlistedImages\npreloadedImagesVerificationAllowlist: [\"a/b:1\"]\n": `preloadedImagesVerificationAllowlist[0]: invalid value "a/b:1": neither tag nor digest`,
+		"imagePullCredentialsVerificationPolicy: NeverVerifyAllowlistedImages\npreloadedImagesVerificationAllowlist: [\"a/*/b\"]\n": `only patterns ending with '/*' are allowed`,
+		"imagePullCredentialsVerificationPolicy: NeverVerifyAllowlistedImages\npreloadedImagesVerificationAllowlist: [\"/*\"]\n":    `at least registry hostname is required`,
+	} {
+		if _, err := Load(write(t, header+file)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", file, err, want)
+		}
+	}
+	if _, err := Load(write(t, header+"imagePullCredentialsVerificationPolicy: NeverVerifyAllowlistedImages\npreloadedImagesVerificationAllowlist: [registry.example/team/*, registry.example/base/os]\n")); err != nil {
+		t.Errorf("a valid allowlist: %v", err)
 	}
 	cfg, err = Load(write(t, header+"failCgroupV1: false\n"))
 	if err != nil || cfg.FailOnCgroupV1() {

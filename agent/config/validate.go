@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/distribution/reference"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"nodeagent/agent/userns"
@@ -118,6 +119,19 @@ func (c *Config) Validate() error {
 	if low < 0 || low > 100 || low >= high && high < 100 {
 		bad("imageGCLowThresholdPercent", low, fmt.Sprintf("must be between 0 and 100 and below imageGCHighThresholdPercent (%d)", high))
 	}
+	switch p := c.ImagePullCredentialsVerificationPolicy; p {
+	case kubeletv1beta1.NeverVerify, kubeletv1beta1.NeverVerifyPreloadedImages, kubeletv1beta1.NeverVerifyAllowlistedImages, kubeletv1beta1.AlwaysVerify:
+	default:
+		bad("imagePullCredentialsVerificationPolicy", p, `valid options are "NeverVerify", "NeverVerifyPreloadedImages", "NeverVerifyAllowlistedImages" or "AlwaysVerify"`)
+	}
+	if len(c.PreloadedImagesVerificationAllowlist) > 0 && c.ImagePullCredentialsVerificationPolicy != kubeletv1beta1.NeverVerifyAllowlistedImages {
+		bad("preloadedImagesVerificationAllowlist", c.PreloadedImagesVerificationAllowlist, `can't be set if imagePullCredentialsVerificationPolicy is not "NeverVerifyAllowlistedImages"`)
+	}
+	for i, p := range c.PreloadedImagesVerificationAllowlist {
+		if err := checkImagePattern(p); err != nil {
+			bad(fmt.Sprintf("preloadedImagesVerificationAllowlist[%d]", i), p, err.Error())
+		}
+	}
 	if u := c.UserNamespaces; u != nil && u.IDsPerPod != nil {
 		if n := *u.IDsPerPod; n < userns.UnitLength || n%userns.UnitLength != 0 || n > math.MaxUint32 {
 			bad("userNamespaces.idsPerPod", n, fmt.Sprintf("must be a multiple of %d, at least %d and at most %d", userns.UnitLength, userns.UnitLength, int64(math.MaxUint32)))
@@ -220,4 +234,35 @@ func (c *Config) validateCluster() []error {
 var Reloadable = []string{
 	"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
 	"containerLogMaxSize", "containerLogMaxFiles",
+}
+
+// checkImagePattern is the kubelet's check of an allowlist entry: a
+// repository without tag or digest, or a prefix ending in "/*".
+func checkImagePattern(p string) error {
+	switch {
+	case strings.TrimSpace(p) != p:
+		return errors.New("leading/trailing spaces are not allowed")
+	case p == "":
+		return errors.New("the supplied pattern is too short")
+	case strings.Contains(p, "*"):
+		prefix, ok := strings.CutSuffix(p, "/*")
+		if !ok || strings.Contains(prefix, "*") {
+			return errors.New("not a valid wildcard pattern, only patterns ending with '/*' are allowed")
+		}
+		if prefix == "" {
+			return errors.New("at least registry hostname is required")
+		}
+		return nil
+	}
+	ref, err := reference.Parse(p)
+	if err != nil {
+		return fmt.Errorf("failed to parse as an image name: %w", err)
+	}
+	if _, tagged := ref.(reference.Tagged); tagged {
+		return errors.New("neither tag nor digest is accepted in an image reference")
+	}
+	if _, digested := ref.(reference.Digested); digested {
+		return errors.New("neither tag nor digest is accepted in an image reference")
+	}
+	return nil
 }

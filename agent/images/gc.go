@@ -52,6 +52,17 @@ type GC struct {
 
 	mu      sync.Mutex         // one collection at a time (periodic or for eviction)
 	records map[string]*record // by image ID
+	// present, if set, is told the images the runtime holds at each pass
+	// (pullrecords.Store.Prune forgets the others).
+	present func(ids map[string]bool)
+}
+
+// OnPresent sets what is told, at each pass, which images the runtime
+// holds.
+func (g *GC) OnPresent(f func(ids map[string]bool)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.present = f
 }
 
 type record struct {
@@ -172,6 +183,9 @@ func (g *GC) refresh(ctx context.Context) ([]*runtimeapi.Image, map[string]bool,
 		if !present[id] {
 			delete(g.records, id)
 		}
+	}
+	if g.present != nil {
+		g.present(present)
 	}
 	return images, inUse, now, nil
 }

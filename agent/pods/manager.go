@@ -48,6 +48,7 @@ type Manager struct {
 	gone         func(pod *corev1.Pod)
 	devices      Devices
 	userns       UserNamespaces // nil: hostUsers: false is refused
+	pullRecords  PullRecords    // nil: images on the node are every pod's
 	killPod      func(pod *corev1.Pod) (int, error)
 	clock        clock.WithTicker
 	log          *slog.Logger
@@ -126,6 +127,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 		files:        files,
 		objects:      deps.Objects,
 		userns:       deps.UserNamespaces,
+		pullRecords:  deps.PullRecords,
 		restarts:     newRestartBackOff(deps.Clock, opts.MaxRestartBackOff),
 		imagePulls:   newImagePullBackOff(deps.Clock),
 		housekeeping: 2 * time.Second,

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodeagent/agent/events"
+	"nodeagent/agent/images/pullrecords"
 	"nodeagent/agent/pods/criconfig"
 	"nodeagent/agent/status"
 	"nodeagent/agent/volumes"
@@ -135,10 +136,22 @@ type Deps struct {
 	// UserNamespaces gives pods with hostUsers: false a range of host IDs
 	// (nil: such pods are refused).
 	UserNamespaces UserNamespaces
+	// PullRecords decides whether a pod may use an image already on the
+	// node (nil: any pod may, as NeverVerify).
+	PullRecords PullRecords
 	// KillPod SIGKILLs every process of a pod through its cgroup and
 	// returns how many it signalled: StopOptions.KillNow (nil: the worker
 	// stops the pod, with its grace period).
 	KillPod func(pod *corev1.Pod) (int, error)
+}
+
+// PullRecords remember which credentials pulled each image
+// (*pullrecords.Store).
+type PullRecords interface {
+	// Pulling records a pull under way; done records its outcome.
+	Pulling(image string) (done func(imageRef string, used *pullrecords.Secret, err error))
+	// MayUse reports whether a pod with podSecrets may use imageRef.
+	MayUse(image, imageRef string, podSecrets []pullrecords.Secret) (bool, error)
 }
 
 // UserNamespaces hands out pods' user namespaces (*userns.Manager).

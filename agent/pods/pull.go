@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"nodeagent/agent/images/pullrecords"
 	"nodeagent/cri"
 )
 
@@ -57,15 +58,27 @@ func (w *worker) ensure(ctx context.Context, pod *corev1.Pod, t pullTarget, sand
 		w.event(t.container, corev1.EventTypeWarning, "InspectFailed", msg)
 		return "", w.m.opts.ResyncPeriod, &pullFailure{reason: "InvalidImageName", message: msg}
 	}
+	var creds []podCredential
+	credsRead := false
+	podCreds := func() []podCredential {
+		if !credsRead {
+			creds, credsRead = w.pullCredentials(ctx, pod, t.image), true
+		}
+		return creds
+	}
 	if t.policy != corev1.PullAlways {
 		img, err := w.m.rt.ImageStatus(ctx, t.image)
 		if err != nil {
 			return "", w.m.opts.ResyncPeriod, &pullFailure{reason: "ErrImagePull", message: errorMessage(err), failed: true}
 		}
-		if img != nil {
-			w.event(t.container, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", t.image))
+		// An image on the node is the pod's only if it could have pulled
+		// it (KEP-2535); if not, it pulls it with its own credentials.
+		if img != nil && w.mayUse(t.image, img.Id, podCreds) {
+			w.event(t.container, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine and can be accessed by the pod", t.image))
 			return img.Id, 0, nil
 		}
+		// Never says the same whether the image is absent or not the
+		// pod's: its presence is not the pod's to learn.
 		if t.policy == corev1.PullNever {
 			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", t.image)
 			w.event(t.container, corev1.EventTypeWarning, "ErrImageNeverPull", msg)
@@ -84,7 +97,12 @@ func (w *worker) ensure(ctx context.Context, pod *corev1.Pod, t pullTarget, sand
 	w.event(t.container, corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", t.image))
 	pullStart := w.m.clock.Now()
 	stopProgress := w.reportPullProgress(t, pullStart)
-	ref, waited, err := w.m.pull(ctx, t.image, w.pullCredentials(ctx, pod, t.image), sandboxCfg)
+	done := func(string, *pullrecords.Secret, error) {}
+	if w.m.pullRecords != nil {
+		done = w.m.pullRecords.Pulling(t.image)
+	}
+	ref, used, waited, err := w.m.pull(ctx, t.image, podCreds(), sandboxCfg)
+	done(ref, used, err)
 	stopProgress()
 	took := w.m.clock.Since(pullStart)
 	w.pulling += took
@@ -155,28 +173,46 @@ func (w *worker) reportPullProgress(t pullTarget, start time.Time) func() {
 // With credentials, each is tried in turn until one works; without, the
 // pull is anonymous.
 // waited is the time spent waiting for the pull slot.
-func (m *Manager) pull(ctx context.Context, image string, creds []*runtimeapi.AuthConfig, sandboxCfg *runtimeapi.PodSandboxConfig) (ref string, waited time.Duration, err error) {
+// used is the secret whose credential worked (nil: anonymous).
+func (m *Manager) pull(ctx context.Context, image string, creds []podCredential, sandboxCfg *runtimeapi.PodSandboxConfig) (ref string, used *pullrecords.Secret, waited time.Duration, err error) {
 	if m.pullSlot != nil {
 		start := m.clock.Now()
 		select {
 		case m.pullSlot <- struct{}{}:
 			defer func() { <-m.pullSlot }()
 		case <-ctx.Done():
-			return "", m.clock.Since(start), ctx.Err()
+			return "", nil, m.clock.Since(start), ctx.Err()
 		}
 		waited = m.clock.Since(start)
 	}
 	if len(creds) == 0 {
 		ref, err = m.rt.PullImage(ctx, image, nil, sandboxCfg)
-		return ref, waited, err
+		return ref, nil, waited, err
 	}
 	var errs []error
-	for _, auth := range creds {
-		ref, err := m.rt.PullImage(ctx, image, auth, sandboxCfg)
+	for _, c := range creds {
+		ref, err := m.rt.PullImage(ctx, image, c.auth, sandboxCfg)
 		if err == nil {
-			return ref, waited, nil
+			return ref, &c.secret, waited, nil
 		}
 		errs = append(errs, err)
 	}
-	return "", waited, errors.Join(errs...)
+	return "", nil, waited, errors.Join(errs...)
+}
+
+// mayUse reports whether the pod may use imageRef, on the node, as image
+// (pullrecords.Store.MayUse); an unreadable record makes it pull.
+func (w *worker) mayUse(image, imageRef string, podCreds func() []podCredential) bool {
+	if w.m.pullRecords == nil {
+		return true
+	}
+	var secrets []pullrecords.Secret
+	for _, c := range podCreds() {
+		secrets = append(secrets, c.secret)
+	}
+	ok, err := w.m.pullRecords.MayUse(image, imageRef, secrets)
+	if err != nil {
+		w.log.Warn("image pull record unreadable; pulling with the pod's credentials", "image", image, "err", err)
+	}
+	return ok && err == nil
 }

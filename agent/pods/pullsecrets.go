@@ -2,7 +2,9 @@ package pods
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"path"
@@ -12,6 +14,8 @@ import (
 	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/agent/images/pullrecords"
 )
 
 // registryCredential is one entry of a docker config.
@@ -23,11 +27,18 @@ type registryCredential struct {
 	RegistryToken string `json:"registrytoken"`
 }
 
+// podCredential is one credential of a pod's pull secrets, with the
+// secret it came from, as image pull records name it.
+type podCredential struct {
+	auth   *runtimeapi.AuthConfig
+	secret pullrecords.Secret
+}
+
 // pullCredentials are the credentials of the pod's imagePullSecrets whose
 // registry matches image, most specific first, as the kubelet's keyring
 // orders them; none means an anonymous pull. Secrets that are missing or
 // do not parse are skipped with the kubelet's event.
-func (w *worker) pullCredentials(ctx context.Context, pod *corev1.Pod, image string) []*runtimeapi.AuthConfig {
+func (w *worker) pullCredentials(ctx context.Context, pod *corev1.Pod, image string) []podCredential {
 	if len(pod.Spec.ImagePullSecrets) == 0 || w.m.objects == nil {
 		return nil
 	}
@@ -37,7 +48,7 @@ func (w *worker) pullCredentials(ctx context.Context, pod *corev1.Pod, image str
 	}
 	type match struct {
 		key  string
-		auth *runtimeapi.AuthConfig
+		cred podCredential
 	}
 	var matches []match
 	var missing []string
@@ -54,7 +65,9 @@ func (w *worker) pullCredentials(ctx context.Context, pod *corev1.Pod, image str
 		}
 		for key, c := range creds {
 			if registryMatches(key, reference.Domain(named), reference.Path(named)) {
-				matches = append(matches, match{key, c.authConfig()})
+				auth := c.authConfig()
+				matches = append(matches, match{key, podCredential{auth: auth,
+					secret: pullrecords.Secret{UID: string(s.UID), Namespace: s.Namespace, Name: s.Name, CredentialHash: credentialHash(auth)}}})
 			}
 		}
 	}
@@ -63,11 +76,24 @@ func (w *worker) pullCredentials(ctx context.Context, pod *corev1.Pod, image str
 			fmt.Sprintf("Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(missing, ", ")))
 	}
 	slices.SortStableFunc(matches, func(a, b match) int { return len(b.key) - len(a.key) })
-	out := make([]*runtimeapi.AuthConfig, len(matches))
+	out := make([]podCredential, len(matches))
 	for i, m := range matches {
-		out[i] = m.auth
+		out[i] = m.cred
 	}
 	return out
+}
+
+// credentialHash identifies a credential in image pull records: two
+// secrets holding the same credential are the same to a registry.
+func credentialHash(a *runtimeapi.AuthConfig) string {
+	b, _ := json.Marshal(struct {
+		Username      string `json:"username,omitempty"`
+		Password      string `json:"password,omitempty"`
+		IdentityToken string `json:"identitytoken,omitempty"`
+		RegistryToken string `json:"registrytoken,omitempty"`
+	}{a.Username, a.Password, a.IdentityToken, a.RegistryToken})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // parseDockerConfig reads a kubernetes.io/dockerconfigjson or

@@ -76,6 +76,12 @@ func (r Root) UserNamespace(uid types.UID) string { return filepath.Join(r.Pod(u
 // HostsFile is a pod's /etc/hosts.
 func (r Root) HostsFile(uid types.UID) string { return filepath.Join(r.Pod(uid), "etc-hosts") }
 
+// ImagePullIntents holds the pulls under way (the kubelet's
+// image_manager/pulling), ImagesPulled the credentials each image was
+// pulled with (image_manager/pulled).
+func (r Root) ImagePullIntents() string { return filepath.Join(string(r), "image_manager", "pulling") }
+func (r Root) ImagesPulled() string     { return filepath.Join(string(r), "image_manager", "pulled") }
+
 // Seccomp holds the localhost seccomp profiles.
 func (r Root) Seccomp() string { return filepath.Join(string(r), "seccomp") }
 

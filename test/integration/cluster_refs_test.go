@@ -9,6 +9,9 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -401,17 +404,13 @@ func TestClusterAgentKilledWhilePodsStart(t *testing.T) {
 	}
 }
 
-// imagePullSecrets: a registry that wants credentials gets the secret's
-// through the CRI; without the secret the pull is refused.
-func TestClusterImagePullSecrets(t *testing.T) {
-	n, cp := clusterNode(t, "")
-	n.start()
-	ctx := context.Background()
-	ns := cp.namespace(t)
-	// A front to the project's registry that asks for basic auth.
+// authRegistry is a front to the project's registry that asks for basic
+// auth (puller:pw); it returns the test image through it, a docker config
+// for it and the count of authorized requests.
+func authRegistry(t *testing.T, n *node) (image, config string, authorized *atomic.Int32) {
 	registry, repo, _ := strings.Cut(testImage, "/")
 	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: registry})
-	var authorized atomic.Int32
+	authorized = &atomic.Int32{}
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if user, pass, ok := r.BasicAuth(); !ok || user != "puller" || pass != "pw" {
 			w.Header().Set("WWW-Authenticate", `Basic realm="nodeagent-test"`)
@@ -421,25 +420,50 @@ func TestClusterImagePullSecrets(t *testing.T) {
 		authorized.Add(1)
 		proxy.ServeHTTP(w, r)
 	}))
-	defer front.Close()
+	t.Cleanup(front.Close)
 	host := strings.TrimPrefix(front.URL, "http://")
-	image := host + "/" + repo
+	image = host + "/" + repo
 	t.Cleanup(func() { n.cri.RemoveImage(context.Background(), image) })
-	config := fmt.Sprintf(`{"auths":{%q:{"username":"puller","password":"pw"}}}`, host)
-	if _, err := cp.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pull"}, Type: corev1.SecretTypeDockerConfigJson,
+	return image, fmt.Sprintf(`{"auths":{%q:{"username":"puller","password":"pw"}}}`, host), authorized
+}
+
+func createPullSecret(t *testing.T, cp *controlPlane, ns, name, config string) {
+	t.Helper()
+	if _, err := cp.Client.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Type: corev1.SecretTypeDockerConfigJson,
 		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(config)}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	mk := func(name string, secret bool) *corev1.Pod {
-		return apiPod(name, n.name, func(p *corev1.Pod) {
-			p.Namespace = ns
-			p.Spec.Containers[0].Image, p.Spec.Containers[0].ImagePullPolicy = image, corev1.PullAlways
-			if secret {
-				p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
-			}
-		})
+}
+
+func pullPod(ns, name, node, image string, policy corev1.PullPolicy, secret string) *corev1.Pod {
+	return apiPod(name, node, func(p *corev1.Pod) {
+		p.Namespace = ns
+		p.Spec.Containers[0].Image, p.Spec.Containers[0].ImagePullPolicy = image, policy
+		if secret != "" {
+			p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: secret}}
+		}
+	})
+}
+
+func waitingOn(reasons ...string) func(*corev1.Pod) error {
+	return func(p *corev1.Pod) error {
+		if cs := p.Status.ContainerStatuses; len(cs) == 1 && cs[0].State.Waiting != nil && slices.Contains(reasons, cs[0].State.Waiting.Reason) {
+			return nil
+		}
+		return fmt.Errorf("statuses %+v", p.Status.ContainerStatuses)
 	}
-	for _, p := range []*corev1.Pod{mk("anonymous", false), mk("authorized", true)} {
+}
+
+// imagePullSecrets: a registry that wants credentials gets the secret's
+// through the CRI; without the secret the pull is refused.
+func TestClusterImagePullSecrets(t *testing.T) {
+	n, cp := clusterNode(t, "")
+	n.start()
+	ctx := context.Background()
+	ns := cp.namespace(t)
+	image, config, authorized := authRegistry(t, n)
+	createPullSecret(t, cp, ns, "pull", config)
+	for _, p := range []*corev1.Pod{pullPod(ns, "anonymous", n.name, image, corev1.PullAlways, ""), pullPod(ns, "authorized", n.name, image, corev1.PullAlways, "pull")} {
 		if _, err := cp.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -448,11 +472,46 @@ func TestClusterImagePullSecrets(t *testing.T) {
 	if authorized.Load() == 0 {
 		t.Error("the registry front saw no authorized request")
 	}
-	cp.waitAPIPod(t, ns, "anonymous", 30*time.Second, "refused without credentials", func(p *corev1.Pod) error {
-		if cs := p.Status.ContainerStatuses; len(cs) == 1 && cs[0].State.Waiting != nil &&
-			(cs[0].State.Waiting.Reason == "ErrImagePull" || cs[0].State.Waiting.Reason == "ImagePullBackOff") {
-			return nil
+	cp.waitAPIPod(t, ns, "anonymous", 30*time.Second, "refused without credentials", waitingOn("ErrImagePull", "ImagePullBackOff"))
+}
+
+// 1.37's default imagePullCredentialsVerificationPolicy
+// (NeverVerifyPreloadedImages): an image the node pulled with a pod's
+// secret is not there for a pod without credentials for it, whatever its
+// pull policy; a pod whose own secret holds the same credential uses it
+// without a pull.
+func TestClusterPulledImagesNeedThePodsCredentials(t *testing.T) {
+	n, cp := clusterNode(t, "")
+	n.start()
+	ctx := context.Background()
+	ns := cp.namespace(t)
+	image, config, authorized := authRegistry(t, n)
+	createPullSecret(t, cp, ns, "pull", config)
+	createPullSecret(t, cp, ns, "same-credential", config)
+	create := func(p *corev1.Pod) {
+		if _, err := cp.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		return fmt.Errorf("statuses %+v", p.Status.ContainerStatuses)
-	})
+	}
+	create(pullPod(ns, "owner", n.name, image, corev1.PullIfNotPresent, "pull"))
+	cp.waitAPIPod(t, ns, "owner", time.Minute, "Running with the secret's credentials", runningAndReady)
+	pulls := authorized.Load()
+	create(pullPod(ns, "borrower", n.name, image, corev1.PullIfNotPresent, ""))
+	create(pullPod(ns, "never-borrower", n.name, image, corev1.PullNever, ""))
+	create(pullPod(ns, "colleague", n.name, image, corev1.PullIfNotPresent, "same-credential"))
+	cp.waitAPIPod(t, ns, "colleague", time.Minute, "Running on the image already pulled", runningAndReady)
+	cp.waitAPIPod(t, ns, "borrower", time.Minute, "made to pull, and refused", waitingOn("ErrImagePull", "ImagePullBackOff"))
+	cp.waitAPIPod(t, ns, "never-borrower", time.Minute, "refused as if the image were absent", waitingOn("ErrImageNeverPull"))
+	if got := authorized.Load(); got != pulls {
+		t.Errorf("the colleague's start pulled again (%d authorized requests, then %d)", pulls, got)
+	}
+	records, _ := filepath.Glob(filepath.Join(n.agent.RootDir, "image_manager", "pulled", "sha256-*"))
+	var found bool
+	for _, r := range records {
+		data, _ := os.ReadFile(r)
+		found = found || strings.Contains(string(data), `"name":"pull"`) && strings.Contains(string(data), `"name":"same-credential"`)
+	}
+	if !found {
+		t.Errorf("no pull record names both secrets (%d records)", len(records))
+	}
 }
