@@ -2,7 +2,7 @@
 # Versions and locations are pinned here, once.
 
 VERSION        ?= 0.1.0
-REGISTRY       ?= 127.0.0.1:5000
+REGISTRY       ?= 127.0.0.1:5050
 PAUSE_IMAGE    ?= $(REGISTRY)/nodeagent/pause:1.0
 TEST_IMAGE     ?= $(REGISTRY)/nodeagent/test:latest
 RUNTIME_DIR    ?= /var/lib/nodeagent-runtime
@@ -157,7 +157,7 @@ test-v2: build runtime-up vm-image ## boot the cgroup v2 VM: the v2 smoke lane a
 	@$(GO) test -c -tags integration -o $(V2_WORK)/bin/integration.test ./test/integration
 	@cp -r examples $(V2_WORK)/ && cp -r deploy/containerd deploy/systemd $(V2_WORK)/deploy/
 	@cp test/v2/smoke.sh $(V2_WORK)/smoke.sh
-	@printf '#!/bin/sh\nexport PAUSE_IMAGE=$(PAUSE_IMAGE) TEST_IMAGE=$(TEST_IMAGE) V2_GO_TESTS='"'"'$(V2_GO_TESTS)'"'"' V2_GO_TIMEOUT=$(V2_GO_TIMEOUT)\nexec /work/smoke.sh\n' > $(V2_WORK)/run.sh && chmod +x $(V2_WORK)/run.sh
+	@printf '#!/bin/sh\nexport REGISTRY=$(REGISTRY) PAUSE_IMAGE=$(PAUSE_IMAGE) TEST_IMAGE=$(TEST_IMAGE) V2_GO_TESTS='"'"'$(V2_GO_TESTS)'"'"' V2_GO_TIMEOUT=$(V2_GO_TIMEOUT)\nexec /work/smoke.sh\n' > $(V2_WORK)/run.sh && chmod +x $(V2_WORK)/run.sh
 	@VM_TIMEOUT=$(V2_VM_TIMEOUT) hack/vm.sh run $(CURDIR)/$(V2_WORK); code=$$?; grep -E '^(PASS|FAIL|==|  )' $(V2_WORK)/run.log; exit $$code
 
 V2_GO_TIMEOUT ?= 20m

@@ -13,7 +13,7 @@ set -euo pipefail
 
 ROOT_DIR=${RUNTIME_DIR:-/var/lib/nodeagent-runtime}
 RUN_DIR=${RUNTIME_RUN_DIR:-/run/nodeagent-runtime}
-REGISTRY=${REGISTRY:-127.0.0.1:5000}
+REGISTRY=${REGISTRY:-127.0.0.1:5050}
 PAUSE_IMAGE=${PAUSE_IMAGE:-$REGISTRY/nodeagent/pause:1.0}
 TEST_IMAGE=${TEST_IMAGE:-$REGISTRY/nodeagent/test:latest}
 BIN_DIR=${BIN_DIR:-bin}
@@ -100,7 +100,12 @@ restrict_oom() {
 
 registry_up() {
 	mkdir -p "$ROOT_DIR/registry" "$RUN_DIR" "$ROOT_DIR/logs"
-	render "$HERE/deploy/containerd/registry.yml.in" "$ROOT_DIR/registry.yml"
+	render "$HERE/deploy/containerd/registry.yml.in" "$ROOT_DIR/registry.yml.new"
+	if alive "$RUN_DIR/registry.pid" && ! cmp -s "$ROOT_DIR/registry.yml.new" "$ROOT_DIR/registry.yml"; then
+		log "registry config changed (now $REGISTRY); restarting the registry"
+		stop "$RUN_DIR/registry.pid" registry
+	fi
+	mv "$ROOT_DIR/registry.yml.new" "$ROOT_DIR/registry.yml"
 	if ! alive "$RUN_DIR/registry.pid"; then
 		log "starting registry on $REGISTRY"
 		setsid nohup docker-registry serve "$ROOT_DIR/registry.yml" >>"$ROOT_DIR/logs/registry.log" 2>&1 </dev/null &

@@ -16,7 +16,7 @@ metadata:
 spec:
   containers:
   - name: main
-    image: 127.0.0.1:5000/nodeagent/test:latest
+    image: 127.0.0.1:5050/nodeagent/test:latest
     command: ["sleep", "3600"]
     resources:
       limits: {cpu: 100m, memory: 64Mi}
@@ -74,7 +74,7 @@ func TestPullPolicyDefaults(t *testing.T) {
 	for image, want := range map[string]corev1.PullPolicy{
 		"busybox":                corev1.PullAlways,
 		"busybox:latest":         corev1.PullAlways,
-		"127.0.0.1:5000/x/y:1.0": corev1.PullIfNotPresent,
+		"127.0.0.1:5050/x/y:1.0": corev1.PullIfNotPresent,
 		"busybox@sha256:" + strings.Repeat("a", 64): corev1.PullIfNotPresent,
 	} {
 		if got := defaultPullPolicy(image); got != want {

@@ -12,9 +12,9 @@ func TestRegistryMatches(t *testing.T) {
 		key, domain, repo string
 		want              bool
 	}{
-		{"127.0.0.1:5000", "127.0.0.1:5000", "nodeagent/test", true},
-		{"http://127.0.0.1:5000/", "127.0.0.1:5000", "nodeagent/test", true},
-		{"127.0.0.1:5000", "127.0.0.1:5001", "nodeagent/test", false},
+		{"127.0.0.1:5050", "127.0.0.1:5050", "nodeagent/test", true},
+		{"http://127.0.0.1:5050/", "127.0.0.1:5050", "nodeagent/test", true},
+		{"127.0.0.1:5050", "127.0.0.1:5001", "nodeagent/test", false},
 		{"https://index.docker.io/v1/", "docker.io", "library/busybox", true},
 		{"registry.example.com/team", "registry.example.com", "team/app", true},
 		{"registry.example.com/team", "registry.example.com", "teamwork/app", false},

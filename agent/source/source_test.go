@@ -25,7 +25,7 @@ metadata:
 spec:
   containers:
   - name: main
-    image: 127.0.0.1:5000/nodeagent/test:latest
+    image: 127.0.0.1:5050/nodeagent/test:latest
     command: ["sleep", "3600"]
     resources:
       limits: {cpu: 100m, memory: 64Mi}

@@ -2,14 +2,14 @@
 // binaries and pushes them to a registry, the local one by default.
 //
 //	imagetool --pause-bin bin/images/pause --helpers bin/images/memhog,bin/images/probe-server \
-//	          --pause-image 127.0.0.1:5000/nodeagent/pause:1.0 \
-//	          --test-image 127.0.0.1:5000/nodeagent/test:latest [--out DIR] [--push]
+//	          --pause-image 127.0.0.1:5050/nodeagent/pause:1.0 \
+//	          --test-image 127.0.0.1:5050/nodeagent/test:latest [--out DIR] [--push]
 //
 // --out writes each image as an OCI layout under DIR/<name>; --push sends
 // them to their registry over plain HTTP.
 //
 //	imagetool upstream --agnhost bin/upstream/agnhost --agnhost-tls CRT,KEY \
-//	          --nnp bin/images/nnp --registry 127.0.0.1:5000 --repo-list FILE [--push]
+//	          --nnp bin/images/nnp --registry 127.0.0.1:5050 --repo-list FILE [--push]
 //
 // builds the images the upstream node e2e suite runs (internal/images.Upstream)
 // and writes the KUBE_TEST_REPO_LIST file that points the suite at them.
@@ -41,8 +41,8 @@ func main() {
 	pauseBin := flag.String("pause-bin", "bin/images/pause", "static pause binary")
 	helpers := flag.String("helpers", "bin/images/memhog,bin/images/probe-server", "comma-separated static helper binaries for the test image")
 	busybox := flag.String("busybox", "/bin/busybox", "static busybox binary (Debian's busybox-static)")
-	pauseRef := flag.String("pause-image", "127.0.0.1:5000/nodeagent/pause:1.0", "pause image reference")
-	testRef := flag.String("test-image", "127.0.0.1:5000/nodeagent/test:latest", "test image reference")
+	pauseRef := flag.String("pause-image", "127.0.0.1:5050/nodeagent/pause:1.0", "pause image reference")
+	testRef := flag.String("test-image", "127.0.0.1:5050/nodeagent/test:latest", "test image reference")
 	out := flag.String("out", "", "write OCI layouts under this directory")
 	push := flag.Bool("push", false, "push the images to their registry")
 	flag.Parse()
@@ -124,7 +124,7 @@ func upstreamMain(args []string) {
 	fs.StringVar(&in.NNP, "nnp", "bin/images/nnp", "static nnp binary (nonewprivs)")
 	fs.StringVar(&in.Hostname, "hostname", "/usr/bin/hostname", "glibc's hostname program, for glibc-dns-testing (its libraries come along)")
 	tools := fs.String("agnhost-tools", "/bin/bash,/usr/bin/curl", "comma-separated host binaries agnhost's image carries, SRC or SRC=DEST (their libraries come along)")
-	registry := fs.String("registry", "127.0.0.1:5000", "registry host:port to push to")
+	registry := fs.String("registry", "127.0.0.1:5050", "registry host:port to push to")
 	repoList := fs.String("repo-list", "", "write the KUBE_TEST_REPO_LIST file here")
 	push := fs.Bool("push", false, "push the images to the registry")
 	_ = fs.Parse(args)

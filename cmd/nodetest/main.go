@@ -82,7 +82,7 @@ func run(args []string, out io.Writer) error {
 	fs.IntVar(&e.repetitions, "repetitions", 0, "")
 	fs.DurationVar(&e.duration, "duration", 0, "")
 	var image, agentBin string
-	fs.StringVar(&image, "image", "127.0.0.1:5000/nodeagent/test:latest", "")
+	fs.StringVar(&image, "image", "127.0.0.1:5050/nodeagent/test:latest", "")
 	fs.StringVar(&agentBin, "agent-bin", "", "")
 	words, err := cli.Words(fs, args)
 	if err != nil {

@@ -119,7 +119,7 @@ func TestUpstreamImages(t *testing.T) {
 	byRef := map[string]v1.Image{}
 	digests := map[v1.Hash]string{}
 	for _, u := range set {
-		ref := u.Ref("127.0.0.1:5000")
+		ref := u.Ref("127.0.0.1:5050")
 		byRef[ref] = u.Image
 		d, _ := u.Image.Digest()
 		if other, ok := digests[d]; ok {
@@ -128,22 +128,22 @@ func TestUpstreamImages(t *testing.T) {
 		digests[d] = ref
 	}
 	for _, ref := range []string{
-		"127.0.0.1:5000/k8s/pause:3.10.2",
-		"127.0.0.1:5000/e2e-test-images/agnhost:2.66.1",
-		"127.0.0.1:5000/e2e-test-images/agnhost:2.55",
-		"127.0.0.1:5000/e2e-test-images/busybox:1.37.0-2",
-		"127.0.0.1:5000/e2e-test-images/nonewprivs:1.4",
-		"127.0.0.1:5000/e2e-test-images/nonroot:1.5",
-		"127.0.0.1:5000/e2e-test-images/nginx:1.27.0-2",
-		"127.0.0.1:5000/e2e-test-images/nginx:1.28.0-2",
-		"127.0.0.1:5000/e2e-test-images/glibc-dns-testing:2.1.1",
+		"127.0.0.1:5050/k8s/pause:3.10.2",
+		"127.0.0.1:5050/e2e-test-images/agnhost:2.66.1",
+		"127.0.0.1:5050/e2e-test-images/agnhost:2.55",
+		"127.0.0.1:5050/e2e-test-images/busybox:1.37.0-2",
+		"127.0.0.1:5050/e2e-test-images/nonewprivs:1.4",
+		"127.0.0.1:5050/e2e-test-images/nonroot:1.5",
+		"127.0.0.1:5050/e2e-test-images/nginx:1.27.0-2",
+		"127.0.0.1:5050/e2e-test-images/nginx:1.28.0-2",
+		"127.0.0.1:5050/e2e-test-images/glibc-dns-testing:2.1.1",
 	} {
 		if byRef[ref] == nil {
 			t.Errorf("missing %s", ref)
 		}
 	}
 
-	agnhost := byRef["127.0.0.1:5000/e2e-test-images/agnhost:2.66.1"]
+	agnhost := byRef["127.0.0.1:5050/e2e-test-images/agnhost:2.66.1"]
 	cf, _ := agnhost.ConfigFile()
 	if len(cf.Config.Entrypoint) != 1 || cf.Config.Entrypoint[0] != "/agnhost" || len(cf.Config.Cmd) != 1 || cf.Config.Cmd[0] != "pause" {
 		t.Errorf("agnhost entrypoint %v cmd %v", cf.Config.Entrypoint, cf.Config.Cmd)
@@ -167,7 +167,7 @@ func TestUpstreamImages(t *testing.T) {
 		t.Errorf("agnhost accounts:\n%s\n%s", data["etc/passwd"], data["etc/group"])
 	}
 
-	h, _ = layerEntries(t, byRef["127.0.0.1:5000/e2e-test-images/busybox:1.37.0-2"])
+	h, _ = layerEntries(t, byRef["127.0.0.1:5050/e2e-test-images/busybox:1.37.0-2"])
 	if sh, nm := h["bin/sh"], h["bin/nmeter"]; sh == nil || sh.Linkname != "busybox" || nm == nil || nm.Linkname != "busybox" || h["bin/bash"] != nil {
 		t.Errorf("busybox: sh %+v (want busybox's ash), nmeter %+v (want busybox's), bash %+v (want none)", sh, nm, h["bin/bash"])
 	}
@@ -177,24 +177,24 @@ func TestUpstreamImages(t *testing.T) {
 		t.Errorf("a busybox without nmeter: %v, want an error naming the applet", err)
 	}
 
-	h, _ = layerEntries(t, byRef["127.0.0.1:5000/e2e-test-images/nonewprivs:1.4"])
+	h, _ = layerEntries(t, byRef["127.0.0.1:5050/e2e-test-images/nonewprivs:1.4"])
 	if nnp := h["usr/local/bin/nnp"]; nnp == nil || nnp.Mode&0o4000 == 0 || nnp.Uid != 0 {
 		t.Errorf("nnp must be set-user-ID root: %+v", nnp)
 	}
 	if h["usr/local/bin/"] == nil {
 		t.Error("nnp's directory is missing")
 	}
-	cf, _ = byRef["127.0.0.1:5000/e2e-test-images/nonroot:1.5"].ConfigFile()
+	cf, _ = byRef["127.0.0.1:5050/e2e-test-images/nonroot:1.5"].ConfigFile()
 	if cf.Config.User != "1234" {
 		t.Errorf("nonroot user %q", cf.Config.User)
 	}
-	cf, _ = byRef["127.0.0.1:5000/e2e-test-images/nginx:1.27.0-2"].ConfigFile()
+	cf, _ = byRef["127.0.0.1:5050/e2e-test-images/nginx:1.27.0-2"].ConfigFile()
 	if strings.Join(cf.Config.Entrypoint, " ") != "/bin/httpd -f -p 80 -h /usr/share/nginx/html" {
 		t.Errorf("nginx stand-in entrypoint %v", cf.Config.Entrypoint)
 	}
 
-	list := UpstreamRepoList("127.0.0.1:5000")
-	for _, want := range []string{"promoterE2eRegistry: 127.0.0.1:5000/e2e-test-images\n", "gcRegistry: 127.0.0.1:5000/k8s\n", "invalidRegistry: 127.0.0.1:5000/unserved/"} {
+	list := UpstreamRepoList("127.0.0.1:5050")
+	for _, want := range []string{"promoterE2eRegistry: 127.0.0.1:5050/e2e-test-images\n", "gcRegistry: 127.0.0.1:5050/k8s\n", "invalidRegistry: 127.0.0.1:5050/unserved/"} {
 		if !strings.Contains(list, want) {
 			t.Errorf("repo list lacks %q:\n%s", want, list)
 		}

@@ -147,6 +147,13 @@ func Upstream(in UpstreamInputs) ([]UpstreamImage, error) {
 	// The release's agnhost and the one before it (AgnhostPrev, which the
 	// image-update specs start from): the same program, a file naming the
 	// tag so their digests differ.
+	// Its fake-registry-server serves pause:testing (the pause image) from
+	// /var/registry, as the real image's build lays it out.
+	registry, err := fakeRegistryFiles("pause", "testing", pause)
+	if err != nil {
+		return nil, fmt.Errorf("agnhost's fake registry: %w", err)
+	}
+	agnhost = append(agnhost, registry...)
 	for _, tag := range []string{"2.66.1", "2.55"} {
 		files := append(slices.Clone(agnhost), file{Path: "image-tag", Mode: 0o644, Data: []byte(tag + "\n")})
 		if err := add(e2e, "agnhost:"+tag, agnhostAccounts, files, v1.Config{

@@ -149,10 +149,10 @@ func TestContainerdRestartIsRiddenOut(t *testing.T) {
 
 func TestImageGCRemovesOnlyUnusedImages(t *testing.T) {
 	ctx := context.Background()
-	pause := envOr("PAUSE_IMAGE", "127.0.0.1:5000/nodeagent/pause:1.0")
+	pause := envOr("PAUSE_IMAGE", "127.0.0.1:5050/nodeagent/pause:1.0")
 	// The victim is the pause image with a label of its own: a plain copy
 	// would share the pause image's ID, and so its protection.
-	victim := "127.0.0.1:5000/nodeagent/gc-victim:" + randomHex(3)
+	victim := "127.0.0.1:5050/nodeagent/gc-victim:" + randomHex(3)
 	base, err := crane.Pull(pause, crane.Insecure)
 	if err != nil {
 		t.Fatal(err)

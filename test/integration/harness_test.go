@@ -41,7 +41,7 @@ var (
 	// mixinSeriesBin lists the series the kubernetes-mixin's kubelet
 	// rules read (test/mixin).
 	mixinSeriesBin = os.Getenv("MIXIN_SERIES_BIN")
-	testImage      = envOr("TEST_IMAGE", "127.0.0.1:5000/nodeagent/test:latest")
+	testImage      = envOr("TEST_IMAGE", "127.0.0.1:5050/nodeagent/test:latest")
 	// nodeAddress is the address cluster nodes listen and are reached on
 	// (hack/runtime.sh puts it on a local link): the API server does not
 	// proxy to loopback.

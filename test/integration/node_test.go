@@ -532,7 +532,7 @@ spec:
   terminationGracePeriodSeconds: 2
   containers:
   - name: main
-    image: 127.0.0.1:5000/nodeagent/does-not-exist:1.0
+    image: 127.0.0.1:5050/nodeagent/does-not-exist:1.0
 `)
 	n.start()
 	n.waitRunning("ok")
@@ -541,7 +541,7 @@ spec:
 			return fmt.Errorf("no status")
 		}
 		w := p.Status.ContainerStatuses[0].State.Waiting
-		if w == nil || w.Reason != "ImagePullBackOff" || !strings.Contains(w.Message, `Back-off pulling image "127.0.0.1:5000/nodeagent/does-not-exist:1.0"`) {
+		if w == nil || w.Reason != "ImagePullBackOff" || !strings.Contains(w.Message, `Back-off pulling image "127.0.0.1:5050/nodeagent/does-not-exist:1.0"`) {
 			return fmt.Errorf("state %+v", p.Status.ContainerStatuses[0].State)
 		}
 		if p.Status.Phase != corev1.PodPending {
@@ -554,9 +554,9 @@ spec:
 		seen[e.Reason+": "+e.Message] = true
 	}
 	for _, want := range []string{
-		`Pulling: Pulling image "127.0.0.1:5000/nodeagent/does-not-exist:1.0"`,
+		`Pulling: Pulling image "127.0.0.1:5050/nodeagent/does-not-exist:1.0"`,
 		"Failed: Error: ErrImagePull",
-		`BackOff: Back-off pulling image "127.0.0.1:5000/nodeagent/does-not-exist:1.0"`,
+		`BackOff: Back-off pulling image "127.0.0.1:5050/nodeagent/does-not-exist:1.0"`,
 		"Failed: Error: ImagePullBackOff",
 	} {
 		if !seen[want] {

@@ -53,14 +53,15 @@ echo "== containerd (registry through the host's loopback at 10.0.2.2)"
 # (and the CNI directory containerd watches) live in memory.
 mkdir -p /run/nodeagent-runtime /var/lib/nodeagent-runtime
 mount -t tmpfs tmpfs /var/lib/nodeagent-runtime
-mkdir -p /var/lib/nodeagent-runtime/certs.d/127.0.0.1:5000 /var/lib/nodeagent-runtime/cni/net.d
+REGISTRY=${REGISTRY:-127.0.0.1:5050}
+mkdir -p /var/lib/nodeagent-runtime/certs.d/$REGISTRY /var/lib/nodeagent-runtime/cni/net.d
 sed -e "s|@ROOT@|/var/lib/nodeagent-runtime|g" -e "s|@RUN@|/run/nodeagent-runtime|g" \
 	-e "s|@PAUSE_IMAGE@|$PAUSE_IMAGE|g" -e "s|@RESTRICT_OOM@|false|g" -e "s|@RUNTIME_BIN@|$W/runtime|g" \
 	$W/deploy/containerd/config.toml.in >/var/lib/nodeagent-runtime/containerd.toml
 # The guest's root directory is 9p; containerd's must be the tmpfs.
 sed -i 's|^root = .*|root = "/var/lib/containerd"|' /var/lib/nodeagent-runtime/containerd.toml
-printf 'server = "http://10.0.2.2:5000"\n[host."http://10.0.2.2:5000"]\n  capabilities = ["pull", "resolve"]\n' \
-	>/var/lib/nodeagent-runtime/certs.d/127.0.0.1:5000/hosts.toml
+printf 'server = "http://10.0.2.2:%s"\n[host."http://10.0.2.2:%s"]\n  capabilities = ["pull", "resolve"]\n' "${REGISTRY##*:}" "${REGISTRY##*:}" \
+	>/var/lib/nodeagent-runtime/certs.d/$REGISTRY/hosts.toml
 containerd --config /var/lib/nodeagent-runtime/containerd.toml >/var/log/containerd.log 2>&1 &
 for i in $(seq 100); do [ -S /run/nodeagent-runtime/containerd.sock ] && break; sleep 0.2; done
 [ -S /run/nodeagent-runtime/containerd.sock ] && pass "containerd up" || { fail "containerd did not start"; tail -20 /var/log/containerd.log; }

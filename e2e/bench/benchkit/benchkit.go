@@ -309,7 +309,7 @@ func Flags() *Env {
 	e := &Env{}
 	image := os.Getenv("TEST_IMAGE")
 	if image == "" {
-		image = "127.0.0.1:5000/nodeagent/test:latest"
+		image = "127.0.0.1:5050/nodeagent/test:latest"
 	}
 	flag.StringVar(&e.Endpoint, "cri", os.Getenv("CRI_ENDPOINT"), "CRI endpoint")
 	flag.StringVar(&e.AgentBin, "agent", os.Getenv("NODEAGENT_BIN"), "nodeagent binary")
