@@ -47,5 +47,10 @@ func validateUserNamespace(s *corev1.PodSpec, spec *field.Path) field.ErrorList 
 	}
 	check(s.InitContainers, spec.Child("initContainers"))
 	check(s.Containers, spec.Child("containers"))
+	ephemeral := make([]corev1.Container, len(s.EphemeralContainers))
+	for i := range s.EphemeralContainers {
+		ephemeral[i] = corev1.Container(s.EphemeralContainers[i].EphemeralContainerCommon)
+	}
+	check(ephemeral, spec.Child("ephemeralContainers"))
 	return errs
 }

@@ -54,12 +54,12 @@ type GC struct {
 	records map[string]*record // by image ID
 	// present, if set, is told the images the runtime holds at each pass
 	// (pullrecords.Store.Prune forgets the others).
-	present func(ids map[string]bool)
+	present func(ids map[string]bool, listed time.Time)
 }
 
 // OnPresent sets what is told, at each pass, which images the runtime
-// holds.
-func (g *GC) OnPresent(f func(ids map[string]bool)) {
+// holds, and when it was asked.
+func (g *GC) OnPresent(f func(ids map[string]bool, listed time.Time)) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.present = f
@@ -145,6 +145,7 @@ func (g *GC) DeleteUnused(ctx context.Context) ([]string, error) {
 
 // refresh updates the records from the runtime's images and containers.
 func (g *GC) refresh(ctx context.Context) ([]*runtimeapi.Image, map[string]bool, time.Time, error) {
+	listed := g.clock.Now()
 	images, err := g.rt.ListImages(ctx)
 	if err != nil {
 		return nil, nil, time.Time{}, err
@@ -185,7 +186,7 @@ func (g *GC) refresh(ctx context.Context) ([]*runtimeapi.Image, map[string]bool,
 		}
 	}
 	if g.present != nil {
-		g.present(present)
+		g.present(present, listed)
 	}
 	return images, inUse, now, nil
 }

@@ -149,7 +149,7 @@ type Deps struct {
 // (*pullrecords.Store).
 type PullRecords interface {
 	// Pulling records a pull under way; done records its outcome.
-	Pulling(image string) (done func(imageRef string, used *pullrecords.Secret, err error))
+	Pulling(image string) (done func(imageRef string, used *pullrecords.Secret, err error), err error)
 	// MayUse reports whether a pod with podSecrets may use imageRef.
 	MayUse(image, imageRef string, podSecrets []pullrecords.Secret) (bool, error)
 }

@@ -94,13 +94,16 @@ func (w *worker) ensure(ctx context.Context, pod *corev1.Pod, t pullTarget, sand
 			return "", until.Sub(w.m.clock.Now()), &pullFailure{reason: "ImagePullBackOff", message: msg}
 		}
 	}
+	done := func(string, *pullrecords.Secret, error) {}
+	if w.m.pullRecords != nil {
+		var err error
+		if done, err = w.m.pullRecords.Pulling(t.image); err != nil {
+			return "", w.m.opts.ResyncPeriod, &pullFailure{reason: "ErrImagePull", message: err.Error(), failed: true}
+		}
+	}
 	w.event(t.container, corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", t.image))
 	pullStart := w.m.clock.Now()
 	stopProgress := w.reportPullProgress(t, pullStart)
-	done := func(string, *pullrecords.Secret, error) {}
-	if w.m.pullRecords != nil {
-		done = w.m.pullRecords.Pulling(t.image)
-	}
 	ref, used, waited, err := w.m.pull(ctx, t.image, podCreds(), sandboxCfg)
 	done(ref, used, err)
 	stopProgress()

@@ -7,7 +7,6 @@ package pods
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -125,21 +124,21 @@ func (w *worker) restartAll(ctx context.Context, pod *corev1.Pod, steps []resetS
 		}
 	}
 	w.event("", corev1.EventTypeNormal, "RestartAllContainers", "container exited with restart policy rule: restarting all containers")
-	var errs []error
+	// The first failure stops the reset, as the kubelet's: the records that
+	// triggered it go last, so the next sync finds them and goes on.
 	for _, st := range steps {
 		if st.kill {
 			w.actions++
 			if err := w.stopContainer(ctx, st.rec, resetGrace, podIP, "killing"); err != nil {
-				errs = append(errs, err)
-				continue
+				return err
 			}
 		}
 		w.actions++
 		if err := w.m.removeContainer(ctx, st.rec); err != nil {
-			errs = append(errs, fmt.Errorf("remove container %s: %w", st.rec.GetMetadata().GetName(), err))
+			return fmt.Errorf("remove container %s: %w", st.rec.GetMetadata().GetName(), err)
 		}
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // restartingCondition is the kubelet's AllContainersRestarting: True from
@@ -164,10 +163,10 @@ func restartingCondition(pod *corev1.Pod, st *corev1.PodStatus, restarting bool,
 }
 
 // resetAllContainers runs the reset and publishes the pod restarting
-// before it (AllContainersRestarting True) and after; the next sync, at
-// once, starts the pod again in its sandbox.
+// before it (AllContainersRestarting True, as long as a sync finds the
+// trigger: sync sets resetting) and after; the next sync, at once, starts
+// the pod again in its sandbox.
 func (w *worker) resetAllContainers(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRuntime, steps []resetStep) (time.Duration, error) {
-	w.resetting = true
 	w.publish(rt)
 	w.log.Info("a container exited with a RestartAllContainers rule; restarting all containers", "records", len(steps))
 	if err := w.restartAll(ctx, pod, steps, w.targetIP(rt.LatestSandbox().GetNetwork().GetIp())); err != nil {

@@ -55,6 +55,8 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 			}
 			return w.m.removedRestartCount(pod.UID, name)
 		}})
+	// AllContainersRestarting holds while a sync finds a reset to do.
+	w.resetting = len(actions.resetAll) > 0
 	if actions.killPod {
 		return w.finish(ctx, rt)
 	}
@@ -228,14 +230,15 @@ func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodR
 				return time.Second, nil
 			}
 		}
-		parent, err := w.m.tree.EnsurePod(pod)
-		if err != nil {
-			return 0, fmt.Errorf("pod cgroup: %w", err)
+		parent, cgErr := w.m.tree.EnsurePod(pod)
+		if cgErr != nil {
+			return 0, fmt.Errorf("pod cgroup: %w", cgErr)
 		}
 		w.plan = criconfig.NewPlan(pod, parent)
-		defer w.countSandbox(pod, w.failures, &err)
-		if sb, sandboxCfg, err = w.createSandbox(ctx, pod, rt); err != nil {
-			return 0, err
+		var sandboxErr error
+		defer w.countSandbox(pod, w.failures, &sandboxErr)
+		if sb, sandboxCfg, sandboxErr = w.createSandbox(ctx, pod, rt); sandboxErr != nil {
+			return 0, sandboxErr
 		}
 	default:
 		if w.plan == nil {

@@ -69,6 +69,8 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("user namespace pool: first ID %d must be at least idsPerPod (%d): host root would be mapped", cfg.FirstID, n)
 	case cfg.Length%n != 0:
 		return nil, fmt.Errorf("user namespace pool: length %d is not a multiple of idsPerPod (%d)", cfg.Length, n)
+	case uint64(cfg.FirstID)+uint64(cfg.Length) > 1<<32:
+		return nil, fmt.Errorf("user namespace pool: %d IDs from %d go past the last ID (%d)", cfg.Length, cfg.FirstID, uint64(1<<32-1))
 	case int64(cfg.Length/n) < int64(cfg.MaxPods):
 		return nil, fmt.Errorf("user namespace pool: %d IDs from %d hold %d ranges of %d, fewer than maxPods (%d)", cfg.Length, cfg.FirstID, cfg.Length/n, n, cfg.MaxPods)
 	}
@@ -112,8 +114,17 @@ func (m *Manager) Options(pod *corev1.Pod, handler string) (*runtimeapi.UserName
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	first, err := m.load(pod.UID)
-	if err == nil && first == nil {
+	var first *uint32
+	var err error
+	if slot, ok := m.byPod[pod.UID]; ok {
+		// Held already: the range stays the pod's, its file written again
+		// if it went missing.
+		id := uint32(m.first+slot) * m.cfg.IDsPerPod
+		first = &id
+		if _, statErr := os.Stat(m.cfg.Root.UserNamespace(pod.UID)); os.IsNotExist(statErr) {
+			err = m.write(pod.UID, id)
+		}
+	} else if first, err = m.load(pod.UID); err == nil && first == nil {
 		first, err = m.allocate(pod.UID)
 	}
 	if err != nil {

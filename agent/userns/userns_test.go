@@ -55,10 +55,15 @@ func TestPodsGetDistinctRangesThatSurviveARestart(t *testing.T) {
 	if _, err := m.Options(userPod("e", ptr.To(false)), ""); err == nil || !strings.Contains(err.Error(), "all 4 ranges") {
 		t.Errorf("a fifth pod in a pool of four: %v", err)
 	}
-	// The same pod asks again (a new sandbox): the same range.
+	// The same pod asks again (a new sandbox): the same range, even with
+	// its file gone, which is written again.
+	os.Remove(root.UserNamespace("a"))
 	again, _ := m.Options(userPod("a", ptr.To(false)), "")
-	if seen[again.Uids[0].HostId] != "a" {
-		t.Errorf("pod a moved to %d", again.Uids[0].HostId)
+	if seen[again.Uids[0].HostId] != "a" || m.InUse() != 4 {
+		t.Errorf("pod a moved to %d (%d in use)", again.Uids[0].HostId, m.InUse())
+	}
+	if _, err := os.Stat(root.UserNamespace("a")); err != nil {
+		t.Errorf("the range file was not written again: %v", err)
 	}
 
 	// A restarted agent reads the ranges back and hands out none twice.
@@ -126,6 +131,7 @@ func TestBadPoolsAndFilesStopTheAgent(t *testing.T) {
 		"first range is root's":    {IDsPerPod: UnitLength, FirstID: 0, Length: 1 << 20, MaxPods: 1},
 		"first not aligned":        {IDsPerPod: UnitLength, FirstID: 100000, Length: 1 << 20, MaxPods: 1},
 		"too few for maxPods":      {IDsPerPod: UnitLength, FirstID: UnitLength, Length: 2 * UnitLength, MaxPods: 110},
+		"past the last ID":         {IDsPerPod: UnitLength, FirstID: 1<<32 - UnitLength, Length: 2 * UnitLength, MaxPods: 1},
 	} {
 		cfg.Root, cfg.Supports = layout.Root(t.TempDir()), supported
 		if _, err := New(cfg); err == nil {

@@ -92,8 +92,7 @@ func (s *Store) writePulled(rec *record) error {
 	return write(filepath.Join(s.pulledDir, fileName(rec.ImageRef)), rec)
 }
 
-// readPulled is imageRef's record; nil when it has none. A record that
-// does not parse counts as none, so the image must be verified.
+// readPulled is imageRef's record; nil when it has none.
 func (s *Store) readPulled(imageRef string) (*record, error) {
 	rec, err := s.readPulledFile(fileName(imageRef))
 	if err != nil || rec == nil || rec.ImageRef != imageRef {
@@ -102,6 +101,9 @@ func (s *Store) readPulled(imageRef string) (*record, error) {
 	return rec, nil
 }
 
+// readPulledFile reads a record; nil when there is none. One that cannot
+// be read is an error: the image must then be pulled, never taken for
+// preloaded.
 func (s *Store) readPulledFile(name string) (*record, error) {
 	var rec record
 	path := filepath.Join(s.pulledDir, name)
@@ -109,8 +111,7 @@ func (s *Store) readPulledFile(name string) (*record, error) {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, nil
 		}
-		s.log.Warn("unreadable image pull record; the image counts as unverified", "file", path, "err", err)
-		return nil, nil
+		return nil, fmt.Errorf("image pull record %s: %w", path, err)
 	}
 	if rec.CredentialMapping == nil {
 		rec.CredentialMapping = map[string]credentials{}

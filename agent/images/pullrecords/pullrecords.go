@@ -88,11 +88,8 @@ func Open(root layout.Root, policy string, allowlist []string, images []*runtime
 		if !ok {
 			continue
 		}
-		rec, err := s.readPulled(id)
-		if err != nil {
-			return nil, err
-		}
-		if rec == nil {
+		// An unreadable record is replaced by one that asks for credentials.
+		if rec, err := s.readPulled(id); err != nil || rec == nil {
 			if err := s.writePulled(newRecord(id, s.now())); err != nil {
 				return nil, err
 			}
@@ -104,14 +101,16 @@ func Open(root layout.Root, policy string, allowlist []string, images []*runtime
 
 // Pulling records a pull of image under way, before it starts; done
 // records its outcome: the image it gave and the secret that worked (nil:
-// anonymous, and any pod on the node may then use the image).
-func (s *Store) Pulling(image string) (done func(imageRef string, used *Secret, err error)) {
+// anonymous, and any pod on the node may then use the image). A pull
+// whose intent cannot be written must not run: cut off, it would leave an
+// image that looks preloaded.
+func (s *Store) Pulling(image string) (done func(imageRef string, used *Secret, err error), err error) {
 	s.mu.Lock()
-	s.pulling[image]++
+	defer s.mu.Unlock()
 	if err := s.writeIntent(image); err != nil {
-		s.log.Warn("record image pull intent", "image", image, "err", err)
+		return nil, fmt.Errorf("record the image pull intent: %w", err)
 	}
-	s.mu.Unlock()
+	s.pulling[image]++
 	return func(imageRef string, used *Secret, err error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -130,16 +129,13 @@ func (s *Store) Pulling(image string) (done func(imageRef string, used *Secret, 
 				s.removeIntent(image)
 			}
 		}
-	}
+	}, nil
 }
 
 func (s *Store) recordPulled(image, imageRef string, used *Secret) error {
 	rec, err := s.readPulled(imageRef)
-	if err != nil {
-		return err
-	}
-	if rec == nil {
-		rec = newRecord(imageRef, s.now())
+	if err != nil || rec == nil {
+		rec = newRecord(imageRef, s.now()) // an unreadable one is replaced
 	}
 	key := repository(image)
 	creds := rec.CredentialMapping[key]
@@ -170,7 +166,7 @@ func (s *Store) MayUse(image, imageRef string, podSecrets []Secret) (bool, error
 	defer s.mu.Unlock()
 	rec, err := s.readPulled(imageRef)
 	if err != nil {
-		return false, err
+		return false, err // must pull
 	}
 	byAgent := rec != nil || s.pulling[image] > 0 || s.intentExists(image)
 	if !s.mustVerify(image, byAgent) {
@@ -216,8 +212,10 @@ func (s *Store) MayUse(image, imageRef string, podSecrets []Secret) (bool, error
 
 // Prune removes the records of images the runtime no longer holds (after
 // image GC), so a later pull of another image by the same ID is not taken
-// for theirs.
-func (s *Store) Prune(present map[string]bool) {
+// for theirs. present was listed at listed: a record written since then
+// is of a pull the list may not show, and stays.
+func (s *Store) Prune(present map[string]bool, listed time.Time) {
+	until := listed.Truncate(time.Second) // records keep whole seconds
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	entries, err := os.ReadDir(s.pulledDir)
@@ -229,7 +227,7 @@ func (s *Store) Prune(present map[string]bool) {
 			continue
 		}
 		rec, err := s.readPulledFile(e.Name())
-		if err != nil || rec == nil || present[rec.ImageRef] {
+		if err != nil || rec == nil || present[rec.ImageRef] || !rec.LastUpdatedTime.Time.Before(until) {
 			continue
 		}
 		os.Remove(s.pulledDir + "/" + e.Name())

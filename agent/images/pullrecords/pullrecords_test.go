@@ -42,7 +42,7 @@ func mayUse(t *testing.T, s *Store, image, ref string, secrets ...Secret) bool {
 
 func TestAnImagePulledWithASecretIsForPodsWithIt(t *testing.T) {
 	s := open(t, layout.Root(t.TempDir()), NeverVerifyPreloadedImages, nil)
-	s.Pulling(private)("sha256:app", &secretA, nil)
+	pulled(t, s, private, "sha256:app", &secretA, nil)
 	for name, c := range map[string]struct {
 		secrets []Secret
 		want    bool
@@ -73,12 +73,12 @@ func TestAnImagePulledWithASecretIsForPodsWithIt(t *testing.T) {
 
 func TestAnAnonymousPullIsEveryPods(t *testing.T) {
 	s := open(t, layout.Root(t.TempDir()), AlwaysVerify, nil)
-	s.Pulling(private)("sha256:app", &secretA, nil)
-	s.Pulling(private)("sha256:app", nil, nil)
+	pulled(t, s, private, "sha256:app", &secretA, nil)
+	pulled(t, s, private, "sha256:app", nil, nil)
 	if !mayUse(t, s, private, "sha256:app") {
 		t.Error("an image pulled anonymously needs credentials")
 	}
-	s.Pulling(private)("sha256:app", &secretC, nil) // changes nothing now
+	pulled(t, s, private, "sha256:app", &secretC, nil) // changes nothing now
 	if !mayUse(t, s, private, "sha256:app") {
 		t.Error("a later pull with a secret took the image away")
 	}
@@ -92,7 +92,7 @@ func TestPolicies(t *testing.T) {
 		AlwaysVerify:               {false, false},
 	} {
 		s := open(t, layout.Root(t.TempDir()), policy, nil)
-		s.Pulling(private)("sha256:app", &secretA, nil)
+		pulled(t, s, private, "sha256:app", &secretA, nil)
 		if got := mayUse(t, s, preloaded, "sha256:os"); got != want[0] {
 			t.Errorf("%s: a preloaded image may be used: %v, want %v", policy, got, want[0])
 		}
@@ -101,7 +101,7 @@ func TestPolicies(t *testing.T) {
 		}
 	}
 	s := open(t, layout.Root(t.TempDir()), NeverVerifyAllowlistedImages, []string{"registry.example:5000/team/*", "registry.example:5000/base/os"})
-	s.Pulling(private)("sha256:app", &secretA, nil)
+	pulled(t, s, private, "sha256:app", &secretA, nil)
 	for image, want := range map[string]bool{
 		private:                             true, // allowlisted, even though a secret pulled it
 		preloaded:                           true,
@@ -117,7 +117,9 @@ func TestPolicies(t *testing.T) {
 func TestAPullCutOffLeavesAnImageThatAsksForCredentials(t *testing.T) {
 	root := layout.Root(t.TempDir())
 	s := open(t, root, NeverVerifyPreloadedImages, nil)
-	s.Pulling(private) // the agent dies before the pull ends
+	if _, err := s.Pulling(private); err != nil { // the agent dies before the pull ends
+		t.Fatal(err)
+	}
 	if !s.intentExists(private) {
 		t.Fatal("no intent on disk")
 	}
@@ -136,13 +138,19 @@ func TestAPullCutOffLeavesAnImageThatAsksForCredentials(t *testing.T) {
 func TestFailedPullLeavesNoRecordAndPruneForgetsRemovedImages(t *testing.T) {
 	root := layout.Root(t.TempDir())
 	s := open(t, root, NeverVerifyPreloadedImages, nil)
-	s.Pulling(private)("", &secretA, errors.New("unauthorized"))
+	pulled(t, s, private, "", &secretA, errors.New("unauthorized"))
 	if s.intentExists(private) {
 		t.Error("a failed pull left its intent")
 	}
-	s.Pulling(private)("sha256:app", &secretA, nil)
-	s.Pulling("registry.example:5000/team/keep:1")("sha256:keep", nil, nil)
-	s.Prune(map[string]bool{"sha256:keep": true})
+	pulled(t, s, private, "sha256:app", &secretA, nil)
+	pulled(t, s, "registry.example:5000/team/keep:1", "sha256:keep", nil, nil)
+	// A record written after the list was taken stays: its pull may be
+	// newer than the list.
+	s.Prune(map[string]bool{"sha256:keep": true}, time.Now().Add(-time.Minute))
+	if files, _ := os.ReadDir(root.ImagesPulled()); len(files) != 2 {
+		t.Errorf("records written after the list were pruned: %d left", len(files))
+	}
+	s.Prune(map[string]bool{"sha256:keep": true}, time.Now().Add(2*time.Second))
 	files, _ := os.ReadDir(root.ImagesPulled())
 	if len(files) != 1 || files[0].Name() != fileName("sha256:keep") {
 		t.Errorf("records after prune: %v", files)
@@ -153,10 +161,21 @@ func TestFailedPullLeavesNoRecordAndPruneForgetsRemovedImages(t *testing.T) {
 			t.Errorf("record %s lacks %s", data, want)
 		}
 	}
-	// A record that does not parse asks for credentials.
+	// A record that does not parse makes the pod pull, even under the
+	// default policy, where no record would mean a preloaded image.
 	os.WriteFile(filepath.Join(root.ImagesPulled(), fileName("sha256:bad")), []byte(`{"imageRef":"sha256:bad","surprise":1}`), 0o600)
-	if mayUse(t, open(t, root, AlwaysVerify, nil), "registry.example:5000/team/bad:1", "sha256:bad") {
-		t.Error("an unreadable record lets the image be used")
+	if ok, err := open(t, root, NeverVerifyPreloadedImages, nil).MayUse("registry.example:5000/team/bad:1", "sha256:bad", nil); ok || err == nil {
+		t.Errorf("an unreadable record: may use %v, err %v; want a pull", ok, err)
+	}
+	// An intent that cannot be written stops the pull.
+	if err := os.RemoveAll(root.ImagePullIntents()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(root.ImagePullIntents(), nil, 0o600); err != nil { // not a directory now
+		t.Fatal(err)
+	}
+	if _, err := s.Pulling("registry.example:5000/team/x:1"); err == nil {
+		t.Error("a pull ran without its intent on disk")
 	}
 }
 
@@ -173,4 +192,13 @@ func TestRepository(t *testing.T) {
 			t.Errorf("repository(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+func pulled(t *testing.T, s *Store, image, ref string, used *Secret, err error) {
+	t.Helper()
+	done, perr := s.Pulling(image)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	done(ref, used, err)
 }
