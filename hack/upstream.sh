@@ -119,7 +119,7 @@ QUICK_GROUPS=(
 	'ConfigMap' 'Secrets' 'EmptyDir volumes' 'HostPath' 'Downward API' 'Projected'
 	'Container Runtime' 'Containers should' 'Security Context' 'Variable Expansion' 'Sysctls'
 	'Kubelet Cgroup Manager' 'KubeletManagedEtcHosts' 'Hostname of Pod' 'RuntimeClass'
-	'Mount recursive read-only' 'DefaultProcMount'
+	'DefaultProcMount'
 )
 QUICK_SKIP='\[Slow\]'
 

@@ -154,6 +154,16 @@ func computePodActions(s podState) podActions {
 				return a
 			}
 		}
+	} else {
+		// Once the pod runs, its sidecars are still looked after, as the
+		// kubelet's computeInitContainerActions does: restarted when they
+		// exit or fail their probes, replaced when their image changes.
+		for i := range pod.Spec.InitContainers {
+			if c := &pod.Spec.InitContainers[i]; qos.IsSidecar(c) {
+				act, _ := s.container(c, true, sandboxCreated)
+				a.containers = append(a.containers, act)
+			}
+		}
 	}
 	for i := range pod.Spec.Containers {
 		c, _ := s.container(&pod.Spec.Containers[i], false, sandboxCreated)
@@ -203,7 +213,9 @@ func (s podState) container(c *corev1.Container, init bool, sandboxCreated int64
 			}
 			return a, false
 		}
-		if !init && current.Annotations[cri.AnnotationContainerImageRequest] != c.Image {
+		// An app container or a sidecar whose image changed is replaced
+		// (the API server lets only those change theirs).
+		if (!init || sidecar) && current.Annotations[cri.AnnotationContainerImageRequest] != c.Image {
 			a.step = replaceChanged
 			return a, false
 		}

@@ -91,6 +91,10 @@ func TestComputePodActions(t *testing.T) {
 	hostNet.Spec.HostNetwork = true
 	changed := inSandbox("a", running, 0, "0")
 	changed.Annotations[cri.AnnotationContainerImageRequest] = "old-img"
+	sidecarChanged := inSandbox("side1", running, 0, "0")
+	sidecarChanged.Annotations[cri.AnnotationContainerImageRequest] = "old-img"
+	initChanged := inSandbox("i1", running, 0, "0")
+	initChanged.Annotations[cri.AnnotationContainerImageRequest] = "old-img"
 	cutOff := inSandbox("a", exited, 128, "2")
 	cutOff.StartedAt = 0
 	debug := withInit(always)
@@ -147,6 +151,10 @@ func TestComputePodActions(t *testing.T) {
 			"sandbox keep side1:keep i2:start#0 init pending"},
 		{"a sidecar that exited 0 restarts, even under Never", withInit(never, "side1"), ready, recs{inSandbox("side1", exited, 0, "0")}, planProbes{}, nil, false,
 			"sandbox keep side1:restartExited#1 init pending"},
+		{"a running pod's sidecar that exited is restarted", withInit(always, "i1", "side1"), ready, recs{inSandbox("i1", exited, 0, "0"), inSandbox("side1", exited, 1, "0"), inSandbox("a", running, 0, "0"), inSandbox("b", running, 0, "0")}, planProbes{}, nil, false,
+			"sandbox keep side1:restartExited#1 a:keep b:keep"},
+		{"a running pod's sidecar that fails its liveness probe is restarted", withInit(never, "side1"), ready, recs{inSandbox("side1", running, 0, "0"), inSandbox("a", running, 0, "0"), inSandbox("b", running, 0, "0")}, planProbes{kill: map[string]probes.Kind{"side1": probes.Liveness}}, nil, false,
+			"sandbox keep side1:restartUnhealthy#1(liveness) a:keep b:keep"},
 		{"an app container ran in this sandbox: init containers are not run again", withInit(always, "i1"), ready, recs{inSandbox("a", running, 0, "0")}, planProbes{}, nil, false,
 			"sandbox keep a:keep b:start#0"},
 
@@ -163,6 +171,10 @@ func TestComputePodActions(t *testing.T) {
 		// Changed, interrupted and unknown containers.
 		{"a changed image: replaced at once", withInit(never), ready, recs{changed, inSandbox("b", running, 0, "0")}, planProbes{}, nil, false,
 			"sandbox keep a:replaceChanged#1 b:keep"},
+		{"a sidecar's changed image: replaced at once, even under Never", withInit(never, "side1"), ready, recs{sidecarChanged}, planProbes{}, nil, false,
+			"sandbox keep side1:replaceChanged#1 init pending"},
+		{"a running init container is not replaced for its image", withInit(always, "i1"), ready, recs{initChanged}, planProbes{}, nil, false,
+			"sandbox keep i1:keep init pending"},
 		{"a start an earlier agent cut off: replaced, not counted", withInit(always), ready, recs{cutOff, inSandbox("b", running, 0, "0")}, planProbes{}, nil, false,
 			"sandbox keep a:replaceCutOff#2 b:keep"},
 		{"created, never started: started", withInit(always), ready, recs{inSandbox("a", created, 0, "4"), inSandbox("b", unknown, 0, "0")}, planProbes{}, nil, false,

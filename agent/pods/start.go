@@ -116,6 +116,9 @@ func shouldRestart(pod *corev1.Pod, c *corev1.Container, init bool, exitCode int
 // container. Failures become the container's waiting reason.
 func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.Container, restartCount int32, sandboxID string,
 	sandboxCfg *runtimeapi.PodSandboxConfig, podIP string) time.Duration {
+	if wait := w.createBackOff(c.Name); wait > 0 {
+		return wait
+	}
 	if retry, ok := w.imageVolumesFor(ctx, pod, c, sandboxCfg); !ok {
 		return retry
 	}
@@ -151,8 +154,9 @@ func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.
 	id, err := w.m.rt.CreateContainer(ctx, sandboxID, cfg, sandboxCfg)
 	if err != nil {
 		w.fail(c, "CreateContainerError", err)
-		return w.m.opts.ResyncPeriod
+		return w.createFailed(c.Name)
 	}
+	delete(w.createRetry, c.Name)
 	w.event(c.Name, corev1.EventTypeNormal, "Created", "Created container: "+c.Name)
 	w.m.linkLog(pod, c.Name, id, filepath.Join(sandboxCfg.GetLogDirectory(), cfg.GetLogPath()))
 	if err := w.m.rt.StartContainer(ctx, id); err != nil {
@@ -304,4 +308,33 @@ func (w *worker) verifyNonRoot(ctx context.Context, pod *corev1.Pod, c *corev1.C
 		return fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root %s", img.GetUsername(), where)
 	}
 	return fmt.Errorf("container has runAsNonRoot and image will run as root %s", where)
+}
+
+// createRetry is when a container whose creation the runtime refused may
+// be tried again: 1 s, doubling to 10 s. A refused create still makes
+// runtime events, which wake the worker; without it, it would try again
+// at once, over and over.
+type createRetry struct {
+	at    time.Time
+	delay time.Duration
+}
+
+// createFailed records a refused create and returns when to try again.
+func (w *worker) createFailed(name string) time.Duration {
+	r := w.createRetry[name]
+	r.delay = min(max(2*r.delay, time.Second), 10*time.Second)
+	r.at = w.m.clock.Now().Add(r.delay)
+	if w.createRetry == nil {
+		w.createRetry = map[string]createRetry{}
+	}
+	w.createRetry[name] = r
+	return r.delay
+}
+
+// createBackOff is how long the container's next create must wait.
+func (w *worker) createBackOff(name string) time.Duration {
+	if r, ok := w.createRetry[name]; ok {
+		return max(r.at.Sub(w.m.clock.Now()), 0)
+	}
+	return 0
 }

@@ -117,6 +117,11 @@ func computeStatus(in statusInput) corev1.PodStatus {
 	if in.terminal != nil {
 		st.Phase, st.Reason, st.Message = corev1.PodFailed, in.terminal.Reason, in.terminal.Message
 	}
+	// A pod that ended keeps the IP it had, its sandbox stopped or not, as
+	// the kubelet's terminal status does.
+	if st.PodIP == "" && (in.stopped || st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed) {
+		st.PodIP, st.PodIPs = in.previous.PodIP, in.previous.PodIPs
+	}
 
 	cond := func(t corev1.PodConditionType, ok bool, reason, message string) {
 		setCondition(&st, in.previous.Conditions, in.now, t, ok, reason, message)

@@ -35,6 +35,7 @@ type worker struct {
 	started         int                      // sandboxes and containers started so far
 	failures        int                      // container starts that failed so far
 	resets          map[string]resetRecord   // containers the last RestartAllContainers removed
+	createRetry     map[string]createRetry   // containers whose create the runtime refused
 	resetting       bool                     // a RestartAllContainers reset is under way
 	waiting         map[string]waitingReason // per container
 	messages        map[string]string        // termination messages by container ID, read once
