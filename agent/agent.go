@@ -21,6 +21,7 @@ import (
 	"nodeagent/cri"
 	"nodeagent/eviction"
 	"nodeagent/internal/loop"
+	"nodeagent/internal/mounts"
 	"nodeagent/internal/version"
 )
 
@@ -72,6 +73,9 @@ type Options struct {
 	Runtime Runtime
 	Cgroups cgroups.Manager
 	Machine *node.Machine
+	// ShareRootDir puts the root directory on a shared mount (nil:
+	// mounts.MakeRShared, as the kubelet at start).
+	ShareRootDir func(dir string) error
 }
 
 // ClusterOptions are API-server mode's settings outside the
@@ -115,6 +119,9 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.ShareRootDir == nil {
+		opts.ShareRootDir = mounts.MakeRShared
 	}
 	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger}
 	a.effective.Store(cfg)

@@ -133,6 +133,9 @@ func (a *Agent) buildListeners(_ context.Context, p *parts) error {
 	if err := os.MkdirAll(a.opts.RootDir, 0o750); err != nil {
 		return fmt.Errorf("root directory: %w (set --root-dir to a directory the agent may create)", err)
 	}
+	if err := a.opts.ShareRootDir(a.opts.RootDir); err != nil {
+		return fmt.Errorf("root directory %s: %w (Bidirectional volumes need it on a shared mount)", a.opts.RootDir, err)
+	}
 	if a.opts.ControlSocket != "" {
 		l, err := control.Listen(a.opts.ControlSocket, server.MaxControlConns)
 		if err != nil {
@@ -233,6 +236,7 @@ func (a *Agent) buildNodeStatus(_ context.Context, p *parts) error {
 	p.recorder = events.NewForwardingRecorder(a.opts.Clock, a.opts.NodeName, events.DefaultCapacity, forward)
 	p.pressure = eviction.NewPressure(a.cfg.EvictionPressureTransitionPeriod.Duration, a.opts.Clock)
 	p.devices = devices.NewManager(layout.Root(a.opts.RootDir).DevicePlugins(), a.opts.Clock, a.log.With("component", "devices"))
+	p.devices.OnHealthChange(p.changes.Runtime.Add) // their pods' statuses follow
 	p.nodeStatus = node.NewStatus(node.Facts{
 		Name: a.opts.NodeName, IP: p.nodeIP, Version: version.KubeletVersion(), RuntimeVersion: p.version.RuntimeName + "://" + p.version.RuntimeVersion,
 		Machine: p.machine, Capacity: p.capacity, Allocatable: p.allocatable, Pressure: p.pressure.Conditions, Extended: p.devices.Resources,

@@ -52,7 +52,7 @@ spec:
 	rt, cg := critest.New(), cgroupstest.New(2)
 	a, err := New(&cfg, Options{NodeName: "unit", RootDir: filepath.Join(dir, "root"), CNIConfDir: filepath.Join(dir, "cni"), CNIBinDirs: []string{dir},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Runtime: rt, Cgroups: cg,
-		Machine: &node.Machine{CPUs: 4, MemoryBytes: 8 << 30, PIDMax: 1 << 22, EphemeralStorageBytes: 100 << 30}})
+		Machine: &node.Machine{CPUs: 4, MemoryBytes: 8 << 30, PIDMax: 1 << 22, EphemeralStorageBytes: 100 << 30}, ShareRootDir: keepPrivate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestFailCgroupV1RefusesAV1Host(t *testing.T) {
 		var logs strings.Builder
 		a, err := New(&cfg, Options{NodeName: "unit", RootDir: filepath.Join(dir, "root"), CNIConfDir: filepath.Join(dir, "cni"), CNIBinDirs: []string{dir},
 			Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil)), Runtime: critest.New(), Cgroups: cgroupstest.New(1),
-			Machine: &node.Machine{CPUs: 4, MemoryBytes: 8 << 30, PIDMax: 1 << 22, EphemeralStorageBytes: 100 << 30}})
+			Machine: &node.Machine{CPUs: 4, MemoryBytes: 8 << 30, PIDMax: 1 << 22, EphemeralStorageBytes: 100 << 30}, ShareRootDir: keepPrivate})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,3 +136,7 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(p)
 }
+
+// keepPrivate stands in for making the root directory shared: these
+// agents run on fakes, in a test's temporary directory.
+func keepPrivate(string) error { return nil }

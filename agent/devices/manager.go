@@ -49,7 +49,7 @@ type Manager struct {
 	mu        sync.Mutex
 	plugins   map[string]*plugin                    // by resource name
 	allocated map[types.UID]map[string][]allocation // pod -> container -> allocations
-	changed   func()
+	healthOf  func(types.UID)
 }
 
 // plugin is one registered endpoint: its devices and their health.
@@ -76,10 +76,12 @@ func NewManager(dir string, clk clock.Clock, log *slog.Logger) *Manager {
 	return &Manager{dir: dir, clock: clk, log: log, plugins: map[string]*plugin{}, allocated: map[types.UID]map[string][]allocation{}}
 }
 
-// OnChange sets what is told when the devices or their health change.
-func (m *Manager) OnChange(f func()) {
+// OnHealthChange sets what is told of each pod holding a device whose
+// health changed (the kubelet's health updates): its containers'
+// allocatedResourcesStatus changes.
+func (m *Manager) OnHealthChange(f func(types.UID)) {
 	m.mu.Lock()
-	m.changed = f
+	m.healthOf = f
 	m.mu.Unlock()
 }
 
@@ -177,10 +179,17 @@ func (m *Manager) watch(ctx context.Context, p *plugin) {
 			devices[d.ID] = d.Health == pluginapi.Healthy
 		}
 		m.mu.Lock()
+		old := p.devices
 		p.devices = devices
+		pods := m.holdersLocked(p.resource, func(id string) bool { return healthy(old, id) != healthy(devices, id) })
+		f := m.healthOf
 		m.mu.Unlock()
 		m.log.Info("device plugin devices", "resource", p.resource, "devices", len(devices), "healthy", count(devices))
-		m.notify()
+		for _, uid := range pods {
+			if f != nil {
+				f(uid)
+			}
+		}
 	}
 	m.mu.Lock()
 	p.stopped = m.clock.Now()
@@ -188,16 +197,58 @@ func (m *Manager) watch(ctx context.Context, p *plugin) {
 	if ctx.Err() == nil {
 		m.log.Warn("device plugin stopped; its resource is not allocatable", "resource", p.resource, "err", err)
 	}
-	m.notify()
 }
 
-func (m *Manager) notify() {
-	m.mu.Lock()
-	f := m.changed
-	m.mu.Unlock()
-	if f != nil {
-		f()
+// healthy is a device's health as the pods see it: one the plugin no
+// longer lists counts as healthy, as in the kubelet.
+func healthy(devices map[string]bool, id string) bool {
+	ok, listed := devices[id]
+	return ok || !listed
+}
+
+// holdersLocked lists the pods holding a device of the resource that
+// matches.
+func (m *Manager) holdersLocked(resource string, match func(id string) bool) []types.UID {
+	var out []types.UID
+	for uid, containers := range m.allocated {
+	pod:
+		for _, as := range containers {
+			for _, a := range as {
+				if a.Resource == resource && slices.ContainsFunc(a.Devices, match) {
+					out = append(out, uid)
+					break pod
+				}
+			}
+		}
 	}
+	return out
+}
+
+// AllocatedStatus is the health of the devices each of the pod's
+// containers holds, by container (the kubelet's
+// allocatedResourcesStatus): resources and devices sorted by name.
+func (m *Manager) AllocatedStatus(uid types.UID) map[string][]corev1.ResourceStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string][]corev1.ResourceStatus{}
+	for container, as := range m.allocated[uid] {
+		for _, a := range as {
+			rs := corev1.ResourceStatus{Name: corev1.ResourceName(a.Resource), Resources: []corev1.ResourceHealth{}}
+			var devices map[string]bool
+			if p := m.plugins[a.Resource]; p != nil {
+				devices = p.devices
+			}
+			for _, id := range slices.Sorted(slices.Values(a.Devices)) {
+				h := corev1.ResourceHealthStatusHealthy
+				if !healthy(devices, id) {
+					h = corev1.ResourceHealthStatusUnhealthy
+				}
+				rs.Resources = append(rs.Resources, corev1.ResourceHealth{ResourceID: corev1.ResourceID(id), Health: h})
+			}
+			out[container] = append(out[container], rs)
+		}
+	}
+	return out
 }
 
 func count(devices map[string]bool) int {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -194,6 +196,56 @@ func TestAllocateGivesHealthyFreeDevicesOnce(t *testing.T) {
 	defer p.mu.Unlock()
 	if len(p.allocated) != 3 {
 		t.Errorf("plugin asked %d times, want 3 (a kept allocation is not asked again)", len(p.allocated))
+	}
+}
+
+// A device's health reaches the statuses of the containers holding it
+// (the kubelet's allocatedResourcesStatus), and a change is told for the
+// pods that hold the device only.
+func TestAllocatedStatusFollowsDeviceHealth(t *testing.T) {
+	m, p, _, err := setup(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	told := make(chan types.UID, 8)
+	m.OnHealthChange(func(uid types.UID) { told <- uid })
+	p.updates <- []*pluginapi.Device{device("a", true), device("b", true)}
+	waitFor(t, m, 2, 2)
+	one := corev1.ResourceList{"example.com/gpu": resource.MustParse("1")}
+	c := &corev1.Container{Name: "app", Resources: corev1.ResourceRequirements{Limits: one}}
+	for _, uid := range []types.UID{"p1", "p2"} {
+		if _, err := m.Allocate(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}}, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	health := func(uid types.UID, want corev1.ResourceHealthStatus) []corev1.ResourceStatus {
+		return []corev1.ResourceStatus{{Name: "example.com/gpu", Resources: []corev1.ResourceHealth{{ResourceID: map[types.UID]corev1.ResourceID{"p1": "a", "p2": "b"}[uid], Health: want}}}}
+	}
+	if got := m.AllocatedStatus("p1"); !reflect.DeepEqual(got, map[string][]corev1.ResourceStatus{"app": health("p1", corev1.ResourceHealthStatusHealthy)}) {
+		t.Errorf("p1 healthy: %+v", got)
+	}
+	p.updates <- []*pluginapi.Device{device("a", true), device("b", false)}
+	select {
+	case uid := <-told:
+		if uid != "p2" {
+			t.Errorf("told of %s, want p2 (its device b turned unhealthy)", uid)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no pod told of the health change")
+	}
+	select {
+	case uid := <-told:
+		t.Errorf("also told of %s, whose device did not change", uid)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if got := m.AllocatedStatus("p2")["app"]; !reflect.DeepEqual(got, health("p2", corev1.ResourceHealthStatusUnhealthy)) {
+		t.Errorf("p2 after b turned unhealthy: %+v", got)
+	}
+	if got := m.AllocatedStatus("p1")["app"]; !reflect.DeepEqual(got, health("p1", corev1.ResourceHealthStatusHealthy)) {
+		t.Errorf("p1 after b turned unhealthy: %+v", got)
+	}
+	if got := m.AllocatedStatus("none"); len(got) != 0 {
+		t.Errorf("a pod without devices: %+v", got)
 	}
 }
 

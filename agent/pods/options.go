@@ -85,6 +85,7 @@ type Options struct {
 type Devices interface {
 	Resources() (capacity, allocatable corev1.ResourceList)
 	Allocate(ctx context.Context, pod *corev1.Pod, c *corev1.Container) ([]*pluginapi.ContainerAllocateResponse, error)
+	AllocatedStatus(uid types.UID) map[string][]corev1.ResourceStatus
 	Release(uid types.UID)
 }
 

@@ -23,7 +23,7 @@ func (w *worker) publish(rt *pleg.PodRuntime) {
 	pod.Status = computeStatus(statusInput{
 		pod: w.pod, rt: rt, waiting: w.waiting, messages: w.messages, oomKilled: w.oomKilled, previous: previous, terminal: w.failed, stopped: w.stopped,
 		hostIP: w.m.opts.NodeIP, runtimeName: w.m.opts.RuntimeName, startTime: w.startTime, now: w.m.clock.Now(), probes: w.m.probes,
-		rro: w.m.opts.RecursiveReadOnlyMounts, resets: w.resets, resetting: w.resetting,
+		rro: w.m.opts.RecursiveReadOnlyMounts, resets: w.resets, resetting: w.resetting, devices: w.allocatedDevices(),
 	})
 	w.m.store.Set(pod)
 	w.appsExited = appsDone(pod, pod.Status.ContainerStatuses)

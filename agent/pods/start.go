@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"nodeagent/agent/events"
 	"nodeagent/internal/qos"
@@ -119,6 +120,13 @@ func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.
 	if wait := w.createBackOff(c.Name); wait > 0 {
 		return wait
 	}
+	// Devices first, as the kubelet allocates them at admission: a
+	// container waiting for its image holds them already.
+	devices, err := w.allocateDevices(ctx, pod, c)
+	if err != nil {
+		w.fail(c, "UnexpectedAdmissionError", err)
+		return w.m.opts.ResyncPeriod
+	}
 	if retry, ok := w.imageVolumesFor(ctx, pod, c, sandboxCfg); !ok {
 		return retry
 	}
@@ -135,10 +143,7 @@ func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.
 		w.fail(c, "CreateContainerConfigError", err)
 		return 0
 	}
-	if err := w.withDevices(ctx, pod, c, cfg); err != nil {
-		w.fail(c, "UnexpectedAdmissionError", err)
-		return w.m.opts.ResyncPeriod
-	}
+	withDevices(cfg, devices)
 	if target := ephemeralTarget(pod, c.Name); target != "" {
 		// A debug container sees its target's processes.
 		recs := w.m.cache.Get(w.uid).ContainersNamed(target)
@@ -171,16 +176,27 @@ func (w *worker) startContainer(ctx context.Context, pod *corev1.Pod, c *corev1.
 	return 0
 }
 
-// withDevices adds what the device plugins want for the container's
-// devices: environment, mounts, device nodes, annotations.
-func (w *worker) withDevices(ctx context.Context, pod *corev1.Pod, c *corev1.Container, cfg *runtimeapi.ContainerConfig) error {
+// allocateDevices has the device plugins allocate the container's
+// devices (once; a restart keeps them).
+func (w *worker) allocateDevices(ctx context.Context, pod *corev1.Pod, c *corev1.Container) ([]*pluginapi.ContainerAllocateResponse, error) {
+	if w.m.devices == nil {
+		return nil, nil
+	}
+	return w.m.devices.Allocate(ctx, pod, c)
+}
+
+// allocatedDevices is the health of the devices the pod's containers
+// hold, for their statuses.
+func (w *worker) allocatedDevices() map[string][]corev1.ResourceStatus {
 	if w.m.devices == nil {
 		return nil
 	}
-	resps, err := w.m.devices.Allocate(ctx, pod, c)
-	if err != nil {
-		return err
-	}
+	return w.m.devices.AllocatedStatus(w.uid)
+}
+
+// withDevices adds what the device plugins want for the container's
+// devices: environment, mounts, device nodes, annotations.
+func withDevices(cfg *runtimeapi.ContainerConfig, resps []*pluginapi.ContainerAllocateResponse) {
 	for _, r := range resps {
 		for _, k := range slices.Sorted(maps.Keys(r.Envs)) {
 			cfg.Envs = append(cfg.Envs, &runtimeapi.KeyValue{Key: k, Value: []byte(r.Envs[k])})
@@ -196,7 +212,6 @@ func (w *worker) withDevices(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 		}
 		maps.Copy(cfg.Annotations, r.Annotations)
 	}
-	return nil
 }
 
 // ephemeralTarget is the targetContainerName of the named ephemeral

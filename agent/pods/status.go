@@ -53,6 +53,8 @@ type statusInput struct {
 	// resetting: one is under way.
 	resets    map[string]resetRecord
 	resetting bool
+	// devices is the health of the devices each container holds.
+	devices map[string][]corev1.ResourceStatus
 }
 
 // computeStatus derives the pod's corev1.PodStatus from its spec and what
@@ -104,7 +106,10 @@ func computeStatus(in statusInput) corev1.PodStatus {
 		defaultWaiting = "PodInitializing"
 	}
 	for i := range pod.Spec.Containers {
-		st.ContainerStatuses = append(st.ContainerStatuses, in.containerStatus(&pod.Spec.Containers[i], defaultWaiting))
+		cs := in.containerStatus(&pod.Spec.Containers[i], defaultWaiting)
+		// App containers only, as the kubelet.
+		cs.AllocatedResourcesStatus = in.devices[cs.Name]
+		st.ContainerStatuses = append(st.ContainerStatuses, cs)
 	}
 	for i := range pod.Spec.EphemeralContainers {
 		c := (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -22,7 +21,6 @@ import (
 	"nodeagent/cri"
 	"nodeagent/internal/layout"
 	"nodeagent/internal/mounts"
-	"nodeagent/internal/qos"
 	"nodeagent/internal/sat"
 	"nodeagent/probes"
 )
@@ -41,36 +39,29 @@ func gracePeriod(pod *corev1.Pod, override *int64) int64 {
 	return max(grace, 2)
 }
 
-// stopAll stops the pod as the kubelet does: regular containers in
-// parallel, then sidecars (restartable init containers) one by one in
-// reverse order with what is left of the grace period (at least 2 s each),
-// then the sandboxes.
+// stopAll stops the pod as the kubelet does: every running container at
+// once, each with its preStop hook, the sidecars (restartable init
+// containers) getting their stop signal in reverse order once the app
+// containers stopped (stopOrder); then the sandboxes.
 func (w *worker) stopAll(ctx context.Context, rt *pleg.PodRuntime, grace int64) error {
-	start := w.m.clock.Now()
 	podIP := rt.LatestSandbox().GetNetwork().GetIp()
-	var regular, sidecars []*runtimeapi.ContainerStatus
+	var running []*runtimeapi.ContainerStatus
+	var names []string
 	for _, c := range rt.GetContainers() {
-		if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
-			continue
-		}
-		if w.sidecarIndex(c.GetMetadata().GetName()) >= 0 {
-			sidecars = append(sidecars, c)
-		} else {
-			regular = append(regular, c)
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			running = append(running, c)
+			names = append(names, c.GetMetadata().GetName())
 		}
 	}
-	sort.Slice(sidecars, func(i, j int) bool {
-		return w.sidecarIndex(sidecars[i].GetMetadata().GetName()) > w.sidecarIndex(sidecars[j].GetMetadata().GetName())
-	})
-
+	order := newStopOrder(w.pod, names, w.m.clock)
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup
-	for _, c := range regular {
+	for _, c := range running {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := w.stopContainer(ctx, c, grace, podIP, ""); err != nil {
+			if err := w.stopInOrder(ctx, c, grace, podIP, "", order); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -78,15 +69,6 @@ func (w *worker) stopAll(ctx context.Context, rt *pleg.PodRuntime, grace int64) 
 		}()
 	}
 	wg.Wait()
-	for _, c := range sidecars {
-		left := grace - int64(w.m.clock.Since(start)/time.Second)
-		if grace > 0 {
-			left = max(left, 2)
-		}
-		if err := w.stopContainer(ctx, c, max(left, 0), podIP, ""); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	for _, sb := range rt.GetSandboxes() {
 		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
 			if err := w.m.rt.StopPodSandbox(ctx, sb.Id); err != nil {
@@ -97,26 +79,19 @@ func (w *worker) stopAll(ctx context.Context, rt *pleg.PodRuntime, grace int64) 
 	return errors.Join(errs...)
 }
 
-// sidecarIndex is the position of a restartable init container in the
-// spec, or -1 (also for every container of an orphan, whose spec is gone).
-func (w *worker) sidecarIndex(name string) int {
-	if w.pod == nil {
-		return -1
-	}
-	for i := range w.pod.Spec.InitContainers {
-		if c := &w.pod.Spec.InitContainers[i]; c.Name == name && qos.IsSidecar(c) {
-			return i
-		}
-	}
-	return -1
-}
-
 // stopContainer runs the container's preStop hook (when grace > 0) within
 // the grace period, then sends the stop signal and SIGKILL after what is
 // left of it (at least 2 s). message is the Killing event's text ("":
 // "Stopping container <name>"). An orphan's hook and grace period travel
 // with the container.
 func (w *worker) stopContainer(ctx context.Context, c *runtimeapi.ContainerStatus, grace int64, podIP, message string) error {
+	return w.stopInOrder(ctx, c, grace, podIP, message, nil)
+}
+
+// stopInOrder is stopContainer that, after the hook, waits for the
+// container's turn in order (nil: none) within what is left of the grace
+// period.
+func (w *worker) stopInOrder(ctx context.Context, c *runtimeapi.ContainerStatus, grace int64, podIP, message string, order *stopOrder) error {
 	name := c.GetMetadata().GetName()
 	ref := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: c.Labels[cri.LabelPodNamespace], Name: c.Labels[cri.LabelPodName],
 		UID: types.UID(c.Labels[cri.LabelPodUID]), FieldPath: fmt.Sprintf("spec.containers{%s}", name)}
@@ -133,6 +108,7 @@ func (w *worker) stopContainer(ctx context.Context, c *runtimeapi.ContainerStatu
 		message = "Stopping container " + name
 	}
 	w.m.events.Event(ref, corev1.EventTypeNormal, "Killing", message)
+	asked := grace // 0: SIGKILL at once
 	if grace > 0 && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		start := w.m.clock.Now()
 		hookCtx, cancel := context.WithTimeout(ctx, sat.Seconds(grace))
@@ -143,11 +119,18 @@ func (w *worker) stopContainer(ctx context.Context, c *runtimeapi.ContainerStatu
 			w.m.events.Event(ref, corev1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed")
 		}
 		// The hook's whole seconds come out of the grace period.
-		grace = max(grace-int64(w.m.clock.Since(start)/time.Second), 2)
+		grace -= int64(w.m.clock.Since(start) / time.Second)
+	}
+	if grace > 0 {
+		grace -= int64(order.waitTurn(name, sat.Seconds(grace)) / time.Second)
+	}
+	if asked > 0 {
+		grace = max(grace, 2) // the kubelet's minimal shutdown window
 	}
 	if err := w.m.rt.StopContainer(ctx, c.Id, grace); err != nil {
 		return fmt.Errorf("stop container %s: %w", name, err)
 	}
+	order.stoppedNow(name)
 	return nil
 }
 

@@ -66,7 +66,12 @@ func (t *tester) runConformance(o conformanceOptions) error {
 		if err != nil {
 			return err
 		}
-		defer a.Stop(30 * time.Second)
+		defer func() {
+			a.Stop(30 * time.Second)
+			if err := a.RemoveMounts(); err != nil {
+				fmt.Fprintf(os.Stderr, "conformance: %v\n", err)
+			}
+		}()
 	}
 	node, err := conformance.Connect(ctx, t.server, t.controlSocket, o.image)
 	if err != nil {

@@ -40,6 +40,7 @@ func startAgent(ctx context.Context, env Env, dir, settings string, args ...stri
 		return nil, err
 	}
 	if err := l.Start(ctx, 30*time.Second); err != nil {
+		l.RemoveMounts()
 		l.RemoveCgroups()
 		return nil, err
 	}
@@ -92,8 +93,10 @@ func (a *agent) removePods(timeout time.Duration) error {
 	}
 }
 
-// stop ends the agent (pods were removed first) and removes its cgroups.
+// stop ends the agent (pods were removed first) and removes its mounts
+// and cgroups.
 func (a *agent) stop() {
 	a.Stop(15 * time.Second)
+	a.RemoveMounts()
 	a.RemoveCgroups()
 }

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"nodeagent/api"
+	"nodeagent/internal/mounts"
 )
 
 // Options say how to start an agent. Bin, RuntimeEndpoint and Dir are
@@ -309,6 +310,11 @@ func (a *Agent) Stop(timeout time.Duration) error {
 	a.mu.Unlock()
 	return err
 }
+
+// RemoveMounts detaches what the agent left mounted in its root
+// directory: the pods' volumes, and the root's own shared bind (the agent
+// keeps it, as the kubelet does).
+func (a *Agent) RemoveMounts() error { return mounts.UnmountTree(a.RootDir) }
 
 // RemoveCgroups removes the agent's cgroup root, deepest first, in every
 // hierarchy (v1 controllers and the v2 unified tree). Only empty cgroups

@@ -29,7 +29,6 @@ import (
 	"nodeagent/cri"
 	"nodeagent/e2e/experiment"
 	"nodeagent/e2e/launch"
-	"nodeagent/internal/mounts"
 )
 
 var (
@@ -221,9 +220,9 @@ func (n *node) cleanup() {
 		}
 	}
 	// Pods the test left running (API pods outlive a stopped agent) keep
-	// their tmpfs volumes mounted under the root.
-	if err := mounts.UnmountUnder(n.agent.RootDir); err != nil {
-		n.t.Logf("unmount what the pods left under %s: %v", n.agent.RootDir, err)
+	// their tmpfs volumes mounted under the root, itself a shared bind.
+	if err := n.agent.RemoveMounts(); err != nil {
+		n.t.Logf("unmount what the agent and its pods left in %s: %v", n.agent.RootDir, err)
 	}
 	n.agent.RemoveCgroups()
 	n.cri.Close()

@@ -48,6 +48,7 @@ func Fail(msg string) {
 			fmt.Fprintln(os.Stderr, "bench: removing the pods of", a.Node, "(log kept at "+a.LogPath()+")")
 			a.removePods()
 			a.Stop()
+			a.RemoveMounts()
 		}
 	}
 	for i := len(atFail) - 1; i >= 0; i-- {
@@ -198,6 +199,7 @@ func (a *Agent) RemoveAll(stop bool) {
 	a.removePods()
 	if stop {
 		a.Stop()
+		a.RemoveMounts()
 		os.RemoveAll(a.Dir)
 		a.RemoveCgroups() // empty now, in every hierarchy
 	}

@@ -1,0 +1,98 @@
+package mounts
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// MakeRShared puts dir on a shared mount, as the kubelet does with its
+// root directory at start: the runtime refuses a Bidirectional volume
+// whose source is not on a shared mount, and mounts made under dir reach
+// the containers that see it with HostToContainer. A dir already on a
+// shared mount is left alone; otherwise dir is bind-mounted onto itself
+// and the bind made rshared. The bind outlives the agent, since pods keep
+// their volumes mounted under it; a second start finds it shared.
+func MakeRShared(dir string) error {
+	dir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(mountinfo)
+	if err != nil {
+		return err
+	}
+	shared, err := onSharedMount(f, dir)
+	f.Close()
+	if err != nil || shared {
+		return err
+	}
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind-mount %s onto itself: %w", dir, err)
+	}
+	if err := unix.Mount("", dir, "", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+		unix.Unmount(dir, unix.MNT_DETACH)
+		return fmt.Errorf("make %s rshared: %w", dir, err)
+	}
+	return nil
+}
+
+// onSharedMount tells whether the mount dir lies on (the one mounted last
+// on the longest mount point containing dir) has shared propagation.
+func onSharedMount(r io.Reader, dir string) (bool, error) {
+	best, shared := "", false
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for s.Scan() {
+		// id parent major:minor root mountpoint options [optional...] - type source super
+		fields := strings.Fields(s.Text())
+		if len(fields) < 7 {
+			continue
+		}
+		mp := unescape(fields[4])
+		if !contains(mp, dir) || len(mp) < len(best) {
+			continue
+		}
+		best, shared = mp, false
+		for _, opt := range fields[6:] {
+			if opt == "-" {
+				break
+			}
+			shared = shared || strings.HasPrefix(opt, "shared:")
+		}
+	}
+	if err := s.Err(); err != nil {
+		return false, fmt.Errorf("read mountinfo: %w", err)
+	}
+	if best == "" {
+		return false, fmt.Errorf("no mount holds %s in %s", dir, mountinfo)
+	}
+	return shared, nil
+}
+
+// contains tells whether mount point mp holds path.
+func contains(mp, path string) bool {
+	return mp == "/" || mp == path || strings.HasPrefix(path, mp+"/")
+}
+
+// UnmountTree detaches every mount below dir and dir's own (the bind
+// MakeRShared made): for tests and tools that remove a root directory.
+func UnmountTree(dir string) error {
+	if err := UnmountUnder(dir); err != nil {
+		return err
+	}
+	for {
+		// A bind stacked by more than one start comes off one at a time.
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			if err == unix.EINVAL || err == unix.ENOENT {
+				return nil
+			}
+			return fmt.Errorf("unmount %s: %w", dir, err)
+		}
+	}
+}
