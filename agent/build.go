@@ -133,9 +133,6 @@ func (a *Agent) buildListeners(_ context.Context, p *parts) error {
 	if err := os.MkdirAll(a.opts.RootDir, 0o750); err != nil {
 		return fmt.Errorf("root directory: %w (set --root-dir to a directory the agent may create)", err)
 	}
-	if err := a.opts.ShareRootDir(a.opts.RootDir); err != nil {
-		return fmt.Errorf("root directory %s: %w (Bidirectional volumes need it on a shared mount)", a.opts.RootDir, err)
-	}
 	if a.opts.ControlSocket != "" {
 		l, err := control.Listen(a.opts.ControlSocket, server.MaxControlConns)
 		if err != nil {
@@ -195,6 +192,10 @@ func (a *Agent) buildRuntime(ctx context.Context, p *parts) error {
 // QoS cgroup tree and the pod network.
 func (a *Agent) buildNode(ctx context.Context, p *parts) error {
 	cfg, log := a.cfg, a.log
+	// Once the runtime answered: an agent that cannot run leaves no bind.
+	if err := a.opts.ShareRootDir(a.opts.RootDir); err != nil {
+		return fmt.Errorf("root directory %s: %w (Bidirectional volumes need it on a shared mount)", a.opts.RootDir, err)
+	}
 	machine, err := a.machine()
 	if err != nil {
 		return fmt.Errorf("read machine facts: %w", err)

@@ -157,6 +157,9 @@ func (r registration) Register(ctx context.Context, req *pluginapi.RegisterReque
 	if old := m.plugins[req.ResourceName]; old != nil {
 		old.cancel()
 		old.conn.Close()
+		// Health as last listed until the new endpoint lists its
+		// devices, as the kubelet keeps them across registrations.
+		p.devices = old.devices
 	}
 	m.plugins[req.ResourceName] = p
 	m.mu.Unlock()
@@ -333,7 +336,9 @@ func (m *Manager) Allocate(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 			err = fmt.Errorf("%d container responses, want 1", len(resp.ContainerResponses))
 		}
 		if err != nil {
-			m.Release(pod.UID)
+			m.mu.Lock()
+			delete(m.allocated[pod.UID], c.Name) // the pod's other containers keep theirs
+			m.mu.Unlock()
 			return nil, fmt.Errorf("allocate %s: %w", wants[i].Resource, err)
 		}
 		wants[i].Response = resp.ContainerResponses[0]

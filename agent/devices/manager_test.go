@@ -36,6 +36,7 @@ type fakePlugin struct {
 
 	mu        sync.Mutex
 	allocated [][]string
+	refuse    bool // Allocate fails
 }
 
 func (p *fakePlugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
@@ -54,8 +55,12 @@ func (p *fakePlugin) ListAndWatch(_ *pluginapi.Empty, s pluginapi.DevicePlugin_L
 func (p *fakePlugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	ids := req.ContainerRequests[0].DevicesIds
 	p.mu.Lock()
+	refuse := p.refuse
 	p.allocated = append(p.allocated, ids)
 	p.mu.Unlock()
+	if refuse {
+		return nil, errors.New("no today")
+	}
 	return &pluginapi.AllocateResponse{ContainerResponses: []*pluginapi.ContainerAllocateResponse{{
 		Envs: map[string]string{"DEVICES": strings.Join(ids, ",")},
 	}}}, nil
@@ -246,6 +251,20 @@ func TestAllocatedStatusFollowsDeviceHealth(t *testing.T) {
 	}
 	if got := m.AllocatedStatus("none"); len(got) != 0 {
 		t.Errorf("a pod without devices: %+v", got)
+	}
+
+	// A container the plugin refuses leaves its pod's others their devices.
+	p.mu.Lock()
+	p.refuse = true
+	p.mu.Unlock()
+	second := &corev1.Container{Name: "second", Resources: corev1.ResourceRequirements{Limits: one}}
+	p.updates <- []*pluginapi.Device{device("a", true), device("b", false), device("c", true)}
+	waitFor(t, m, 3, 2)
+	if _, err := m.Allocate(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "p1"}}, second); err == nil {
+		t.Fatal("a refused allocation succeeded")
+	}
+	if got := m.AllocatedStatus("p1"); len(got) != 1 || len(got["app"]) != 1 {
+		t.Errorf("p1 after its second container was refused: %+v, want app's device kept", got)
 	}
 }
 

@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -71,8 +72,8 @@ func hasSidecar(pod *corev1.Pod) bool {
 }
 
 // waitTurn waits, at most grace, for the containers name stops after, and
-// returns how long it waited.
-func (o *stopOrder) waitTurn(name string, grace time.Duration) time.Duration {
+// returns how long it waited. An agent stopping (ctx) ends the wait.
+func (o *stopOrder) waitTurn(ctx context.Context, name string, grace time.Duration) time.Duration {
 	if o == nil || grace <= 0 {
 		return 0
 	}
@@ -83,6 +84,8 @@ func (o *stopOrder) waitTurn(name string, grace time.Duration) time.Duration {
 		select {
 		case <-ch:
 		case <-limit.C():
+			return o.clock.Since(start)
+		case <-ctx.Done():
 			return o.clock.Since(start)
 		}
 	}

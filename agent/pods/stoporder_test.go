@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -17,13 +18,13 @@ func TestStopOrderStopsSidecarsInReverseAfterTheApps(t *testing.T) {
 	pod.Spec.InitContainers = []corev1.Container{{Name: "setup"}, {Name: "s1", RestartPolicy: &always},
 		{Name: "s2", RestartPolicy: &always}, {Name: "s3", RestartPolicy: &always}}
 	o := newStopOrder(pod, []string{"a", "b", "s1", "s2", "s3"}, clock.RealClock{})
-	if d := o.waitTurn("a", time.Minute); d > time.Second {
+	if d := o.waitTurn(context.Background(), "a", time.Minute); d > time.Second {
 		t.Errorf("an app container waited %s for its turn", d)
 	}
 	turns := make(chan string, 3)
 	for _, name := range []string{"s1", "s2", "s3"} {
 		go func() {
-			o.waitTurn(name, time.Minute)
+			o.waitTurn(context.Background(), name, time.Minute)
 			turns <- name
 			o.stoppedNow(name)
 		}()
@@ -53,19 +54,26 @@ func TestStopOrderStopsSidecarsInReverseAfterTheApps(t *testing.T) {
 
 	// A sidecar whose turn does not come is stopped when its grace ends.
 	o = newStopOrder(pod, []string{"a", "s1"}, clock.RealClock{})
-	if d := o.waitTurn("s1", 100*time.Millisecond); d < 100*time.Millisecond || d > 5*time.Second {
+	if d := o.waitTurn(context.Background(), "s1", 100*time.Millisecond); d < 100*time.Millisecond || d > 5*time.Second {
 		t.Errorf("waited %s with a running app container and a 100ms grace", d)
 	}
 	// Containers not running are not waited for.
 	o = newStopOrder(pod, []string{"s1"}, clock.RealClock{})
-	if d := o.waitTurn("s1", time.Minute); d > time.Second {
+	if d := o.waitTurn(context.Background(), "s1", time.Minute); d > time.Second {
 		t.Errorf("waited %s for containers that do not run", d)
 	}
 	if newStopOrder(testPod(corev1.RestartPolicyNever, "a"), []string{"a"}, clock.RealClock{}) != nil {
 		t.Error("an order for a pod without sidecars")
 	}
+	// An agent that stops does not wait out the grace period.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	o = newStopOrder(pod, []string{"a", "s1"}, clock.RealClock{})
+	if d := o.waitTurn(ctx, "s1", time.Minute); d > 5*time.Second {
+		t.Errorf("waited %s after the agent stopped", d)
+	}
 	var none *stopOrder
-	if d := none.waitTurn("a", time.Minute); d != 0 {
+	if d := none.waitTurn(context.Background(), "a", time.Minute); d != 0 {
 		t.Errorf("no order waited %s", d)
 	}
 	none.stoppedNow("a")

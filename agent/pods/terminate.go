@@ -122,7 +122,7 @@ func (w *worker) stopInOrder(ctx context.Context, c *runtimeapi.ContainerStatus,
 		grace -= int64(w.m.clock.Since(start) / time.Second)
 	}
 	if grace > 0 {
-		grace -= int64(order.waitTurn(name, sat.Seconds(grace)) / time.Second)
+		grace -= int64(order.waitTurn(ctx, name, sat.Seconds(grace)) / time.Second)
 	}
 	if asked > 0 {
 		grace = max(grace, 2) // the kubelet's minimal shutdown window

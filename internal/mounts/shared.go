@@ -2,6 +2,7 @@ package mounts
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,16 +20,11 @@ import (
 // and the bind made rshared. The bind outlives the agent, since pods keep
 // their volumes mounted under it; a second start finds it shared.
 func MakeRShared(dir string) error {
-	dir, err := filepath.EvalSymlinks(dir)
+	dir, err := resolve(dir)
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(mountinfo)
-	if err != nil {
-		return err
-	}
-	shared, err := onSharedMount(f, dir)
-	f.Close()
+	shared, _, err := mountOf(dir)
 	if err != nil || shared {
 		return err
 	}
@@ -42,9 +38,42 @@ func MakeRShared(dir string) error {
 	return nil
 }
 
-// onSharedMount tells whether the mount dir lies on (the one mounted last
-// on the longest mount point containing dir) has shared propagation.
-func onSharedMount(r io.Reader, dir string) (bool, error) {
+// OnSharedMount tells whether the mount holding dir is shared: what
+// MakeRShared makes sure of.
+func OnSharedMount(dir string) (bool, error) {
+	dir, err := resolve(dir)
+	if err != nil {
+		return false, err
+	}
+	shared, _, err := mountOf(dir)
+	return shared, err
+}
+
+// resolve makes dir absolute and follows its symlinks, as mountinfo
+// names mount points.
+func resolve(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(abs)
+}
+
+// mountOf reads mountinfo for the mount holding dir: whether it is
+// shared, and its mount point.
+func mountOf(dir string) (shared bool, point string, err error) {
+	f, err := os.Open(mountinfo)
+	if err != nil {
+		return false, "", err
+	}
+	defer f.Close()
+	return holdingMount(f, dir)
+}
+
+// holdingMount finds the mount dir lies on (the one mounted last on the
+// longest mount point containing dir): whether its propagation is shared,
+// and its mount point.
+func holdingMount(r io.Reader, dir string) (bool, string, error) {
 	best, shared := "", false
 	s := bufio.NewScanner(r)
 	s.Buffer(make([]byte, 0, 64<<10), 1<<20)
@@ -67,12 +96,12 @@ func onSharedMount(r io.Reader, dir string) (bool, error) {
 		}
 	}
 	if err := s.Err(); err != nil {
-		return false, fmt.Errorf("read mountinfo: %w", err)
+		return false, "", fmt.Errorf("read mountinfo: %w", err)
 	}
 	if best == "" {
-		return false, fmt.Errorf("no mount holds %s in %s", dir, mountinfo)
+		return false, "", fmt.Errorf("no mount holds %s in %s", dir, mountinfo)
 	}
-	return shared, nil
+	return shared, best, nil
 }
 
 // contains tells whether mount point mp holds path.
@@ -80,19 +109,25 @@ func contains(mp, path string) bool {
 	return mp == "/" || mp == path || strings.HasPrefix(path, mp+"/")
 }
 
-// UnmountTree detaches every mount below dir and dir's own (the bind
-// MakeRShared made): for tests and tools that remove a root directory.
+// UnmountTree detaches every mount below dir, then the bind MakeRShared
+// left on dir itself, if there is one: for tests and tools that remove a
+// root directory they gave an agent.
 func UnmountTree(dir string) error {
+	dir, err := resolve(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
 	if err := UnmountUnder(dir); err != nil {
 		return err
 	}
-	for {
-		// A bind stacked by more than one start comes off one at a time.
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			if err == unix.EINVAL || err == unix.ENOENT {
-				return nil
-			}
-			return fmt.Errorf("unmount %s: %w", dir, err)
-		}
+	if shared, point, err := mountOf(dir); err != nil || !shared || point != dir {
+		return err
 	}
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("unmount %s: %w", dir, err)
+	}
+	return nil
 }

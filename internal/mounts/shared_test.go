@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-func TestOnSharedMountTakesTheMountHoldingTheDirectory(t *testing.T) {
+func TestHoldingMountTakesTheMountHoldingTheDirectory(t *testing.T) {
 	const info = `22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw
 30 22 8:2 / /var rw shared:5 - ext4 /dev/sda2 rw
 31 30 8:2 /lib/nodeagent /var/lib/nodeagent rw - ext4 /dev/sda2 rw
@@ -24,7 +24,7 @@ func TestOnSharedMountTakesTheMountHoldingTheDirectory(t *testing.T) {
 		"/srv/a/b":                      false, // the mount stacked last counts
 		"/opt/x y/z":                    true,
 	} {
-		got, err := onSharedMount(strings.NewReader(info), dir)
+		got, _, err := holdingMount(strings.NewReader(info), dir)
 		if err != nil {
 			t.Fatalf("%s: %v", dir, err)
 		}
@@ -34,8 +34,17 @@ func TestOnSharedMountTakesTheMountHoldingTheDirectory(t *testing.T) {
 	}
 }
 
-func TestOnSharedMountWithoutAHoldingMountIsAnError(t *testing.T) {
-	if _, err := onSharedMount(strings.NewReader("30 22 8:2 / /var rw shared:5 - ext4 /dev/sda2 rw\n"), "/etc"); err == nil {
+func TestHoldingMountNamesTheMountPoint(t *testing.T) {
+	const info = "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n31 22 8:2 /lib/nodeagent /var/lib/nodeagent rw shared:7 - ext4 /dev/sda2 rw\n"
+	for dir, want := range map[string]string{"/var/lib/nodeagent/pods/u1": "/var/lib/nodeagent", "/var/lib/nodeagent": "/var/lib/nodeagent", "/var/lib": "/"} {
+		if _, got, err := holdingMount(strings.NewReader(info), dir); err != nil || got != want {
+			t.Errorf("%s: mount point %q (%v), want %q", dir, got, err, want)
+		}
+	}
+}
+
+func TestHoldingMountWithoutAHoldingMountIsAnError(t *testing.T) {
+	if _, _, err := holdingMount(strings.NewReader("30 22 8:2 / /var rw shared:5 - ext4 /dev/sda2 rw\n"), "/etc"); err == nil {
 		t.Error("no error for a directory no mount holds")
 	}
 }

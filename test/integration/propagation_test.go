@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"nodeagent/internal/mounts"
 )
 
 // Mount propagation through an emptyDir (what the upstream recursive
@@ -38,8 +39,8 @@ spec:
     volumeMounts: [{name: shared, mountPath: /view, mountPropagation: HostToContainer}]
 `, testImage))
 	n.start()
-	if !sharedMountAt(t, n.agent.RootDir) {
-		t.Errorf("the root directory %s is not a shared mount point", n.agent.RootDir)
+	if shared, err := mounts.OnSharedMount(n.agent.RootDir); err != nil || !shared {
+		t.Errorf("the root directory %s is not on a shared mount (%v)", n.agent.RootDir, err)
 	}
 	p := n.waitRunning("propagation")
 	onHost := filepath.Join(n.agent.RootDir, "pods", string(p.UID), "volumes", "kubernetes.io~empty-dir", "shared", "tmpfs")
@@ -60,21 +61,4 @@ spec:
 		}
 		return nil
 	})
-}
-
-// sharedMountAt tells whether dir is a mount point with shared
-// propagation (the top one, if several are stacked).
-func sharedMountAt(t *testing.T, dir string) bool {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared := false
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 6 && f[4] == dir {
-			shared = strings.Contains(line[:strings.Index(line, " - ")], " shared:")
-		}
-	}
-	return shared
 }
