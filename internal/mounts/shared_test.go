@@ -14,15 +14,15 @@ func TestHoldingMountTakesTheMountHoldingTheDirectory(t *testing.T) {
 50 22 0:50 / /opt/x\040y rw master:3 shared:12 - tmpfs tmpfs rw
 `
 	for dir, want := range map[string]bool{
-		"/":                             false, // the root mount is private
-		"/etc":                          false,
-		"/var":                          true,
-		"/var/cache":                    true,
-		"/var/lib/nodeagent":            false, // a private bind over a shared parent
-		"/var/lib/nodeagent/pods/u1":    false,
-		"/var/lib/nodeagentx":           true, // a name prefix, not a child
-		"/srv/a/b":                      false, // the mount stacked last counts
-		"/opt/x y/z":                    true,
+		"/":                          false, // the root mount is private
+		"/etc":                       false,
+		"/var":                       true,
+		"/var/cache":                 true,
+		"/var/lib/nodeagent":         false, // a private bind over a shared parent
+		"/var/lib/nodeagent/pods/u1": false,
+		"/var/lib/nodeagentx":        true,  // a name prefix, not a child
+		"/srv/a/b":                   false, // the mount stacked last counts
+		"/opt/x y/z":                 true,
 	} {
 		got, _, err := holdingMount(strings.NewReader(info), dir)
 		if err != nil {
