@@ -25,6 +25,8 @@ func (w *worker) publish(rt *pleg.PodRuntime) {
 		hostIP: w.m.opts.NodeIP, runtimeName: w.m.opts.RuntimeName, startTime: w.startTime, now: w.m.clock.Now(), probes: w.m.probes,
 		rro: w.m.opts.RecursiveReadOnlyMounts, resets: w.resets, resetting: w.resetting, devices: w.allocatedDevices(),
 	})
+	w.ended = terminalPhase(pod.Status.Phase)
+	holdTerminalPhase(&pod.Status, previous, rt)
 	w.m.store.Set(pod)
 	w.appsExited = appsDone(pod, pod.Status.ContainerStatuses)
 	w.reportStart(&pod.Status)
@@ -40,6 +42,29 @@ func (w *worker) publish(rt *pleg.PodRuntime) {
 			"ready", fmt.Sprintf("%d/%d", ready, len(pod.Spec.Containers)))
 		w.lastPhase, w.lastIP = pod.Status.Phase, pod.Status.PodIP
 	}
+}
+
+// holdTerminalPhase keeps a pod's previous phase, reason and message while
+// a container of it still runs, as the kubelet's status manager does
+// (mergePodStatus): a pod whose init container failed under Never is
+// Failed only once its sidecars were stopped.
+func holdTerminalPhase(st *corev1.PodStatus, previous corev1.PodStatus, rt *pleg.PodRuntime) {
+	if !terminalPhase(st.Phase) || terminalPhase(previous.Phase) {
+		return
+	}
+	for _, c := range rt.GetContainers() {
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			st.Phase, st.Reason, st.Message = previous.Phase, previous.Reason, previous.Message
+			if st.Phase == "" {
+				st.Phase = corev1.PodPending
+			}
+			return
+		}
+	}
+}
+
+func terminalPhase(p corev1.PodPhase) bool {
+	return p == corev1.PodSucceeded || p == corev1.PodFailed
 }
 
 // reportStart measures the pod's start the first time all its containers

@@ -143,7 +143,7 @@ const (
 // leaves only sidecars running (they keep the phase Running until finish
 // has stopped them, last first).
 func (w *worker) terminal() bool {
-	return w.failed != nil || w.appsExited || w.lastPhase == corev1.PodSucceeded || w.lastPhase == corev1.PodFailed
+	return w.failed != nil || w.appsExited || w.ended
 }
 
 // appsDone reports whether every app container has exited for good: none

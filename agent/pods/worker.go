@@ -50,7 +50,8 @@ type worker struct {
 	failed          *terminalReason // the agent ended the pod (activeDeadlineSeconds, eviction)
 	stopGrace       *int64          // grace for stopping a failed pod (eviction), else the pod's
 	volumesReleased bool            // a finished pod's volumes are torn down
-	lastPhase       corev1.PodPhase
+	lastPhase       corev1.PodPhase   // as published
+	ended           bool              // the computed phase is terminal, published or held (holdTerminalPhase)
 	appsExited      bool              // every app container exited for good (appsDone)
 	stopped         bool              // a deleted pod's containers all stopped: its status is final
 	next            *corev1.Pod       // an updated spec for the next sync (under mu)
