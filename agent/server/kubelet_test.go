@@ -191,11 +191,17 @@ func TestAnonymousAndCertificates(t *testing.T) {
 		t.Errorf("a certificate without a client CA: %+v %v", u, err)
 	}
 	a.Reviews = nil
-	// A token without a webhook to check it is refused too.
+	// Without a webhook no authenticator looks at a token: the request is
+	// anonymous when that is allowed (the kubelet's chain, as the node
+	// suite's kubelet runs), refused otherwise.
 	req = httptest.NewRequest("GET", "/pods", nil)
 	req.Header.Set("Authorization", "Bearer x")
+	if u, err := a.Authenticate(req); err != nil || u.Name != "system:anonymous" {
+		t.Errorf("token without webhook, anonymous on: %+v %v", u, err)
+	}
+	a.Anonymous = false
 	if _, err := a.Authenticate(req); !errors.Is(err, errBadCredentials) {
-		t.Errorf("token without webhook: %v", err)
+		t.Errorf("token without webhook, anonymous off: %v", err)
 	}
 }
 
