@@ -42,3 +42,21 @@ func TestHoldTerminalPhaseWhileAContainerRuns(t *testing.T) {
 		t.Errorf("a non-terminal phase changed to %s", st.Phase)
 	}
 }
+
+// Every init and app container status carries started, false until it
+// runs and its startup probe passed: clients dereference it.
+func TestEveryContainerStatusSaysWhetherItStarted(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	pod := testPod(corev1.RestartPolicyAlways, "app")
+	pod.Spec.InitContainers = []corev1.Container{{Name: "sidecar", Image: "img", RestartPolicy: &always}}
+	pod.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug"}}}
+	st := podStatus(pod, &pleg.PodRuntime{}, nil) // nothing created yet
+	for _, cs := range append(st.InitContainerStatuses, st.ContainerStatuses...) {
+		if cs.Started == nil || *cs.Started {
+			t.Errorf("%s (waiting): started %v, want false", cs.Name, cs.Started)
+		}
+	}
+	if cs := st.EphemeralContainerStatuses[0]; cs.Started != nil {
+		t.Errorf("ephemeral container: started %v, want none as the kubelet", *cs.Started)
+	}
+}

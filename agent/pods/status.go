@@ -88,6 +88,7 @@ func computeStatus(in statusInput) corev1.PodStatus {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := in.containerStatus(c, "PodInitializing")
+		markStarted(&cs)
 		// A finished init container is ready (the kubelet's prober
 		// manager says so for exit 0).
 		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 && !qos.IsSidecar(c) {
@@ -107,6 +108,7 @@ func computeStatus(in statusInput) corev1.PodStatus {
 	}
 	for i := range pod.Spec.Containers {
 		cs := in.containerStatus(&pod.Spec.Containers[i], defaultWaiting)
+		markStarted(&cs)
 		// App containers only, as the kubelet.
 		cs.AllocatedResourcesStatus = in.devices[cs.Name]
 		st.ContainerStatuses = append(st.ContainerStatuses, cs)
@@ -254,6 +256,16 @@ func (in statusInput) containerStatus(c *corev1.Container, defaultWaiting string
 		}
 	}
 	return cs
+}
+
+// markStarted gives a container that has not run its started: false, as
+// the kubelet's prober sets it on every init and app container (clients
+// read it without a nil check); ephemeral containers keep none.
+func markStarted(cs *corev1.ContainerStatus) {
+	if cs.Started == nil {
+		started := false
+		cs.Started = &started
+	}
 }
 
 func (in statusInput) terminated(rec *runtimeapi.ContainerStatus) *corev1.ContainerStateTerminated {
