@@ -109,6 +109,8 @@ SKIPS=(
 	'temporarily failed termination due to volume failing to unmount' "mounts an NFS volume: this kernel has neither an NFS client nor an NFS server"
 	'POD Resources API .*podresources metrics' "restarts the kubelet with another configuration through sudo and systemd, neither of which is here"
 	'OOMKiller \[LinuxOnly\]' "rewrites the kubelet's configuration and restarts it through sudo and systemd, neither of which is here"
+	'ImageGarbageCollect when ImageMaximumGCAge|Kubelet Endpoints when config is updated|KubletTLS certificate reload|ReloadKubeletClientCAFileTest' "rewrites the kubelet's configuration and restarts it through sudo and systemd, neither of which is here"
+	'MirrorPod when kubelet restarts|StaticPod when the static pod has .* kubelet restarts|A node running restartable init containers reboots' "restarts the kubelet through sudo and systemd, neither of which is here"
 	'Pod InPlace Resize' "resizes pods in place, which the agent does not implement yet (issue 35; the node does not declare the feature, so the scheduler keeps such resizes away)"
 )
 
