@@ -79,6 +79,12 @@ func (w *worker) stopAll(ctx context.Context, rt *pleg.PodRuntime, grace int64) 
 	return errors.Join(errs...)
 }
 
+// hookSlack is how long a preStop hook may run past the grace period
+// before it is cut: past the container's SIGKILL (at least 2 s after the
+// grace period), so an exec hook ends with its container, as the
+// kubelet's.
+const hookSlack = 10 * time.Second
+
 // stopContainer runs the container's preStop hook (when grace > 0) within
 // the grace period, then sends the stop signal and SIGKILL after what is
 // left of it (at least 2 s). message is the Killing event's text ("":
@@ -111,13 +117,29 @@ func (w *worker) stopInOrder(ctx context.Context, c *runtimeapi.ContainerStatus,
 	asked := grace // 0: SIGKILL at once
 	if grace > 0 && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		start := w.m.clock.Now()
-		hookCtx, cancel := context.WithTimeout(ctx, sat.Seconds(grace))
-		err := w.m.hooks.RunHook(hookCtx, spec.Lifecycle.PreStop, probes.Target{PodIP: w.targetIP(podIP), ContainerID: c.Id, Container: spec})
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			w.log.Warn("preStop hook failed; stopping the container anyway", "container", name, "err", err)
-			w.m.events.Event(ref, corev1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed")
+		// As the kubelet, the stop waits for the hook at most the grace
+		// period, but the hook is not cut there: an exec hook lives on
+		// until the container is killed. hookSlack only bounds what
+		// outlives the container (an HTTP hook to a silent server).
+		hookCtx, cancel := context.WithTimeout(ctx, sat.Seconds(grace)+hookSlack)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer cancel()
+			err := w.m.hooks.RunHook(hookCtx, spec.Lifecycle.PreStop, probes.Target{PodIP: w.targetIP(podIP), ContainerID: c.Id, Container: spec})
+			if err != nil && ctx.Err() == nil {
+				w.log.Warn("preStop hook failed", "container", name, "err", err)
+				w.m.events.Event(ref, corev1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed")
+			}
+		}()
+		limit := w.m.clock.NewTimer(sat.Seconds(grace))
+		select {
+		case <-done:
+		case <-limit.C():
+			w.log.Info("preStop hook not completed in the grace period; stopping the container", "container", name, "grace_period", grace)
+		case <-ctx.Done():
 		}
+		limit.Stop()
 		// The hook's whole seconds come out of the grace period.
 		grace -= int64(w.m.clock.Since(start) / time.Second)
 	}
