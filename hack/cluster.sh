@@ -96,6 +96,14 @@ up() {
 	fi
 	# down cordoned it; the Node object outlives the agent in the state dir.
 	kubectl uncordon "$NODE" >/dev/null
+	# Pods need their namespace's default service account, which the
+	# controller manager makes a moment after the API comes up.
+	local sa=
+	for _ in $(seq 120); do
+		if kubectl get serviceaccount default -n default >/dev/null 2>&1; then sa=1; break; fi
+		sleep 0.5
+	done
+	[ -n "$sa" ] || die "the default service account did not appear (log: $DIR/logs/controlplane.log)"
 	log "node $NODE is Ready; try: $BIN_DIR/kubectl get nodes"
 	echo "KUBECONFIG=$ADMIN"
 }
