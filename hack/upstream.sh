@@ -121,7 +121,7 @@ QUICK_GROUPS=(
 	'ConfigMap' 'Secrets' 'EmptyDir volumes' 'HostPath' 'Downward API' 'Projected'
 	'Container Runtime' 'Containers should' 'Security Context' 'Variable Expansion' 'Sysctls'
 	'Kubelet Cgroup Manager' 'KubeletManagedEtcHosts' 'Hostname of Pod' 'RuntimeClass'
-	'DefaultProcMount'
+	'DefaultProcMount' 'Mount recursive read-only'
 )
 QUICK_SKIP='\[Slow\]'
 
