@@ -46,10 +46,10 @@ type worker struct {
 	syncDelay       time.Duration            // back-off after a failed pod-level step
 	mountDelay      time.Duration            // back-off after a volume failed to set up
 	startTime       metav1.Time
-	attempted       *uint32         // the last sandbox attempt asked for: a failed one may still hold its name
-	failed          *terminalReason // the agent ended the pod (activeDeadlineSeconds, eviction)
-	stopGrace       *int64          // grace for stopping a failed pod (eviction), else the pod's
-	volumesReleased bool            // a finished pod's volumes are torn down
+	attempted       *uint32           // the last sandbox attempt asked for: a failed one may still hold its name
+	failed          *terminalReason   // the agent ended the pod (activeDeadlineSeconds, eviction)
+	stopGrace       *int64            // grace for stopping a failed pod (eviction), else the pod's
+	volumesReleased bool              // a finished pod's volumes are torn down
 	lastPhase       corev1.PodPhase   // as published
 	ended           bool              // the computed phase is terminal, published or held (holdTerminalPhase)
 	appsExited      bool              // every app container exited for good (appsDone)
