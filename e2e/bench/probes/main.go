@@ -74,6 +74,10 @@ func main() {
 
 	benchkit.Progress("cleaning up (an agent of the same node without manifests removes the pods)")
 	env.StartAgent(rt, node, "").RemoveAll(true)
+	// The first agent's root (its shared bind, its pods' volumes) and cgroups.
+	a.RemoveMounts()
+	os.RemoveAll(a.Dir)
+	a.RemoveCgroups()
 
 	expected := float64(2*len(ips)) * watch.Seconds()
 	runs := after.Sum("prober_probe_total") - before.Sum("prober_probe_total")
