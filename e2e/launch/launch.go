@@ -99,13 +99,17 @@ func New(opts Options) (*Agent, error) {
 	if opts.FileCheckFrequency <= 0 {
 		opts.FileCheckFrequency = 2 * time.Second
 	}
+	taken := map[int]bool{opts.Port: true, opts.KubeletPort: true, opts.HealthzPort: true}
 	for _, p := range []*int{&opts.Port, &opts.KubeletPort, &opts.HealthzPort} {
-		if *p == 0 {
+		// A port just freed can come back at the next ask: the three differ.
+		for *p == 0 {
 			port, err := FreePort()
 			if err != nil {
 				return nil, err
 			}
-			*p = port
+			if !taken[port] {
+				*p, taken[port] = port, true
+			}
 		}
 	}
 	a := &Agent{Options: opts, ConfigFile: filepath.Join(opts.Dir, "config.yaml"), Manifests: filepath.Join(opts.Dir, "manifests"),
