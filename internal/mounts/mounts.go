@@ -36,22 +36,14 @@ func under(r io.Reader, dir string) ([]string, error) {
 	prefix := dir + "/"
 	seen := map[string]bool{}
 	var out []string
-	s := bufio.NewScanner(r)
-	s.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for s.Scan() {
-		// id parent major:minor root mountpoint options ...
-		fields := strings.Fields(s.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescape(fields[4])
+	err := eachMount(r, func(mp string, _ []string) {
 		if strings.HasPrefix(mp, prefix) && !seen[mp] {
 			seen[mp] = true
 			out = append(out, mp)
 		}
-	}
-	if err := s.Err(); err != nil {
-		return nil, fmt.Errorf("read mountinfo: %w", err)
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if di, dj := strings.Count(out[i], "/"), strings.Count(out[j], "/"); di != dj {
@@ -60,6 +52,32 @@ func under(r io.Reader, dir string) ([]string, error) {
 		return out[i] > out[j]
 	})
 	return out, nil
+}
+
+// eachMount calls f with each mountinfo line's mount point (unescaped)
+// and its optional fields (shared:N, master:N, ...), in file order.
+func eachMount(r io.Reader, f func(point string, optional []string)) error {
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for s.Scan() {
+		// id parent major:minor root mountpoint options [optional...] - type source super
+		fields := strings.Fields(s.Text())
+		if len(fields) < 6 {
+			continue
+		}
+		optional := fields[6:]
+		for i, opt := range optional {
+			if opt == "-" {
+				optional = optional[:i]
+				break
+			}
+		}
+		f(unescape(fields[4]), optional)
+	}
+	if err := s.Err(); err != nil {
+		return fmt.Errorf("read mountinfo: %w", err)
+	}
+	return nil
 }
 
 // unescape undoes mountinfo's octal escapes (\040 for a space).

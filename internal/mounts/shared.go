@@ -1,12 +1,12 @@
 package mounts
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -75,28 +75,14 @@ func mountOf(dir string) (shared bool, point string, err error) {
 // and its mount point.
 func holdingMount(r io.Reader, dir string) (bool, string, error) {
 	best, shared := "", false
-	s := bufio.NewScanner(r)
-	s.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for s.Scan() {
-		// id parent major:minor root mountpoint options [optional...] - type source super
-		fields := strings.Fields(s.Text())
-		if len(fields) < 7 {
-			continue
-		}
-		mp := unescape(fields[4])
+	err := eachMount(r, func(mp string, optional []string) {
 		if !contains(mp, dir) || len(mp) < len(best) {
-			continue
+			return
 		}
-		best, shared = mp, false
-		for _, opt := range fields[6:] {
-			if opt == "-" {
-				break
-			}
-			shared = shared || strings.HasPrefix(opt, "shared:")
-		}
-	}
-	if err := s.Err(); err != nil {
-		return false, "", fmt.Errorf("read mountinfo: %w", err)
+		best, shared = mp, slices.ContainsFunc(optional, func(o string) bool { return strings.HasPrefix(o, "shared:") })
+	})
+	if err != nil {
+		return false, "", err
 	}
 	if best == "" {
 		return false, "", fmt.Errorf("no mount holds %s in %s", dir, mountinfo)
