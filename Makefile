@@ -24,7 +24,7 @@ LDFLAGS  := -X nodeagent/internal/version.Version=$(VERSION)
 export RUNTIME_DIR RUNTIME_RUN_DIR REGISTRY PAUSE_IMAGE TEST_IMAGE BIN_DIR NODE_ADDRESS
 
 .DEFAULT_GOAL := help
-.PHONY: integration-loaded mixin-series controlplane conformance-upstream conformance-upstream-quick upstream-build cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 test-v2-full vm-image bench lint clean
+.PHONY: kubelet integration-loaded mixin-series controlplane conformance-upstream conformance-upstream-quick upstream-build cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 test-v2-full vm-image bench lint clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -86,6 +86,9 @@ conformance-upstream-quick: build runtime-up ## the upstream specs CI runs: a na
 upstream-build: ## build the upstream node e2e suite (e2e_node.test, ginkgo, agnhost) from k8s.io/kubernetes into bin/upstream (hack/e2enode; cached by release)
 	@GO=$(GO) hack/upstream.sh build
 
+kubelet: ## build bin/upstream/kubelet, the real kubelet of the release, the peer make bench measures against (hack/e2enode; cached by release)
+	@GO=$(GO) hack/upstream.sh kubelet
+
 cluster: build runtime-up controlplane ## a local control plane and nodeagent joined to it, in the background; prints KUBECONFIG=...
 	@CRI_ENDPOINT=$(CRI_ENDPOINT) hack/cluster.sh up
 
@@ -113,8 +116,8 @@ test: verify unit integration ## make verify, unit tests, then integration tests
 unit: ## unit tests (no root, no daemons)
 	$(GO) test -count=1 ./...
 
-integration: build mixin-series runtime-up controlplane ## integration tests in test/ against the real containerd, runc, CNI, cgroups and control plane
-	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent NODECTL_BIN=$(CURDIR)/$(BIN_DIR)/nodectl CONTROLPLANE_BIN=$(CURDIR)/$(BIN_DIR)/controlplane \
+integration: build mixin-series runtime-up controlplane kubelet ## integration tests in test/ against the real containerd, runc, CNI, cgroups, control plane and kubelet (the peer launcher's test)
+	KUBELET_BIN=$(CURDIR)/$(BIN_DIR)/upstream/kubelet RUNTIME_BIN=$(CURDIR)/$(BIN_DIR)/runtime CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent NODECTL_BIN=$(CURDIR)/$(BIN_DIR)/nodectl CONTROLPLANE_BIN=$(CURDIR)/$(BIN_DIR)/controlplane \
 		MIXIN_SERIES_BIN=$(CURDIR)/$(BIN_DIR)/mixin-series \
 		TEST_IMAGE=$(TEST_IMAGE) PAUSE_IMAGE=$(PAUSE_IMAGE) $(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration/ 2>&1 | tee $(BIN_DIR)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; \
 		exit $${PIPESTATUS[0]}

@@ -8,6 +8,8 @@
 #                            and nodeagent joined to them, run the focused
 #                            specs; results in bin/conformance-upstream/
 #   hack/upstream.sh quick   run, on the QUICK subset below (CI runs it)
+#   hack/upstream.sh kubelet build bin/upstream/kubelet, the real kubelet
+#                            (the peer of make bench; cached likewise)
 #   hack/upstream.sh busybox build bin/upstream/busybox, the images' base
 #                            (cached by version)
 #
@@ -57,6 +59,18 @@ build() {
 	cached ginkgo sh -c '$0 build -trimpath -o "$target" github.com/onsi/ginkgo/v2/ginkgo' "$GO"
 	# agnhost goes into an image: static.
 	cached agnhost sh -c 'CGO_ENABLED=0 $0 build -trimpath -ldflags "-s -w" -o "$target" k8s.io/kubernetes/test/images/agnhost' "$GO"
+}
+
+# kubelet: the real kubelet of the release, the peer the benchmarks,
+# experiments and control runs measure nodeagent against (e2e/launch's
+# Kubelet), stamped with its version as the release's own build is.
+kubelet() {
+	local ver minor v=k8s.io/component-base/version
+	ver=$(k8s_version "$MODULE")
+	minor=${ver#v1.}
+	minor=${minor%%.*}
+	cached kubelet sh -c '$0 build -trimpath -ldflags "-s -w -X $1.gitVersion=$2 -X $1.gitMajor=1 -X $1.gitMinor=$3 -X $1.gitTreeState=clean" -o "$target" k8s.io/kubernetes/cmd/kubelet' \
+		"$GO" "$v" "$ver" "$minor"
 }
 
 # BUSYBOX: the images' base, built from busybox's source with its defconfig,
@@ -308,6 +322,7 @@ case "${1:-}" in
 build) build ;;
 run) run ;;
 quick) quick ;;
+kubelet) kubelet ;;
 busybox) busybox ;;
-*) echo "usage: $0 build|run|quick|busybox" >&2; exit 2 ;;
+*) echo "usage: $0 build|run|quick|kubelet|busybox" >&2; exit 2 ;;
 esac

@@ -236,8 +236,13 @@ func (a *Agent) tail(n int) string {
 	if a.Output != nil {
 		return "(output went to the caller)"
 	}
-	// The end of the file only: a debug log can be large.
-	f, err := os.Open(a.LogPath())
+	return tailFile(a.LogPath(), n)
+}
+
+// tailFile is the last n lines of a log file: its end only, as a debug
+// log can be large.
+func tailFile(path string, n int) string {
+	f, err := os.Open(path)
 	if err != nil {
 		return ""
 	}
@@ -323,16 +328,7 @@ func (a *Agent) RemoveMounts() error { return mounts.UnmountTree(a.RootDir) }
 // RemoveCgroups removes the agent's cgroup root, deepest first, in every
 // hierarchy (v1 controllers and the v2 unified tree). Only empty cgroups
 // go: stop the pods first.
-func (a *Agent) RemoveCgroups() {
-	if root := filepath.Clean("/" + a.CgroupRoot); root == "/" {
-		return // never the host's own cgroups
-	}
-	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", a.CgroupRoot))
-	dirs = append(dirs, filepath.Join("/sys/fs/cgroup", a.CgroupRoot))
-	for _, d := range dirs {
-		removeTree(d)
-	}
-}
+func (a *Agent) RemoveCgroups() { removeCgroupRoot(a.CgroupRoot) }
 
 func removeTree(dir string) {
 	entries, _ := os.ReadDir(dir)

@@ -1,0 +1,369 @@
+package launch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"nodeagent/internal/mounts"
+)
+
+// KubeletOptions say how to start the real kubelet beside nodeagent, as
+// the peer the benchmarks, experiments and upstream control runs measure.
+// Bin, RuntimeBin, Dir, Registry and PauseImage are required.
+type KubeletOptions struct {
+	Bin        string // the kubelet (make kubelet: bin/upstream/kubelet)
+	RuntimeBin string // containerd, runc, CNI plugins (bin/runtime)
+	// Dir holds config.yaml, manifests/, logs/, root/, pki/, containerd/
+	// and kubelet.log.
+	Dir                  string
+	Registry, PauseImage string
+	NodeName             string // default "kubelet-<random>"
+	CgroupRoot           string // default "/<NodeName>"
+	// Port (authenticated API, anonymous allowed on loopback),
+	// ReadOnlyPort and HealthzPort: default free ports.
+	Port, ReadOnlyPort, HealthzPort int
+	// Bridge and Subnet are the pods' network on its containerd; default
+	// kubelet0 and 10.89.0.0/16.
+	Bridge, Subnet string
+	// Config is more KubeletConfiguration fields (YAML), after the
+	// launcher's.
+	Config string
+	// Verbosity is the kubelet's -v (default 0, as in production).
+	Verbosity int
+	// FileCheckFrequency is the static pod directory's rescan period
+	// (default the kubelet's 20 s; it watches with inotify too).
+	FileCheckFrequency time.Duration
+}
+
+// Kubelet is one real kubelet with a containerd of its own: the kubelet
+// removes every pod of its runtime it did not create, so it never shares
+// nodeagent's. Stop leaves the host as Start found it: pods, cgroups,
+// mounts, the kernel settings it writes, the paths it creates outside its
+// directories.
+type Kubelet struct {
+	KubeletOptions
+	ConfigFile, Manifests, LogsDir, RootDir string
+	Runtime                                 *Containerd
+
+	cmd     *exec.Cmd
+	done    chan struct{}
+	log     *os.File
+	sysctls sysctlSnapshot
+	paths   pathSnapshot
+}
+
+// kubeletSysctls are the kernel settings the kubelet writes at start with
+// protectKernelDefaults off (cm.setupKernelTunables): restored at Stop.
+var kubeletSysctls = []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"}
+
+// kubeletHostPaths are what the kubelet makes outside its root directory
+// whatever its configuration: the device plugins' socket directory is a
+// constant of the plugin API, the legacy log links' directory a constant
+// of kuberuntime (it also sets that directory's mode).
+var kubeletHostPaths = []string{"/var/lib/kubelet", "/var/lib/kubelet/device-plugins",
+	"/var/lib/kubelet/device-plugins/kubelet.sock", "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint",
+	legacyLogLinks}
+
+// NewKubelet fills in the defaults and writes the configurations (the
+// kubelet's and its containerd's); Start runs both.
+func NewKubelet(opts KubeletOptions) (*Kubelet, error) {
+	if opts.Bin == "" || opts.RuntimeBin == "" || opts.Dir == "" || opts.Registry == "" || opts.PauseImage == "" {
+		return nil, errors.New("launch: the kubelet needs Bin, RuntimeBin, Dir, Registry and PauseImage")
+	}
+	if _, err := os.Stat(opts.Bin); err != nil {
+		return nil, fmt.Errorf("launch: the kubelet %s is missing (make kubelet builds it)", opts.Bin)
+	}
+	if opts.NodeName == "" {
+		b := make([]byte, 4)
+		rand.Read(b)
+		opts.NodeName = "kubelet-" + hex.EncodeToString(b)
+	}
+	if opts.CgroupRoot == "" {
+		opts.CgroupRoot = "/" + opts.NodeName
+	}
+	if opts.Bridge == "" {
+		opts.Bridge = "kubelet0"
+	}
+	if opts.Subnet == "" {
+		opts.Subnet = "10.89.0.0/16"
+	}
+	if opts.FileCheckFrequency <= 0 {
+		opts.FileCheckFrequency = 20 * time.Second
+	}
+	taken := map[int]bool{opts.Port: true, opts.ReadOnlyPort: true, opts.HealthzPort: true}
+	for _, p := range []*int{&opts.Port, &opts.ReadOnlyPort, &opts.HealthzPort} {
+		for *p == 0 {
+			port, err := FreePort()
+			if err != nil {
+				return nil, err
+			}
+			if !taken[port] {
+				*p, taken[port] = port, true
+			}
+		}
+	}
+	k := &Kubelet{KubeletOptions: opts, ConfigFile: filepath.Join(opts.Dir, "config.yaml"),
+		Manifests: filepath.Join(opts.Dir, "manifests"), LogsDir: filepath.Join(opts.Dir, "logs"), RootDir: filepath.Join(opts.Dir, "root")}
+	for _, d := range []string{k.Manifests, k.LogsDir, k.RootDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	rt, err := NewContainerd(ContainerdOptions{RuntimeBin: opts.RuntimeBin, Dir: filepath.Join(opts.Dir, "containerd"),
+		RunDir: filepath.Join("/run", "nodeagent-peer-"+opts.NodeName), Registry: opts.Registry, PauseImage: opts.PauseImage,
+		Bridge: opts.Bridge, Subnet: opts.Subnet})
+	if err != nil {
+		return nil, err
+	}
+	k.Runtime = rt
+	config := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+containerRuntimeEndpoint: %s
+staticPodPath: %s
+fileCheckFrequency: %s
+podLogsDir: %s
+volumePluginDir: %s
+cgroupDriver: cgroupfs
+cgroupRoot: %s
+# This host is cgroup v1 and may have swap; the kubelet refuses both by
+# default.
+failCgroupV1: false
+failSwapOn: false
+address: 127.0.0.1
+port: %d
+readOnlyPort: %d
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+# Standalone: no API server to review tokens, so anonymous on loopback.
+authentication:
+  webhook: {enabled: false}
+  anonymous: {enabled: true}
+authorization: {mode: AlwaysAllow}
+# No KUBE-FIREWALL or hint chains: nothing in iptables outlives the run.
+makeIPTablesUtilChains: false
+%s`, rt.Endpoint(), k.Manifests, opts.FileCheckFrequency, k.LogsDir, filepath.Join(opts.Dir, "volume-plugins"),
+		opts.CgroupRoot, opts.Port, opts.ReadOnlyPort, opts.HealthzPort, opts.Config)
+	if err := os.WriteFile(k.ConfigFile, []byte(config), 0o644); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// Start runs the kubelet's containerd, then the kubelet, and waits until
+// its /healthz passes, for at most timeout. On failure nothing is left
+// running.
+func (k *Kubelet) Start(ctx context.Context, timeout time.Duration) (err error) {
+	if k.cmd != nil {
+		return errors.New("launch: the kubelet is running")
+	}
+	k.sysctls = takeSysctls(kubeletSysctls)
+	k.paths = takePaths(kubeletHostPaths)
+	if err := k.makeCgroupRoot(); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			k.Stop()
+		}
+	}()
+	if err := k.Runtime.Start(ctx, 30*time.Second); err != nil {
+		return err
+	}
+	log, err := os.OpenFile(k.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(k.Bin, "--config", k.ConfigFile, "--root-dir", k.RootDir, "--cert-dir", filepath.Join(k.Dir, "pki"),
+		"--hostname-override", k.NodeName, "-v", strconv.Itoa(k.Verbosity))
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("start %s: %w", k.Bin, err)
+	}
+	k.cmd, k.log, k.done = cmd, log, make(chan struct{})
+	go func() { cmd.Wait(); close(k.done) }()
+	deadline := time.Now().Add(timeout)
+	for {
+		if k.Healthz() == nil {
+			return nil
+		}
+		select {
+		case <-k.done:
+			return fmt.Errorf("the kubelet exited: %s", tailFile(k.LogPath(), 5))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the kubelet was not healthy within %s: %s", timeout, tailFile(k.LogPath(), 5))
+		}
+	}
+}
+
+// Healthz asks the kubelet's healthz port.
+func (k *Kubelet) Healthz() error {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(k.ReadOnlyURL("/healthz", k.HealthzPort))
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("kubelet healthz: %s", resp.Status)
+	}
+	return nil
+}
+
+// ReadOnlyURL is a path on one of the kubelet's plain-HTTP ports (the
+// read-only port when port is 0).
+func (k *Kubelet) ReadOnlyURL(path string, port int) string {
+	if port == 0 {
+		port = k.ReadOnlyPort
+	}
+	return "http://127.0.0.1:" + strconv.Itoa(port) + path
+}
+
+// LogPath is where the kubelet's output goes.
+func (k *Kubelet) LogPath() string { return filepath.Join(k.Dir, "kubelet.log") }
+
+// Pid is the running kubelet's process ID (0 when none runs).
+func (k *Kubelet) Pid() int {
+	if k.cmd == nil {
+		return 0
+	}
+	return k.cmd.Process.Pid
+}
+
+// Exited is closed when the kubelet's process ends.
+func (k *Kubelet) Exited() <-chan struct{} { return k.done }
+
+// Stop ends the kubelet, removes what pods it left through its runtime,
+// stops that runtime and puts the host back: the kernel settings, the
+// paths it made outside its directories, its cgroups and mounts. The
+// directory is kept (logs); remove it after.
+func (k *Kubelet) Stop() error {
+	var errs []error
+	if k.cmd != nil {
+		k.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-k.done:
+		case <-time.After(30 * time.Second):
+			k.cmd.Process.Kill()
+			<-k.done
+		}
+		k.log.Close()
+		k.cmd = nil
+	}
+	if k.Runtime.cmd != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		if err := k.Runtime.RemovePods(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("removing the kubelet's pods: %w", err))
+		}
+		cancel()
+	}
+	if err := k.Runtime.Stop(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeLinksInto(legacyLogLinks, k.LogsDir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := mounts.UnmountTree(k.RootDir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := k.sysctls.restore(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := k.paths.restore(); err != nil {
+		errs = append(errs, err)
+	}
+	removeCgroupRoot(k.CgroupRoot)
+	return errors.Join(errs...)
+}
+
+// legacyLogLinks is where the kubelet links each container's log (a
+// constant of kuberuntime); it removes a link only with its container, so
+// the links of the pods removed after it stopped stay.
+const legacyLogLinks = "/var/log/containers"
+
+// removeLinksInto removes the symbolic links in dir that point below target.
+func removeLinksInto(dir, target string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.Type()&os.ModeSymlink == 0 {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if to, err := os.Readlink(p); err == nil && strings.HasPrefix(to, target+"/") {
+			if err := os.Remove(p); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// makeCgroupRoot creates the cgroup root in every hierarchy: the kubelet
+// refuses a root missing in any v1 one. A v1 cpuset starts empty and
+// takes its parent's CPUs and memory nodes.
+func (k *Kubelet) makeCgroupRoot() error {
+	if root := filepath.Clean("/" + k.CgroupRoot); root == "/" {
+		return errors.New("launch: the kubelet's cgroup root must not be the host's")
+	}
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", "cgroup.procs"))
+	var hier []string
+	for _, f := range dirs {
+		hier = append(hier, filepath.Dir(f))
+	}
+	if len(hier) == 0 { // the unified hierarchy at /sys/fs/cgroup
+		hier = []string{"/sys/fs/cgroup"}
+	}
+	for _, h := range hier {
+		dir := filepath.Join(h, k.CgroupRoot)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("cgroup root %s: %w", dir, err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			if filepath.Base(h) != "cpuset" {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(filepath.Dir(dir), f))
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, f), b, 0o644)
+			}
+			if err != nil {
+				return fmt.Errorf("cgroup root %s: %w", dir, err)
+			}
+		}
+	}
+	return nil
+}
+
+// removeCgroupRoot removes root in every hierarchy, deepest first; only
+// empty cgroups go.
+func removeCgroupRoot(root string) {
+	if filepath.Clean("/"+root) == "/" {
+		return
+	}
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", root))
+	dirs = append(dirs, filepath.Join("/sys/fs/cgroup", root))
+	for _, d := range dirs {
+		removeTree(d)
+	}
+}
