@@ -173,8 +173,11 @@ V2_FULL_TIMEOUT ?= 120
 test-v2-full: ## the cgroup v2 lane with the whole Go integration suite in the VM (cluster tests need the host's control plane and fail there); V2_FULL_TIMEOUT minutes
 	@$(MAKE) --no-print-directory test-v2 V2_GO_TESTS=. V2_GO_TIMEOUT=$(V2_FULL_TIMEOUT)m V2_VM_TIMEOUT=$$(( ($(V2_FULL_TIMEOUT) + 15) * 60 ))
 
-bench: build runtime-up controlplane ## pod start latency (one pod; 110 at once, standalone and API-server mode) and footprint, 110 pods' probes, eviction latencies (reported, not asserted)
-	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent CONTROLPLANE_BIN=$(CURDIR)/$(BIN_DIR)/controlplane \
+# The kubelet side of make bench: the real kubelet on a containerd of its own.
+PEER_ENV = KUBELET_BIN=$(CURDIR)/$(BIN_DIR)/upstream/kubelet RUNTIME_BIN=$(CURDIR)/$(BIN_DIR)/runtime
+
+bench: build runtime-up controlplane kubelet ## pod start latency (one pod; 110 at once, standalone and API-server mode) and footprint, 110 pods' probes, eviction latencies: nodeagent, the direct-CRI floor and the kubelet side by side (reported, not asserted)
+	$(PEER_ENV) CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent CONTROLPLANE_BIN=$(CURDIR)/$(BIN_DIR)/controlplane \
 		$(GO) run ./e2e/bench/podstart
 	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent TEST_IMAGE=$(TEST_IMAGE) \
 		$(GO) run ./e2e/bench/probes

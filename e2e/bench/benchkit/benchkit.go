@@ -11,10 +11,13 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -31,6 +34,7 @@ func Progress(s string) { fmt.Printf("bench: %s ...\n", s) }
 var (
 	started []*Agent
 	atFail  []func()
+	failing sync.Mutex
 )
 
 // AtFail has Fail run f after the agents are stopped.
@@ -40,6 +44,9 @@ func AtFail(f func()) { atFail = append(atFail, f) }
 // pods and stop first: nothing is left running (an agent left behind would
 // also keep reconciling cgroups).
 func Fail(msg string) {
+	// Once: a second failure (the signal's, the main flow's) waits for the
+	// first's cleanup and exit.
+	failing.Lock()
 	fmt.Fprintln(os.Stderr, "bench:", msg)
 	for _, a := range started {
 		select {
@@ -152,8 +159,9 @@ spec:
 }
 
 // Watch samples the agent's RSS every second and its CPU time over d.
-func (a *Agent) Watch(d time.Duration) (rss []int64, cpu time.Duration) {
-	pid := a.Pid()
+func (a *Agent) Watch(d time.Duration) (rss []int64, cpu time.Duration) { return watch(a.Pid(), d) }
+
+func watch(pid int, d time.Duration) (rss []int64, cpu time.Duration) {
 	start := CPUTime(pid)
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Second) {
 		rss = append(rss, RSS(pid))
@@ -248,8 +256,15 @@ func (a *Agent) Scrape() Metrics {
 	resp, err := http.Get(a.URL("/metrics"))
 	Check(err)
 	defer resp.Body.Close()
+	m, err := parseMetrics(resp.Body)
+	Check(err)
+	return m
+}
+
+// parseMetrics reads a Prometheus text page, a line at most 1 MiB.
+func parseMetrics(r io.Reader) (Metrics, error) {
 	m := Metrics{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -262,8 +277,7 @@ func (a *Agent) Scrape() Metrics {
 			m[line[:i]] = v
 		}
 	}
-	Check(sc.Err())
-	return m
+	return m, sc.Err()
 }
 
 // Sum adds every series of a metric.
@@ -285,16 +299,7 @@ func (a *Agent) SaveHeapProfile(file string) { a.save("/debug/pprof/heap?gc=1", 
 // go_memstats_heap_inuse_bytes: the live heap with as little garbage as
 // the collector leaves.
 func (a *Agent) HeapInUse() float64 {
-	least := 0.0
-	for i := 0; i < 3; i++ {
-		if i > 0 {
-			time.Sleep(time.Second)
-		}
-		if v := a.Scrape().Sum("go_memstats_heap_inuse_bytes"); i == 0 || v < least {
-			least = v
-		}
-	}
-	return least
+	return leastOfThree(func() (Metrics, error) { return a.Scrape(), nil })
 }
 
 // Stop sends SIGTERM and waits for the agent to exit.
@@ -319,11 +324,16 @@ func Flags() *Env {
 	return e
 }
 
-// Connect checks the settings and dials the runtime.
+// Connect checks the settings and dials the runtime. From here on, Ctrl-C
+// (or SIGTERM) ends the run as a failure does: pods removed, agents and
+// peers stopped, the host as it was.
 func (e *Env) Connect() *cri.Client {
 	if e.Endpoint == "" || e.AgentBin == "" {
 		Fail("need CRI_ENDPOINT and NODEAGENT_BIN (run `make bench`)")
 	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() { Fail(fmt.Sprintf("%v: cleaning up", <-sig)) }()
 	rt, err := cri.New(e.Endpoint, cri.Options{Timeout: time.Minute})
 	Check(err)
 	return rt

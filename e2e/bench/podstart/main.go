@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -48,7 +47,9 @@ var (
 	apiIdle  = flag.Int("api-idle-pods", 100, "pods the API-server mode agent idles with")
 	profiles = flag.String("profile-dir", "", "save CPU and heap profiles of the agents, taken while their pods idle, into this directory")
 	cpBin    = flag.String("controlplane", os.Getenv("CONTROLPLANE_BIN"), "bin/controlplane, for the API-server mode side; empty skips it")
-	node     = "bench-" + strconv.Itoa(os.Getpid())
+	// The kubelet side: the real kubelet on a containerd of its own.
+	kubeletBin, runtimeBin = benchkit.PeerFlags()
+	node                   = "bench-" + strconv.Itoa(os.Getpid())
 	// emptyIdle is how long the agent is watched with no pods, the base the
 	// per-pod footprint is taken from.
 	emptyIdle = 20 * time.Second
@@ -78,16 +79,25 @@ func main() {
 	}
 	a := &agent{env.StartAgent(rt, node, extra)}
 	progress(fmt.Sprintf("nodeagent: no pods, idle for %s", emptyIdle))
-	_, emptyCPU := a.Watch(emptyIdle)
-	emptyRSS, emptyHeap := benchkit.RSS(a.Pid()), a.HeapInUse()
+	var agentFoot, kubeletFoot footprint
+	agentFoot.empty(a.Watch, a.Pid(), a.HeapInUse)
+	k := benchkit.StartKubelet(*kubeletBin, *runtimeBin, env.Image, "bench-kubelet-"+strconv.Itoa(os.Getpid()), "")
+	if k != nil {
+		defer k.Close()
+		progress(fmt.Sprintf("kubelet: no pods, idle for %s (the first pod warms its runtime up first)", emptyIdle))
+		k.Write("warmup", podManifest("warmup"))
+		k.WaitStarted(ctx, []string{"warmup"}, time.Now())
+		k.RemoveAll()
+		kubeletFoot.empty(k.Watch, k.Pid(), k.HeapInUse)
+	}
 
 	// One at a time, the three sides take turns, so that each sees the
 	// runtime in the same state (a runtime that just removed 110 pods
 	// is slower for a while).
-	progress(fmt.Sprintf("%d pods one at a time: direct CRI, direct CRI with the agent's configs, nodeagent in turn", *singles))
+	progress(fmt.Sprintf("%d pods one at a time: direct CRI, direct CRI with the agent's configs, nodeagent, the kubelet in turn", *singles))
 	cf := newConfigFloor(&floor{rt: rt})
-	var floorSingle, configSingle, agentSingle []time.Duration
-	var floorPhases, configPhases, agentPhases phases
+	var floorSingle, configSingle, agentSingle, kubeletSingle []time.Duration
+	var floorPhases, configPhases, agentPhases, kubeletPhases phases
 	for i := 0; i < *singles; i++ {
 		name := fmt.Sprintf("single-%d", i)
 		t0 := time.Now()
@@ -107,9 +117,20 @@ func main() {
 		ds, cs := a.waitStarted(ctx, []string{name}, t0)
 		agentSingle = append(agentSingle, ds...)
 		agentPhases.add(ctx, rt, cs[0].PodSandboxId, cs[0].Id, t0)
+
+		if k != nil {
+			t0 = time.Now()
+			k.Write(name, podManifest(name))
+			ds, cs := k.WaitStarted(ctx, []string{name}, t0)
+			kubeletSingle = append(kubeletSingle, ds...)
+			kubeletPhases.add(ctx, k.RT, cs[0].PodSandboxId, cs[0].Id, t0)
+		}
 	}
 	progress("removing the single pods")
 	a.RemoveAll(false)
+	if k != nil {
+		k.RemoveAll()
+	}
 	cf.cleanup(ctx)
 	f.cleanup(ctx)
 	progress(fmt.Sprintf("direct CRI: a batch of %d pods", *batch))
@@ -129,13 +150,19 @@ func main() {
 	if *profiles != "" {
 		go a.SaveProfile(*idle-2*time.Second, filepath.Join(*profiles, "standalone-idle-cpu.pprof"))
 	}
-	rss, cpu := a.Watch(*idle)
-	anon, file := benchkit.RSSParts(a.Pid())
-	heap := a.HeapInUse()
+	agentFoot.idle(a.Watch, a.Pid(), a.HeapInUse)
 	if *profiles != "" {
 		a.SaveHeapProfile(filepath.Join(*profiles, "standalone-idle-heap.pprof"))
 	}
 	progress("nodeagent: removing the pods")
+	a.RemoveAll(false)
+	var kubeletBatch []time.Duration
+	if k != nil {
+		// nodeagent stays up with no pods, as the kubelet did for its turn.
+		kubeletBatch = kubeletBatchAndIdle(ctx, k, &kubeletFoot)
+		k.Close()
+		k = nil
+	}
 	a.RemoveAll(true)
 
 	var api *apiResults
@@ -152,11 +179,17 @@ func main() {
 	row("direct CRI, one at a time", floorSingle)
 	row("  with the agent's configs", configSingle)
 	row("nodeagent, one at a time", agentSingle)
+	if kubeletSingle != nil {
+		row("kubelet, one at a time", kubeletSingle)
+	}
 	if api != nil {
 		row("API mode, one at a time", api.single)
 	}
 	row(fmt.Sprintf("direct CRI, batch of %d", *batch), floorBatch)
 	row(fmt.Sprintf("nodeagent, batch of %d", *batch), agentBatch)
+	if kubeletBatch != nil {
+		row(fmt.Sprintf("kubelet, batch of %d", *batch), kubeletBatch)
+	}
 	if api != nil {
 		row(fmt.Sprintf("API mode, batch of %d", *batch), api.batch)
 	}
@@ -166,7 +199,10 @@ func main() {
 	for _, p := range []struct {
 		name string
 		ph   phases
-	}{{"direct CRI", floorPhases}, {"  + configs", configPhases}, {"nodeagent", agentPhases}} {
+	}{{"direct CRI", floorPhases}, {"  + configs", configPhases}, {"nodeagent", agentPhases}, {"kubelet", kubeletPhases}} {
+		if p.ph.before == nil {
+			continue
+		}
 		fmt.Printf("  %-12s %9s / %-9s %9s / %-9s %9s / %-9s\n", p.name, pct(p.ph.before, 50), pct(p.ph.before, 99),
 			pct(p.ph.sandbox, 50), pct(p.ph.sandbox, 99), pct(p.ph.create, 50), pct(p.ph.create, 99))
 	}
@@ -183,15 +219,13 @@ func main() {
 		fmt.Printf("  one at a time: p50 %s  p99 %s\n", ratio(api.single, floorSingle, 50), ratio(api.single, floorSingle, 99))
 		fmt.Printf("  batch of %d:   p50 %s  p99 %s\n", *batch, ratio(api.batch, floorBatch, 50), ratio(api.batch, floorBatch, 99))
 	}
+	if kubeletSingle != nil {
+		fmt.Println("Ratio nodeagent / kubelet (below 1: nodeagent is faster)")
+		fmt.Printf("  one at a time: p50 %s  p99 %s\n", ratio(agentSingle, kubeletSingle, 50), ratio(agentSingle, kubeletSingle, 99))
+		fmt.Printf("  batch of %d:   p50 %s  p99 %s\n", *batch, ratio(agentBatch, kubeletBatch, 50), ratio(agentBatch, kubeletBatch, 99))
+	}
 	fmt.Println()
-	sort.Slice(rss, func(i, j int) bool { return rss[i] < rss[j] })
-	fmt.Printf("nodeagent footprint with %d pods idle for %s (targets RSS <= 30 MiB, CPU <= 0.01 core)\n", *batch, *idle)
-	fmt.Printf("  RSS MiB: p50 %.1f  max %.1f (at the end: %.1f anonymous, %.1f the binary's pages)   CPU time: %.2f s (%.4f cores)\n",
-		mib(rss[len(rss)/2]), mib(rss[len(rss)-1]), mib(anon), mib(file), cpu.Seconds(), cpu.Seconds()/idle.Seconds())
-	fmt.Printf("  with no pods (%s): RSS %.1f MiB, Go heap in use %.1f MiB, CPU %.4f cores\n",
-		emptyIdle, mib(emptyRSS), emptyHeap/(1<<20), emptyCPU.Seconds()/emptyIdle.Seconds())
-	fmt.Printf("  per pod: RSS %.1f KiB, Go heap in use %.1f KiB (Go heap with %d pods: %.1f MiB)\n",
-		float64(rss[len(rss)-1]-emptyRSS)/1024/float64(*batch), (heap-emptyHeap)/1024/float64(*batch), *batch, heap/(1<<20))
+	printFootprints(agentFoot, kubeletFoot)
 	if *profiles != "" {
 		fmt.Printf("  profiles: %s (go tool pprof -top FILE)\n", *profiles)
 	}
