@@ -158,7 +158,7 @@ func (k *Kubelet) Watch(d time.Duration) (rss []int64, cpu time.Duration) { retu
 // HeapInUse is the least of three readings of the kubelet's
 // go_memstats_heap_inuse_bytes on its read-only port.
 func (k *Kubelet) HeapInUse() float64 {
-	return leastOfThree(func() (Metrics, error) { return scrape(k.ReadOnlyURL("/metrics", 0)) })
+	return leastOfThree(func() (Metrics, error) { return Scrape(k.ReadOnlyURL("/metrics", 0)) })
 }
 
 var errNoMetric = errors.New("no go_memstats_heap_inuse_bytes")
@@ -182,8 +182,8 @@ func leastOfThree(get func() (Metrics, error)) float64 {
 	return least
 }
 
-// scrape reads a Prometheus text page.
-func scrape(url string) (Metrics, error) {
+// Scrape reads a Prometheus text page at url.
+func Scrape(url string) (Metrics, error) {
 	c := http.Client{Timeout: 10 * time.Second}
 	resp, err := c.Get(url)
 	if err != nil {

@@ -5,7 +5,9 @@
 // prober_probe_duration_seconds histogram) and how many periods were
 // missed. The floor is the same probing done by a bare loop in this process
 // against the same pods once the agent is stopped (a fresh connection per
-// probe, as the agent makes). It reports; it asserts nothing.
+// probe, as the agent makes). Then the real kubelet, on a containerd of
+// its own, runs the same pods and is watched as long (its CPU, RSS and
+// its own probe histogram). It reports; it asserts nothing.
 package main
 
 import (
@@ -35,6 +37,8 @@ var (
 	floorFor = flag.Duration("floor", 20*time.Second, "how long to run the floor")
 	profile  = flag.String("cpuprofile", "", "save a 20 s CPU profile of the agent, taken while it probes, to this file")
 	node     = "bench-probes-" + strconv.Itoa(os.Getpid())
+	// The kubelet side: the real kubelet on a containerd of its own.
+	kubeletBin, runtimeBin = benchkit.PeerFlags()
 )
 
 func main() {
@@ -49,11 +53,7 @@ func main() {
 	a := env.StartAgent(rt, node, extra)
 	benchkit.Progress(fmt.Sprintf("starting %d probe-server pods (HTTP readiness + TCP liveness, periodSeconds 1)", *pods))
 	for i := 0; i < *pods; i++ {
-		a.WritePod(fmt.Sprintf("probed-%d", i), env.Image, 2, `    command: [probe-server, --grpc=]
-    resources: {requests: {cpu: 5m, memory: 8Mi}, limits: {memory: 32Mi}}
-    readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
-    livenessProbe: {tcpSocket: {port: 8081}, periodSeconds: 1}
-`)
+		a.Write(fmt.Sprintf("probed-%d", i), probedPod(fmt.Sprintf("probed-%d", i)))
 	}
 	ips := waitReady(a)
 
@@ -78,6 +78,7 @@ func main() {
 	a.RemoveMounts()
 	os.RemoveAll(a.Dir)
 	a.RemoveCgroups()
+	peer := kubeletSide()
 
 	expected := float64(2*len(ips)) * watch.Seconds()
 	runs := after.Sum("prober_probe_total") - before.Sum("prober_probe_total")
@@ -88,17 +89,53 @@ func main() {
 
 	fmt.Println()
 	fmt.Printf("%d pods x (HTTP readiness + TCP liveness) at periodSeconds 1, watched %s\n", len(ips), *watch)
-	fmt.Printf("%-34s %12s %12s %12s\n", "", "nodeagent", "floor", "ratio")
-	fmt.Printf("%-34s %12.4f %12.4f %12.2f\n", "CPU (cores)", cpu.Seconds()/watch.Seconds(), floorCPU, cpu.Seconds()/watch.Seconds()/floorCPU)
+	fmt.Printf("%-34s %11s %11s %7s %11s %7s\n", "", "nodeagent", "floor", "ratio", "kubelet", "ratio")
+	agentCPU := cpu.Seconds() / watch.Seconds()
 	p50, p99 := hist.quantile(0.5), hist.quantile(0.99)
 	f50, f99 := floorHist.quantile(0.5), floorHist.quantile(0.99)
-	fmt.Printf("%-34s %12s %12s %12.2f\n", "probe latency p50 (histogram est.)", ms(p50), ms(f50), p50/f50)
-	fmt.Printf("%-34s %12s %12s %12.2f\n", "probe latency p99 (histogram est.)", ms(p99), ms(f99), p99/f99)
-	fmt.Printf("%-34s %12s %12s\n", "floor latency p50 / p99 (exact)", "", benchkit.Pct(floorLat, 50)+" / "+benchkit.Pct(floorLat, 99))
-	fmt.Printf("%-34s %12.0f %12d\n", "probe runs (expected "+strconv.Itoa(int(expected))+")", runs, floorRuns)
-	fmt.Printf("%-34s %12.0f\n", "missed periods", missed)
-	fmt.Printf("%-34s %12.1f (max %.1f)\n", "agent RSS MiB p50", benchkit.MiB(rss[len(rss)/2]), benchkit.MiB(rss[len(rss)-1]))
-	fmt.Println("targets: <= 0.05 core, no missed periods (kubelet steady state: 0.1-0.35 core at 10-100 pods)")
+	peerCol := func(v, agent float64, format string) (string, string) {
+		if peer == nil {
+			return "-", "-"
+		}
+		return fmt.Sprintf(format, v), fmt.Sprintf("%.2f", agent/v)
+	}
+	var kmean, kcpu, krss, kruns float64
+	if peer != nil {
+		kmean, kcpu, krss, kruns = peer.mean, peer.cpu, benchkit.MiB(peer.rss[len(peer.rss)/2]), peer.runs
+	}
+	kv, kr := peerCol(kcpu, agentCPU, "%.4f")
+	fmt.Printf("%-34s %11.4f %11.4f %7.2f %11s %7s\n", "CPU (cores)", agentCPU, floorCPU, agentCPU/floorCPU, kv, kr)
+	agentMean := mean(after, before, "prober_probe_duration_seconds")
+	var floorSum time.Duration
+	for _, d := range floorLat {
+		floorSum += d
+	}
+	floorMean := floorSum.Seconds() / float64(len(floorLat))
+	kv, kr = peerCol(kmean*1000, agentMean*1000, "%.2fms")
+	fmt.Printf("%-34s %11s %11s %7.2f %11s %7s\n", "probe latency mean", ms(agentMean), ms(floorMean), agentMean/floorMean, kv, kr)
+	fmt.Printf("%-34s %11s %11s %7.2f %11s\n", "probe latency p50 (histogram est.)", ms(p50), ms(f50), p50/f50, "(no buckets)")
+	fmt.Printf("%-34s %11s %11s %7.2f %11s\n", "probe latency p99 (histogram est.)", ms(p99), ms(f99), p99/f99, "(no buckets)")
+	fmt.Printf("%-34s %11s %11s\n", "floor latency p50 / p99 (exact)", "", benchkit.Pct(floorLat, 50)+" / "+benchkit.Pct(floorLat, 99))
+	kv, _ = peerCol(kruns, runs, "%.0f")
+	fmt.Printf("%-34s %11.0f %11d %7s %11s\n", "probe runs (expected "+strconv.Itoa(int(expected))+")", runs, floorRuns, "", kv)
+	fmt.Printf("%-34s %11.0f %11s %7s %11s\n", "missed periods", missed, "", "", "(no metric)")
+	kv, kr = peerCol(krss, benchkit.MiB(rss[len(rss)/2]), "%.1f")
+	fmt.Printf("%-34s %11.1f %11s %7s %11s %7s\n", "RSS MiB p50", benchkit.MiB(rss[len(rss)/2]), "", "", kv, kr)
+	if peer != nil && peer.restarts > 0 {
+		fmt.Printf("warning: %d kubelet container restarts during the run\n", peer.restarts)
+	}
+	fmt.Println("the kubelet's probe duration histogram has no buckets but +Inf: its mean only (sum / count)")
+	fmt.Println("targets: <= 0.05 core, no missed periods")
+}
+
+// probedPod is every bench pod: probe-server with an HTTP readiness and a
+// TCP liveness probe at periodSeconds 1.
+func probedPod(name string) string {
+	return benchkit.PodManifest(name, env.Image, 2, `    command: [probe-server, --grpc=]
+    resources: {requests: {cpu: 5m, memory: 8Mi}, limits: {memory: 32Mi}}
+    readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
+    livenessProbe: {tcpSocket: {port: 8081}, periodSeconds: 1}
+`)
 }
 
 func ms(s float64) string { return strconv.FormatFloat(s*1000, 'f', 2, 64) + "ms" }
@@ -190,6 +227,11 @@ func floor(ips []string, d time.Duration) ([]time.Duration, float64, int) {
 	}
 	wg.Wait()
 	return lat, (benchkit.CPUTime(pid) - cpu0).Seconds() / d.Seconds(), len(lat)
+}
+
+// mean is a histogram's mean over the interval between two scrapes.
+func mean(after, before benchkit.Metrics, name string) float64 {
+	return (after.Sum(name+"_sum") - before.Sum(name+"_sum")) / (after.Sum(name+"_count") - before.Sum(name+"_count"))
 }
 
 // hist is a cumulative histogram summed over probe types.
