@@ -31,7 +31,8 @@ RUNTIME_BIN=$CACHE/runtime-containerd-$CONTAINERD_VERSION-runc-$RUNC_VERSION-cni
 
 # systemd: systemd-analyze checks the service unit in the tests (not run as PID 1).
 # libseccomp-dev, pkg-config, gcc: runc is built with cgo and seccomp.
-PACKAGES=(docker-registry busybox-static iptables iproute2 curl systemd libseccomp-dev pkg-config gcc libc6-dev)
+# earlyoom: the userspace OOM daemon experiments and make bench compare with.
+PACKAGES=(earlyoom docker-registry busybox-static iptables iproute2 curl systemd libseccomp-dev pkg-config gcc libc6-dev)
 
 log() { printf 'runtime: %s\n' "$*" >&2; }
 die() { printf 'runtime: error: %s\n' "$*" >&2; exit 1; }

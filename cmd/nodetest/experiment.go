@@ -19,6 +19,9 @@ type experimentOptions struct {
 	out, agentBin, endpoint, image string
 	repetitions                    int
 	duration                       time.Duration
+	// agent is nodeagent, kubelet or earlyoom; the binaries are the
+	// peers'.
+	agent, kubeletBin, runtimeBin, controlplaneBin, earlyoomBin string
 }
 
 // runExperiment runs a scenario file and writes its results.
@@ -40,13 +43,17 @@ func (t *tester) runExperiment(file string, o experimentOptions) error {
 			return fmt.Errorf("with --duration %s: %w", o.duration, err)
 		}
 	}
-	env := experiment.Env{RuntimeEndpoint: o.endpoint, Image: o.image}
+	env := experiment.Env{RuntimeEndpoint: o.endpoint, Image: o.image, Agent: o.agent,
+		Registry: envOr("REGISTRY", "127.0.0.1:5050"), PauseImage: envOr("PAUSE_IMAGE", "127.0.0.1:5050/nodeagent/pause:1.0")}
 	if env.AgentBin, err = agentBinary(o.agentBin); err != nil {
+		return err
+	}
+	if err := o.peerBinaries(&env); err != nil {
 		return err
 	}
 	out := o.out
 	if out == "" {
-		out = filepath.Join("results", s.Name+"-"+time.Now().Format("20060102-150405"))
+		out = filepath.Join("results", s.Name+"-"+o.agent+"-"+time.Now().Format("20060102-150405"))
 	}
 	if fileExists(filepath.Join(out, "summary.json")) {
 		return fmt.Errorf("%s already holds an experiment's results: choose another --out, or remove it", out)
@@ -75,6 +82,10 @@ func (t *tester) runExperiment(file string, o experimentOptions) error {
 	if err != nil {
 		return errors.Join(runErr, err)
 	}
+	if sum.NotApplicable != "" {
+		fmt.Fprintf(t.out, "experiment %s does not apply to %s: %s\nreport: %s\n", s.Name, o.agent, sum.NotApplicable, filepath.Join(out, "report.md"))
+		return nil
+	}
 	for _, v := range sum.Verdicts {
 		fmt.Fprintf(t.out, "%s  %s (%s)\n", map[bool]string{true: "PASS", false: "FAIL"}[v.Pass], v.Check, v.Detail)
 	}
@@ -88,17 +99,86 @@ func (t *tester) runExperiment(file string, o experimentOptions) error {
 	return nil
 }
 
-// compareExperiments prints two result directories side by side.
-func (t *tester) compareExperiments(a, b string) error {
-	sa, err := experiment.ReadSummary(a)
-	if err != nil {
+// compareExperiments prints result directories side by side and writes
+// the plot of their first runs to svg (default compare.svg).
+func (t *tester) compareExperiments(dirs []string, svg string) error {
+	var sums []*experiment.Summary
+	var names []string
+	for _, d := range dirs {
+		s, err := experiment.ReadSummary(d)
+		if err != nil {
+			return err
+		}
+		sums, names = append(sums, s), append(names, filepath.Base(filepath.Clean(d)))
+	}
+	if err := experiment.Compare(t.out, names, sums); err != nil {
 		return err
 	}
-	sb, err := experiment.ReadSummary(b)
+	plot, err := experiment.ComparePlot(names, dirs)
 	if err != nil {
+		fmt.Fprintf(t.out, "no plot: %v\n", err)
+		return nil
+	}
+	if svg == "" {
+		svg = "compare.svg"
+	}
+	if err := os.WriteFile(svg, []byte(plot), 0o644); err != nil {
 		return err
 	}
-	return experiment.Compare(t.out, a, b, sa, sb)
+	fmt.Fprintf(t.out, "plot: %s\n", svg)
+	return nil
+}
+
+// peerBinaries checks and fills what --agent kubelet or earlyoom needs:
+// each flag's value, else what sits beside nodetest in bin/ (the
+// kubelet in bin/upstream, the runtime in bin/runtime, the control
+// plane), else PATH for earlyoom.
+func (o experimentOptions) peerBinaries(env *experiment.Env) error {
+	beside := func(rel string) string {
+		if self, err := os.Executable(); err == nil {
+			if p := filepath.Join(filepath.Dir(self), rel); fileExists(p) {
+				return p
+			}
+		}
+		return ""
+	}
+	pick := func(flag, rel string) string {
+		if flag != "" {
+			return flag
+		}
+		return beside(rel)
+	}
+	switch o.agent {
+	case "nodeagent":
+		return nil
+	case "kubelet":
+		env.KubeletBin, env.RuntimeBin, env.ControlplaneBin = pick(o.kubeletBin, "upstream/kubelet"), pick(o.runtimeBin, "runtime"), pick(o.controlplaneBin, "controlplane")
+		for _, b := range []struct{ flag, path, how string }{{"--kubelet-bin", env.KubeletBin, "make kubelet"},
+			{"--runtime-bin", env.RuntimeBin, "make runtime-up"}, {"--controlplane-bin", env.ControlplaneBin, "make controlplane"}} {
+			if b.path == "" || !fileExists(b.path) {
+				return fmt.Errorf("--agent kubelet: %s %q not found (%s builds it)", b.flag, b.path, b.how)
+			}
+		}
+		return nil
+	case "earlyoom":
+		env.EarlyoomBin = o.earlyoomBin
+		if env.EarlyoomBin == "" {
+			p, err := exec.LookPath("earlyoom")
+			if err != nil {
+				return fmt.Errorf("--agent earlyoom: no earlyoom on PATH (install the Debian package earlyoom, or make deps) and no --earlyoom-bin")
+			}
+			env.EarlyoomBin = p
+		}
+		return nil
+	}
+	return fmt.Errorf("--agent %q: one of %v", o.agent, experiment.Agents)
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
 }
 
 // agentBinary is the nodeagent binary experiments start: the flag's, the

@@ -5,8 +5,8 @@
 // `nodectl conformance` and `nodectl experiment` run it.
 //
 //	nodetest conformance [--focus RE] [--skip RE] [--parallel N] [--junit FILE] [--json] [--list]
-//	nodetest experiment run SCENARIO.yaml [--out DIR] [--repetitions N] [--duration D]
-//	nodetest experiment compare DIR_A DIR_B
+//	nodetest experiment run SCENARIO.yaml [--agent nodeagent|kubelet|earlyoom] [--out DIR] [--repetitions N] [--duration D]
+//	nodetest experiment compare DIR... [--out FILE.svg]
 package main
 
 import (
@@ -30,12 +30,19 @@ Usage:
                                           with settings sized from the node's free memory. --launch runs
                                           the suite on an agent it starts itself (in DIR, default
                                           bin/conformance, on port N, default 10355) and stops it after
-  nodetest experiment run SCENARIO.yaml [--out DIR] [--repetitions N] [--duration D] [--agent-bin PATH]
-                       [--runtime-endpoint URL] [--image REF]
+  nodetest experiment run SCENARIO.yaml [--agent nodeagent|kubelet|earlyoom] [--out DIR] [--repetitions N]
+                       [--duration D] [--agent-bin PATH] [--runtime-endpoint URL] [--image REF]
+                       [--kubelet-bin PATH] [--runtime-bin DIR] [--controlplane-bin PATH] [--earlyoom-bin PATH]
                                           run an OOM stress experiment: starts its own agent with the
                                           scenario's settings; writes timeline.json, summary.json,
-                                          report.md, memory.svg
-  nodetest experiment compare DIR_A DIR_B two experiments' results side by side
+                                          report.md, memory.svg. --agent kubelet runs the real kubelet
+                                          (make kubelet) on a containerd of its own, joined to a control
+                                          plane of its own; --agent earlyoom runs the pods on nodeagent
+                                          with its memory eviction off and earlyoom acting at the same
+                                          margin. A scenario an agent cannot run says so in its report
+  nodetest experiment compare DIR... [--out FILE.svg]
+                                          experiments' results side by side, and a plot of the first run
+                                          of each (default compare.svg)
 
 Global flags:
   --server URL           the agent's read-only API (default http://127.0.0.1:10255, or $NODEAGENT_SERVER)
@@ -81,6 +88,11 @@ func run(args []string, out io.Writer) error {
 	fs.StringVar(&e.endpoint, "runtime-endpoint", os.Getenv("CRI_ENDPOINT"), "")
 	fs.IntVar(&e.repetitions, "repetitions", 0, "")
 	fs.DurationVar(&e.duration, "duration", 0, "")
+	fs.StringVar(&e.agent, "agent", "nodeagent", "")
+	fs.StringVar(&e.kubeletBin, "kubelet-bin", os.Getenv("KUBELET_BIN"), "")
+	fs.StringVar(&e.runtimeBin, "runtime-bin", os.Getenv("RUNTIME_BIN"), "")
+	fs.StringVar(&e.controlplaneBin, "controlplane-bin", os.Getenv("CONTROLPLANE_BIN"), "")
+	fs.StringVar(&e.earlyoomBin, "earlyoom-bin", "", "")
 	var image, agentBin string
 	fs.StringVar(&image, "image", "127.0.0.1:5050/nodeagent/test:latest", "")
 	fs.StringVar(&agentBin, "agent-bin", "", "")
@@ -103,8 +115,8 @@ func run(args []string, out io.Writer) error {
 		return t.runConformance(c)
 	case verb == "experiment" && len(rest) == 2 && rest[0] == "run":
 		return t.runExperiment(rest[1], e)
-	case verb == "experiment" && len(rest) == 3 && rest[0] == "compare":
-		return t.compareExperiments(rest[1], rest[2])
+	case verb == "experiment" && len(rest) >= 3 && rest[0] == "compare":
+		return t.compareExperiments(rest[1:], e.out)
 	}
 	return cli.UsageError(fmt.Sprintf("unknown command %q", strings.Join(words, " ")))
 }

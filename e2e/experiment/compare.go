@@ -23,51 +23,141 @@ func ReadSummary(dir string) (*Summary, error) {
 	return &s, nil
 }
 
-// Compare prints two results side by side.
-func Compare(w io.Writer, nameA, nameB string, a, b *Summary) error {
+// Compare prints results side by side, a column each: the same scenario
+// against nodeagent, the kubelet and earlyoom, or two settings of one.
+func Compare(w io.Writer, names []string, sums []*Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintf(tw, "\t%s\t%s\n", nameA, nameB)
-	fmt.Fprintf(tw, "scenario\t%s\t%s\n", a.Scenario, b.Scenario)
-	fmt.Fprintf(tw, "runs\t%d\t%d\n", len(a.Runs), len(b.Runs))
-	count := func(s *Summary, f func(RunSummary) int) string {
-		var parts []string
-		for _, r := range s.Runs {
-			parts = append(parts, fmt.Sprint(f(r)))
-		}
-		return strings.Join(parts, " ")
-	}
-	fmt.Fprintf(tw, "evictions per run\t%s\t%s\n", count(a, func(r RunSummary) int { return len(r.Evicted) }), count(b, func(r RunSummary) int { return len(r.Evicted) }))
-	fmt.Fprintf(tw, "kernel OOM kills per run\t%s\t%s\n", count(a, func(r RunSummary) int { return int(r.KernelOOMKills) }), count(b, func(r RunSummary) int { return int(r.KernelOOMKills) }))
-	first := func(s *Summary) string {
-		var parts []string
-		for _, r := range s.Runs {
-			if len(r.Kills) == 0 {
-				parts = append(parts, "-")
+	row := func(label string, cell func(*Summary) string) {
+		cells := []string{label}
+		for _, s := range sums {
+			if s.NotApplicable != "" && label != "agent" && label != "scenario" && label != "result" {
+				cells = append(cells, "-")
 				continue
 			}
-			parts = append(parts, r.Kills[0].Pod+"("+r.Kills[0].By+")")
+			cells = append(cells, cell(s))
 		}
-		return strings.Join(parts, " ")
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
-	fmt.Fprintf(tw, "first killed per run\t%s\t%s\n", first(a), first(b))
-	for _, k := range Stages {
-		da, db := a.Latencies[k], b.Latencies[k]
-		fmt.Fprintf(tw, "%s p50 / p99 (ms)\t%.2f / %.2f\t%.2f / %.2f\n", k, da.P50, da.P99, db.P50, db.P99)
+	fmt.Fprintln(tw, "\t"+strings.Join(names, "\t"))
+	row("agent", func(s *Summary) string { return orDash(s.Agent) })
+	row("scenario", func(s *Summary) string { return s.Scenario })
+	row("result", func(s *Summary) string {
+		if s.NotApplicable != "" {
+			return "does not apply: " + s.NotApplicable
+		}
+		return fmt.Sprintf("%d runs", len(s.Runs))
+	})
+	perRun := func(f func(RunSummary) string) func(*Summary) string {
+		return func(s *Summary) string {
+			var parts []string
+			for _, r := range s.Runs {
+				parts = append(parts, f(r))
+			}
+			return strings.Join(parts, " ")
+		}
 	}
-	verdicts := map[string][2]string{}
+	row("runs with a kernel OOM kill", func(s *Summary) string {
+		n := 0
+		for _, r := range s.Runs {
+			if r.KernelOOMKills > 0 {
+				n++
+			}
+		}
+		return fmt.Sprintf("%d of %d", n, len(s.Runs))
+	})
+	row("agent's kills per run", perRun(func(r RunSummary) string { return fmt.Sprint(len(r.Evicted)) }))
+	row("kernel OOM kills per run", perRun(func(r RunSummary) string { return fmt.Sprint(r.KernelOOMKills) }))
+	row("first killed per run", perRun(func(r RunSummary) string {
+		if len(r.Kills) == 0 {
+			return "-"
+		}
+		return r.Kills[0].Pod + "(" + r.Kills[0].By + ")"
+	}))
+	row("peak pods usage / limit, max", func(s *Summary) string {
+		peak, limit := int64(0), int64(0)
+		for _, r := range s.Runs {
+			peak, limit = max(peak, r.PeakPodsUsage), max(limit, r.PodsLimit)
+		}
+		if limit == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f%%", 100*float64(peak)/float64(limit))
+	})
+	for _, k := range append(append([]string(nil), OutsideStages...), Stages...) {
+		row(k+" p50 / p99 (ms)", func(s *Summary) string {
+			d := s.Latencies[k]
+			if d.N == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f / %.2f (n %d)", d.P50, d.P99, d.N)
+		})
+	}
 	var order []string
-	for i, s := range []*Summary{a, b} {
+	seen := map[string]bool{}
+	for _, s := range sums {
 		for _, v := range s.Verdicts {
-			cell := verdicts[v.Check]
-			if _, seen := verdicts[v.Check]; !seen {
+			if !seen[v.Check] {
+				seen[v.Check] = true
 				order = append(order, v.Check)
 			}
-			cell[i] = map[bool]string{true: "PASS", false: "FAIL"}[v.Pass] + " (" + strings.SplitN(v.Detail, ";", 2)[0] + ")"
-			verdicts[v.Check] = cell
 		}
 	}
 	for _, check := range order {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", check, verdicts[check][0], verdicts[check][1])
+		row(check, func(s *Summary) string {
+			for _, v := range s.Verdicts {
+				if v.Check == check {
+					return map[bool]string{true: "PASS", false: "FAIL"}[v.Pass] + " (" + strings.SplitN(v.Detail, ";", 2)[0] + ")"
+				}
+			}
+			return "-"
+		})
 	}
 	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// ComparePlot is the reports' memory plot with one panel per result: the
+// first run of each, named by its agent (or directory).
+func ComparePlot(names, dirs []string) (string, error) {
+	var scenario *Scenario
+	var runs []Run
+	for i, dir := range dirs {
+		data, err := os.ReadFile(filepath.Join(dir, "timeline.json"))
+		if os.IsNotExist(err) {
+			continue // a scenario that did not apply has no timeline
+		}
+		if err != nil {
+			return "", err
+		}
+		var tl struct {
+			Scenario *Scenario `json:"scenario"`
+			Agent    string    `json:"agent"`
+			Runs     []Run     `json:"runs"`
+		}
+		if err := json.Unmarshal(data, &tl); err != nil {
+			return "", fmt.Errorf("%s: %w", filepath.Join(dir, "timeline.json"), err)
+		}
+		if len(tl.Runs) == 0 {
+			continue
+		}
+		if scenario == nil {
+			scenario = tl.Scenario
+		}
+		r := tl.Runs[0]
+		r.Label = names[i] + ", run 1"
+		if tl.Agent != "" && tl.Agent != names[i] {
+			r.Label = tl.Agent + " (" + names[i] + "), run 1"
+		}
+		runs = append(runs, r)
+	}
+	if scenario == nil {
+		return "", fmt.Errorf("no runs to plot in %v", dirs)
+	}
+	return Plot(scenario, runs), nil
 }

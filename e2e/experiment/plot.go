@@ -52,8 +52,16 @@ func Plot(s *Scenario, runs []Run) string {
 		maxT := s.Duration.Seconds()
 		x := func(t float64) float64 { return left + t/maxT*plotW }
 		y := func(v float64) float64 { return float64(y0+top) + plotH - v/float64(maxY)*plotH }
-		fmt.Fprintf(&b, `<g id="run-%d">`+"\n", r.Index)
-		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="13" font-weight="bold">run %d</text>`+"\n", left, y0+18, r.Index)
+		if r.Label != "" { // compare's panels: runs of several results
+			fmt.Fprintf(&b, `<g id="panel-%d">`+"\n", i+1)
+		} else {
+			fmt.Fprintf(&b, `<g id="run-%d">`+"\n", r.Index)
+		}
+		title := fmt.Sprintf("run %d", r.Index)
+		if r.Label != "" {
+			title = r.Label
+		}
+		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="13" font-weight="bold">%s</text>`+"\n", left, y0+18, html.EscapeString(title))
 		// Axes, with a grid line every fifth of the range.
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333"/>`+"\n", left, y0+top, plotW, plotH)
 		for k := 0; k <= 5; k++ {

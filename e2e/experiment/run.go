@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"nodeagent/cgroups"
+	"nodeagent/e2e/launch"
 	"nodeagent/eviction"
 	"nodeagent/internal/qos"
 )
@@ -29,20 +31,26 @@ type Run struct {
 	Pods []PodOutcome `json:"pods"`
 	// Evictions are the agent's decisions, as /evictions traced them.
 	Evictions []eviction.Trace `json:"evictions"`
+	// StatusSeen is when the agent's pod list first showed each pod's end
+	// (phase Failed or Succeeded, or a container terminated), in seconds
+	// since the start: polled at 20 Hz, for every agent alike.
+	StatusSeen map[string]float64 `json:"statusSeen,omitempty"`
 	// SampleHz is the rate the sampler achieved.
 	SampleHz float64 `json:"sampleHz"`
 	// AgentRunQueueWait is how long the agent's threads waited for a CPU
 	// while the run lasted (schedstat run_delay): its scheduling delay.
 	AgentRunQueueWait time.Duration `json:"agentRunQueueWaitNs"`
 	Error             string        `json:"error,omitempty"`
+	// Label titles the run's plot panel instead of its index (compare's).
+	Label string `json:"-"`
 }
 
 // Event is a kill on the timeline: by the agent (an eviction) or by the
 // kernel (an OOM kill).
 type Event struct {
 	T    float64 `json:"t"`
-	Kind string  `json:"kind"` // eviction or oom-kill
-	By   string  `json:"by"`   // agent or kernel
+	Kind string  `json:"kind"` // eviction, kill (a userspace daemon's) or oom-kill
+	By   string  `json:"by"`   // agent (nodeagent's traces), kubelet, earlyoom or kernel
 	Pod  string  `json:"pod"`
 	Note string  `json:"note,omitempty"`
 }
@@ -54,7 +62,8 @@ type PodOutcome struct {
 	QOS      string `json:"qos"`
 	Priority int32  `json:"priority"`
 	Request  int64  `json:"memoryRequest"`
-	// Fate is survived, evicted, oom-killed or failed.
+	// Fate is survived, evicted, killed (by a userspace daemon),
+	// oom-killed or failed.
 	Fate string `json:"fate"`
 	// UnderRequest is true when its last working set before the end was
 	// below its memory request.
@@ -64,28 +73,39 @@ type PodOutcome struct {
 // Progress reports a long run: which run, how far, the current pressure.
 type Progress func(run, runs int, elapsed, duration time.Duration, last Sample)
 
-// Execute runs every repetition of s and writes the results to out.
-// Interrupted (ctx done), it removes the experiment's pods, stops the
-// agent and keeps what was recorded so far.
+// Execute runs every repetition of s against env's agent and writes the
+// results to out. A scenario that cannot apply to that agent gets a report
+// saying why, and no runs. Interrupted (ctx done), it removes the
+// experiment's pods, stops the agent and keeps what was recorded so far.
 func Execute(ctx context.Context, s *Scenario, env Env, out string, nodeMemory int64, progress Progress) ([]Run, error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, err
+	}
+	if err := Applies(s, env.Agent); err != nil {
+		return nil, WriteNotApplicable(out, s, env.agentName(), err.Error())
 	}
 	mgr, err := cgroups.NewManager("cgroupfs")
 	if err != nil {
 		return nil, err
 	}
+	var cp *launch.ControlPlane
+	if env.Agent == "kubelet" {
+		if cp, err = startControlPlane(env, filepath.Join(out, "controlplane")); err != nil {
+			return nil, err
+		}
+		defer cp.Stop()
+	}
 	var runs []Run
 	var errs []error
 	for i := 1; i <= s.Repetitions && ctx.Err() == nil; i++ {
-		r, err := runOnce(ctx, s, env, mgr, filepath.Join(out, fmt.Sprintf("run-%d", i)), i, nodeMemory, progress)
+		r, err := runOnce(ctx, s, env, cp, mgr, filepath.Join(out, fmt.Sprintf("run-%d", i)), i, nodeMemory, progress)
 		if err != nil {
 			r.Error = err.Error()
 			errs = append(errs, fmt.Errorf("run %d: %w", i, err))
 		}
 		runs = append(runs, r)
 	}
-	if err := WriteResults(out, s, runs); err != nil {
+	if err := WriteResults(out, s, env.agentName(), runs); err != nil {
 		errs = append(errs, err)
 	}
 	if ctx.Err() != nil {
@@ -94,19 +114,31 @@ func Execute(ctx context.Context, s *Scenario, env Env, out string, nodeMemory i
 	return runs, errors.Join(errs...)
 }
 
-func runOnce(ctx context.Context, s *Scenario, env Env, mgr cgroups.Manager, dir string, index int, nodeMemory int64, progress Progress) (Run, error) {
+// startControlPlane runs the control plane the kubelet peer joins.
+func startControlPlane(env Env, dir string) (*launch.ControlPlane, error) {
+	if env.ControlplaneBin == "" {
+		return nil, errors.New("the kubelet peer joins a control plane: set Env.ControlplaneBin (make controlplane builds bin/controlplane)")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	cp, err := launch.NewControlPlane(env.ControlplaneBin, dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := cp.Start(2 * time.Minute); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+func runOnce(ctx context.Context, s *Scenario, env Env, cp *launch.ControlPlane, mgr cgroups.Manager, dir string, index int, nodeMemory int64, progress Progress) (Run, error) {
 	r := Run{Index: index}
-	a, err := startAgent(ctx, env, filepath.Join(dir, "agent"), s.Settings(nodeMemory), "--eviction-ranking", s.Agent.EvictionRanking)
+	a, err := startPeer(ctx, s, env, cp, dir, nodeMemory)
 	if err != nil {
 		return r, err
 	}
-	var nodeName string
-	var node corev1.Node
-	if err := a.get("/node", &node); err != nil {
-		a.stop()
-		return r, err
-	}
-	nodeName = node.Name
+	nodeName := a.node()
 	var load *HostLoad
 	if s.HostLoad != nil {
 		if load, err = StartHostLoad(s.HostLoad, filepath.Join(dir, "host-load")); err != nil {
@@ -128,7 +160,7 @@ func runOnce(ctx context.Context, s *Scenario, env Env, mgr cgroups.Manager, dir
 	}()
 
 	r.Start = time.Now()
-	smp := newSampler(mgr, a.cgroupRoot, r.Start)
+	smp := newSampler(mgr, a.podsCgroupRoot(), r.Start)
 	groups := map[string]Pod{}
 	for _, p := range s.Pods {
 		for k := 0; k < p.Count; k++ {
@@ -144,7 +176,7 @@ func runOnce(ctx context.Context, s *Scenario, env Env, mgr cgroups.Manager, dir
 	}
 	runCtx, cancel := context.WithTimeout(ctx, s.Duration.Duration)
 	defer cancel()
-	waitBefore, waitErr := runQueueWait(a.Pid())
+	waitBefore, waitErr := runQueueWait(a.pid())
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -158,13 +190,17 @@ func runOnce(ctx context.Context, s *Scenario, env Env, mgr cgroups.Manager, dir
 	}()
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(250 * time.Millisecond)
+		// 20 Hz: when a pod's status first shows its end is measured
+		// from outside, for every agent alike.
+		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
+		lastProgress := time.Time{}
 		for {
 			if pods, err := a.pods(); err == nil {
 				smp.track(pods, nodeName)
 			}
-			if progress != nil {
+			if progress != nil && time.Since(lastProgress) >= 250*time.Millisecond {
+				lastProgress = time.Now()
 				mu.Lock()
 				var last Sample
 				if len(r.Samples) > 0 {
@@ -181,36 +217,32 @@ func runOnce(ctx context.Context, s *Scenario, env Env, mgr cgroups.Manager, dir
 		}
 	}()
 	wg.Wait()
-	if after, err := runQueueWait(a.Pid()); err == nil && waitErr == nil {
+	if after, err := runQueueWait(a.pid()); err == nil && waitErr == nil {
 		r.AgentRunQueueWait = after - waitBefore
 	}
 	if n := len(r.Samples); n > 1 {
 		r.SampleHz = float64(n-1) / (r.Samples[n-1].T - r.Samples[0].T)
 	}
 
-	// What happened: the agent's evictions, the kernel's kills, the pods.
-	if err := a.get("/evictions", &r.Evictions); err != nil {
+	// What happened: the agent's own records, the kernel's kills, the pods.
+	if err := a.collect(&r); err != nil {
 		return r, err
-	}
-	for _, t := range r.Evictions {
-		for _, v := range t.Victims {
-			r.Events = append(r.Events, Event{T: Elapsed(r.Start, t.KillSentAt), Kind: "eviction", By: "agent", Pod: podGroupName(v.Pod, nodeName),
-				Note: fmt.Sprintf("%s %s (woken by %s)", t.Signal, t.Threshold, orPoll(t.TriggeredBy))})
-		}
 	}
 	pods, err := a.pods()
 	if err != nil {
 		return r, err
 	}
-	var events corev1.EventList
-	a.get("/events", &events)
 	r.Pods, r.Events = outcomes(pods, nodeName, groups, r.Samples, r.Events, r.Start)
-	for _, e := range events.Items {
-		if e.Reason == "OOMKilling" {
-			r.Events = append(r.Events, Event{T: Elapsed(r.Start, e.LastTimestamp.Time), Kind: "oom-kill", By: "kernel", Pod: oomPod(e.Message, nodeName), Note: e.Message})
+	r.StatusSeen = smp.statusSeen()
+	// An agent without traces of its own (the kubelet) evicts as its pods'
+	// statuses say, at the time the status was first seen.
+	for _, o := range r.Pods {
+		if o.Fate != "evicted" || slices.ContainsFunc(r.Events, func(e Event) bool { return e.Pod == o.Name && e.Kind == "eviction" }) {
+			continue
 		}
+		r.Events = append(r.Events, Event{T: r.StatusSeen[o.Name], Kind: "eviction", By: env.agentName(), Pod: o.Name, Note: "from the pod's status"})
 	}
-	r.Events = dedupeKernelKills(r.Events)
+	r.Events = timeKernelKills(dedupeKernelKills(r.Events), r.Samples)
 	sort.SliceStable(r.Events, func(i, j int) bool { return r.Events[i].T < r.Events[j].T })
 	return r, ctx.Err()
 }
@@ -267,15 +299,18 @@ func outcomes(pods []corev1.Pod, nodeName string, groups map[string]Pod, samples
 		case len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Terminated != nil:
 			term := p.Status.ContainerStatuses[0].State.Terminated
 			end = term.FinishedAt.Time
-			if term.Reason == "OOMKilled" {
+			switch {
+			case term.Reason == "OOMKilled":
 				o.Fate = "oom-killed"
 				events = append(events, Event{T: Elapsed(start, end), Kind: "oom-kill", By: "kernel", Pod: name, Note: "container OOMKilled, exit code " + fmt.Sprint(term.ExitCode)})
-			} else {
+			case slices.ContainsFunc(events, func(e Event) bool { return e.Pod == name && e.Kind == "kill" }):
+				o.Fate = "killed"
+			default:
 				o.Fate = "failed"
 			}
 		}
 		for _, e := range events {
-			if e.Pod == name && e.Kind == "eviction" && (end.IsZero() || e.T < Elapsed(start, end)) {
+			if e.Pod == name && e.Kind != "oom-kill" && (end.IsZero() || e.T < Elapsed(start, end)) {
 				end = start.Add(time.Duration(e.T * float64(time.Second)))
 			}
 		}
@@ -312,6 +347,35 @@ func dedupeKernelKills(events []Event) []Event {
 	return out
 }
 
+// timeKernelKills times each kernel kill by the sample at which the
+// node's OOM kill count rose, nearest within 2 s: the pods' statuses and
+// events carry whole seconds, the samples 10 ms.
+func timeKernelKills(events []Event, samples []Sample) []Event {
+	var rises []float64
+	for i := 1; i < len(samples); i++ {
+		for k := samples[i-1].KernelOOMKills; k < samples[i].KernelOOMKills; k++ {
+			rises = append(rises, samples[i].T)
+		}
+	}
+	used := make([]bool, len(rises))
+	for i := range events {
+		if events[i].Kind != "oom-kill" {
+			continue
+		}
+		best := -1
+		for j, t := range rises {
+			if !used[j] && abs(t-events[i].T) < 2 && (best < 0 || abs(t-events[i].T) < abs(rises[best]-events[i].T)) {
+				best = j
+			}
+		}
+		if best >= 0 {
+			used[best] = true
+			events[i].T = rises[best]
+		}
+	}
+	return events
+}
+
 func abs(f float64) float64 {
 	if f < 0 {
 		return -f
@@ -320,12 +384,13 @@ func abs(f float64) float64 {
 }
 
 // WriteResults writes timeline.json, summary.json, report.md and
-// memory.svg into out.
-func WriteResults(out string, s *Scenario, runs []Run) error {
+// memory.svg into out; agent names what ran the pods.
+func WriteResults(out string, s *Scenario, agent string, runs []Run) error {
 	summary := Summarize(s, runs)
+	summary.Agent = agent
 	files := map[string]func() ([]byte, error){
 		"timeline.json": func() ([]byte, error) {
-			return json.MarshalIndent(map[string]any{"scenario": s, "runs": runs}, "", " ")
+			return json.MarshalIndent(map[string]any{"scenario": s, "agent": agent, "runs": runs}, "", " ")
 		},
 		"summary.json": func() ([]byte, error) { return json.MarshalIndent(summary, "", "  ") },
 		"report.md":    func() ([]byte, error) { return []byte(Report(s, summary)), nil },

@@ -48,20 +48,26 @@ type sampler struct {
 
 	mu   sync.Mutex
 	pods map[string]cgroups.Name // pod name -> its cgroup
+	// ended is when the pod list first showed each pod's end.
+	ended map[string]time.Time
 }
 
 func newSampler(mgr cgroups.Manager, cgroupRoot string, start time.Time) *sampler {
 	return &sampler{mgr: mgr, kubepods: cgroups.ParseCgroupfs(cgroupRoot).Child("kubepods"), start: start,
-		oomBase: vmstatOOMKills(), pods: map[string]cgroups.Name{}}
+		oomBase: vmstatOOMKills(), pods: map[string]cgroups.Name{}, ended: map[string]time.Time{}}
 }
 
 // track learns the pods' cgroups from the agent's pod list.
 func (s *sampler) track(pods []corev1.Pod, nodeName string) {
+	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range pods {
 		p := &pods[i]
 		name := strings.TrimSuffix(p.Name, "-"+nodeName)
+		if _, seen := s.ended[name]; !seen && podEnded(p) {
+			s.ended[name] = now
+		}
 		if _, ok := s.pods[name]; ok || p.UID == "" {
 			continue
 		}
@@ -71,6 +77,30 @@ func (s *sampler) track(pods []corev1.Pod, nodeName string) {
 		}
 		s.pods[name] = parent.Child("pod" + string(p.UID))
 	}
+}
+
+// podEnded: its phase is terminal or a container terminated.
+func podEnded(p *corev1.Pod) bool {
+	if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+		return true
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// statusSeen is ended in seconds since the start.
+func (s *sampler) statusSeen() map[string]float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]float64{}
+	for name, at := range s.ended {
+		out[name] = Elapsed(s.start, at)
+	}
+	return out
 }
 
 // run samples every period until ctx is done.

@@ -1,7 +1,10 @@
 package experiment
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -16,10 +19,14 @@ import (
 // Summary is summary.json: per run who was killed, by whom, in which
 // order, the latencies, and the verdicts; and the latencies across runs.
 type Summary struct {
-	Scenario  string          `json:"scenario"`
-	Runs      []RunSummary    `json:"runs"`
-	Latencies map[string]Dist `json:"latenciesMs"` // detection, decision, kill, reclaim
-	Verdicts  []Verdict       `json:"verdicts"`
+	Scenario string `json:"scenario"`
+	// Agent is what ran the pods: nodeagent, kubelet or earlyoom.
+	Agent string `json:"agent,omitempty"`
+	// NotApplicable says why the scenario could not run against Agent.
+	NotApplicable string          `json:"notApplicable,omitempty"`
+	Runs          []RunSummary    `json:"runs"`
+	Latencies     map[string]Dist `json:"latenciesMs"` // detection, decision, kill, reclaim
+	Verdicts      []Verdict       `json:"verdicts"`
 }
 
 // RunSummary is one run's outcome.
@@ -38,6 +45,18 @@ type RunSummary struct {
 	CgroupKillMs []float64 `json:"cgroupKillMs,omitempty"`
 	KillMs       []float64 `json:"killMs"`
 	ReclaimMs    []float64 `json:"reclaimMs"`
+	// Measured from outside, alike for every agent: from the threshold's
+	// crossing (the first sample with the pods' working set past their
+	// memory less the hard threshold) to the first pod killed (the first
+	// sample where a pod's working set halved or its cgroup went) and to
+	// the first pod's end in the agent's pod list (polled at 20 Hz). Empty
+	// when the run never crossed.
+	CrossToKillMs   []float64 `json:"crossToKillMs,omitempty"`
+	CrossToStatusMs []float64 `json:"crossToStatusMs,omitempty"`
+	// PeakPodsUsage is the pods' highest memory usage, PodsLimit their
+	// memory (podsMemory).
+	PeakPodsUsage int64 `json:"peakPodsUsage"`
+	PodsLimit     int64 `json:"podsLimit,omitempty"`
 	// KernelOOMKills counts the node's OOM kills during the run.
 	KernelOOMKills              uint64 `json:"kernelOOMKills"`
 	GuaranteedKilled            bool   `json:"guaranteedKilled"`
@@ -56,6 +75,9 @@ type RunSummary struct {
 
 // Stages are the latency stages of the report, in the order of a decision.
 var Stages = []string{"detection", "decision", "cgroup kill", "kill", "reclaim"}
+
+// OutsideStages are the latencies measured from outside, for any agent.
+var OutsideStages = []string{"crossing to kill", "crossing to status"}
 
 // Dist is a latency distribution in milliseconds.
 type Dist struct {
@@ -83,7 +105,7 @@ func Summarize(s *Scenario, runs []Run) Summary {
 			AgentRunQueueMs: ms(r.AgentRunQueueWait)}
 		for _, e := range r.Events {
 			rs.Kills = append(rs.Kills, e)
-			if e.Kind == "eviction" {
+			if e.Kind != "oom-kill" { // the agent's action: an eviction or a daemon's kill
 				rs.Evicted = append(rs.Evicted, e.Pod)
 			} else {
 				rs.OOMKilled = append(rs.OOMKilled, e.Pod)
@@ -109,20 +131,27 @@ func Summarize(s *Scenario, runs []Run) Summary {
 		all["reclaim"] = append(all["reclaim"], rs.ReclaimMs...)
 		for _, smp := range r.Samples {
 			rs.PeakPodsWorkingSet = max(rs.PeakPodsWorkingSet, smp.PodsWorkingSet)
+			rs.PeakPodsUsage = max(rs.PeakPodsUsage, smp.PodsUsage)
 			rs.KernelOOMKills = max(rs.KernelOOMKills, smp.KernelOOMKills)
 		}
+		if pm := s.Agent.PodsMemory; pm != nil {
+			rs.PodsLimit = pm.Value()
+		}
+		rs.CrossToKillMs, rs.CrossToStatusMs = fromOutside(s, r, rs.PodsLimit)
+		all["crossing to kill"] = append(all["crossing to kill"], rs.CrossToKillMs...)
+		all["crossing to status"] = append(all["crossing to status"], rs.CrossToStatusMs...)
 		group := map[string]string{}
 		killedGroup := map[string]bool{}
 		for _, p := range r.Pods {
 			group[p.Name] = p.Group
-			killed := p.Fate == "evicted" || p.Fate == "oom-killed"
+			killed := p.Fate == "evicted" || p.Fate == "killed" || p.Fate == "oom-killed"
 			rs.GuaranteedKilled = rs.GuaranteedKilled || killed && p.QOS == "Guaranteed"
 			rs.UnderRequestBurstableKilled = rs.UnderRequestBurstableKilled || killed && p.QOS == "Burstable" && p.UnderRequest
 			killedGroup[p.Group] = killedGroup[p.Group] || killed
 		}
 		rs.EvictedGroups, rs.KilledGroups = []string{}, []string{}
 		for _, e := range r.Events {
-			if g := group[e.Pod]; e.Kind == "eviction" && g != "" && !slices.Contains(rs.EvictedGroups, g) {
+			if g := group[e.Pod]; e.Kind != "oom-kill" && g != "" && !slices.Contains(rs.EvictedGroups, g) {
 				rs.EvictedGroups = append(rs.EvictedGroups, g)
 			}
 			killedGroup[group[e.Pod]] = true
@@ -195,6 +224,52 @@ func Summarize(s *Scenario, runs []Run) Summary {
 	return sum
 }
 
+// fromOutside is a run's crossing-to-kill and crossing-to-status in
+// milliseconds, from the samples and the pod list alone.
+func fromOutside(s *Scenario, r Run, limit int64) (toKill, toStatus []float64) {
+	margin, err := hardMemoryMargin(s)
+	if err != nil || limit == 0 {
+		return nil, nil
+	}
+	crossed := -1.0
+	for _, smp := range r.Samples {
+		if limit-smp.PodsWorkingSet < margin {
+			crossed = smp.T
+			break
+		}
+	}
+	if crossed < 0 {
+		return nil, nil
+	}
+	const minWorkingSet = 32 << 20 // a pod this small halving is noise
+	kill := -1.0
+	for i := 1; i < len(r.Samples) && kill < 0; i++ {
+		prev, cur := r.Samples[i-1], r.Samples[i]
+		if cur.T < crossed {
+			continue
+		}
+		for name, ps := range prev.Pods {
+			now, ok := cur.Pods[name]
+			if ps.WorkingSet >= minWorkingSet && (!ok || now.WorkingSet < ps.WorkingSet/2) {
+				kill = cur.T
+			}
+		}
+	}
+	if kill >= 0 {
+		toKill = []float64{(kill - crossed) * 1000}
+	}
+	status := -1.0
+	for _, t := range r.StatusSeen {
+		if t >= crossed && (status < 0 || t < status) {
+			status = t
+		}
+	}
+	if status >= 0 {
+		toStatus = []float64{(status - crossed) * 1000}
+	}
+	return toKill, toStatus
+}
+
 // Failed are the verdicts that did not pass.
 func (s Summary) Failed() []Verdict {
 	var out []Verdict
@@ -220,6 +295,9 @@ func dist(v []float64) Dist {
 func Report(s *Scenario, sum Summary) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Experiment %s\n\n", s.Name)
+	if sum.Agent != "" {
+		fmt.Fprintf(&b, "Against %s.\n\n", sum.Agent)
+	}
 	if s.Description != "" {
 		fmt.Fprintf(&b, "%s\n\n", strings.TrimSpace(s.Description))
 	}
@@ -238,7 +316,7 @@ func Report(s *Scenario, sum Summary) string {
 	if s.HostLoad != nil {
 		fmt.Fprintf(&b, "\nOn the host, outside kubepods: %s.\n", s.HostLoad.String())
 	}
-	b.WriteString("\n## Runs\n\n| run | killed, in order | kernel OOM kills | peak pods working set | decision p50 (ms) | kill sent, max (ms) | agent run-queue wait (ms) | sample rate |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n## Runs\n\n| run | killed, in order | kernel OOM kills | peak pods working set | peak pods usage / limit | crossing to kill (ms) | decision p50 (ms) | kill sent, max (ms) | agent run-queue wait (ms) | sample rate |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range sum.Runs {
 		var kills []string
 		for _, k := range r.Kills {
@@ -251,17 +329,25 @@ func Report(s *Scenario, sum Summary) string {
 		if r.Error != "" {
 			text += " — error: " + r.Error
 		}
-		fmt.Fprintf(&b, "| %d | %s | %d | %s | %.2f | %.2f | %.1f | %.0f Hz |\n", r.Run, text, r.KernelOOMKills, quantityMiB(r.PeakPodsWorkingSet), dist(r.DecisionMs).P50, dist(r.KillMs).Max, r.AgentRunQueueMs, r.SampleHz)
+		peak, toKill := "-", "-"
+		if r.PodsLimit > 0 {
+			peak = fmt.Sprintf("%.0f%%", 100*float64(r.PeakPodsUsage)/float64(r.PodsLimit))
+		}
+		if len(r.CrossToKillMs) > 0 {
+			toKill = fmt.Sprintf("%.0f", r.CrossToKillMs[0])
+		}
+		fmt.Fprintf(&b, "| %d | %s | %d | %s | %s | %s | %.2f | %.2f | %.1f | %.0f Hz |\n", r.Run, text, r.KernelOOMKills, quantityMiB(r.PeakPodsWorkingSet), peak, toKill,
+			dist(r.DecisionMs).P50, dist(r.KillMs).Max, r.AgentRunQueueMs, r.SampleHz)
 	}
 	b.WriteString("\n## Latencies across runs (ms)\n\n| stage | n | p50 | p99 | max |\n|---|---|---|---|---|\n")
-	for _, k := range Stages {
+	for _, k := range append(append([]string(nil), Stages...), OutsideStages...) {
 		d := sum.Latencies[k]
 		if k == "cgroup kill" && d.N == 0 {
 			continue // the kubelet's way (--eviction-hard-memory-kill=runtime), or no hard memory threshold
 		}
 		fmt.Fprintf(&b, "| %s | %d | %.2f | %.2f | %.2f |\n", k, d.N, d.P50, d.P99, d.Max)
 	}
-	b.WriteString("\ndetection: kernel notification to the agent awake (its wake-up latency); decision: awake to decided; cgroup kill: decided to the first victim's processes killed through its cgroup; kill: decided to the kill sent (all victims); reclaim: kill sent to the victims gone. The agent's run-queue wait (above, per run) is how long its threads waited for a CPU during the run.\n\n## Verdicts\n\n")
+	b.WriteString("\ndetection: kernel notification to the agent awake (its wake-up latency); decision: awake to decided; cgroup kill: decided to the first victim's processes killed through its cgroup; kill: decided to the kill sent (all victims); reclaim: kill sent to the victims gone. The agent's run-queue wait (above, per run) is how long its threads waited for a CPU during the run. Measured from outside, for any agent: crossing to kill is from the first sample with the pods past their memory less the hard threshold to the first sample where a pod's working set halved or its cgroup went; crossing to status, to the first pod's end in the agent's pod list (polled at 20 Hz). The first five stages come from nodeagent's own traces and are empty for other agents.\n\n## Verdicts\n\n")
 	for _, v := range sum.Verdicts {
 		mark := "PASS"
 		if !v.Pass {
@@ -303,4 +389,19 @@ func workload(p Pod) string {
 		return "load: " + p.Load.String()
 	}
 	return "idle"
+}
+
+// WriteNotApplicable writes the summary and report of a scenario that
+// cannot run against agent, saying why.
+func WriteNotApplicable(out string, s *Scenario, agent, why string) error {
+	sum := Summary{Scenario: s.Name, Agent: agent, NotApplicable: why, Latencies: map[string]Dist{}}
+	data, err := json.MarshalIndent(sum, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "summary.json"), data, 0o644); err != nil {
+		return err
+	}
+	report := fmt.Sprintf("# Experiment %s\n\nDoes not apply to %s: %s.\n", s.Name, agent, why)
+	return os.WriteFile(filepath.Join(out, "report.md"), []byte(report), 0o644)
 }

@@ -39,6 +39,10 @@ type KubeletOptions struct {
 	// Config is more KubeletConfiguration fields (YAML), after the
 	// launcher's.
 	Config string
+	// Kubeconfig joins the kubelet to a control plane (ControlPlane's
+	// NodeKubeconfig); empty: standalone, static pods only. A standalone
+	// kubelet never evicts: it takes static pods for critical ones.
+	Kubeconfig string
 	// Verbosity is the kubelet's -v (default 0, as in production).
 	Verbosity int
 	// FileCheckFrequency is the static pod directory's rescan period
@@ -187,6 +191,9 @@ func (k *Kubelet) Start(ctx context.Context, timeout time.Duration) (err error) 
 	}
 	cmd := exec.Command(k.Bin, "--config", k.ConfigFile, "--root-dir", k.RootDir, "--cert-dir", filepath.Join(k.Dir, "pki"),
 		"--hostname-override", k.NodeName, "-v", strconv.Itoa(k.Verbosity))
+	if k.Kubeconfig != "" {
+		cmd.Args = append(cmd.Args, "--kubeconfig", k.Kubeconfig)
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
