@@ -37,6 +37,9 @@ type earlyoomKill struct {
 	at   time.Time
 	pid  int
 	line string
+	// podUID is read from the victim's /proc/<pid>/cgroup as the line
+	// arrives: earlyoom prints it before it signals.
+	podUID string
 }
 
 // earlyoomSettings are nodeagent's for the earlyoom peer: the scenario's
@@ -128,8 +131,9 @@ func (p *earlyoomPeer) read(r io.Reader) {
 		fmt.Fprintf(p.out, "%s %s\n", at.Format(time.RFC3339Nano), line)
 		if m := killLine.FindStringSubmatch(line); m != nil {
 			pid, _ := strconv.Atoi(m[2])
+			k := earlyoomKill{at: at, pid: pid, line: line, podUID: podUIDOf(pid)}
 			p.mu.Lock()
-			p.kills = append(p.kills, earlyoomKill{at: at, pid: pid, line: line})
+			p.kills = append(p.kills, k)
 			p.mu.Unlock()
 		}
 	}
@@ -150,15 +154,29 @@ func (p *earlyoomPeer) collect(r *Run) error {
 	for _, k := range kills {
 		pod := ""
 		for _, pd := range pods {
-			for _, cs := range pd.Status.ContainerStatuses {
-				if t := cs.State.Terminated; t != nil && t.ExitCode == 137 && t.Reason != "OOMKilled" {
-					pod = podGroupName(pd.Name, p.nodeName)
-				}
+			if k.podUID != "" && string(pd.UID) == k.podUID {
+				pod = podGroupName(pd.Name, p.nodeName)
 			}
 		}
 		r.Events = append(r.Events, Event{T: Elapsed(r.Start, k.at), Kind: "kill", By: "earlyoom", Pod: pod, Note: k.line})
 	}
 	return nil
+}
+
+// podCgroup finds a pod's UID in a cgroup path (.../pod<uid>/...).
+var podCgroup = regexp.MustCompile(`(?m)/pod([0-9a-f-]{36})(?:/|$)`)
+
+// podUIDOf is the UID of the pod whose cgroup holds pid, or "" (not a
+// pod's, or gone).
+func podUIDOf(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return ""
+	}
+	if m := podCgroup.FindStringSubmatch(string(b)); m != nil {
+		return m[1]
+	}
+	return ""
 }
 
 func (p *earlyoomPeer) stop() {

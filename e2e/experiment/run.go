@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodeagent/cgroups"
 	"nodeagent/e2e/launch"
@@ -129,7 +130,17 @@ func startControlPlane(env Env, dir string) (*launch.ControlPlane, error) {
 	if err := cp.Start(2 * time.Minute); err != nil {
 		return nil, err
 	}
-	return cp, nil
+	// Pods are refused until the namespace's default ServiceAccount exists.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		_, err := cp.Client.CoreV1().ServiceAccounts(apiNamespace).Get(context.Background(), "default", metav1.GetOptions{})
+		if err == nil {
+			return cp, nil
+		}
+		if time.Now().After(deadline) {
+			cp.Stop()
+			return nil, fmt.Errorf("no default ServiceAccount in %s within a minute: %w", apiNamespace, err)
+		}
+	}
 }
 
 func runOnce(ctx context.Context, s *Scenario, env Env, cp *launch.ControlPlane, mgr cgroups.Manager, dir string, index int, nodeMemory int64, progress Progress) (Run, error) {

@@ -345,6 +345,10 @@ func Report(s *Scenario, sum Summary) string {
 		if k == "cgroup kill" && d.N == 0 {
 			continue // the kubelet's way (--eviction-hard-memory-kill=runtime), or no hard memory threshold
 		}
+		if d.N == 0 {
+			fmt.Fprintf(&b, "| %s | 0 | - | - | - |\n", k)
+			continue
+		}
 		fmt.Fprintf(&b, "| %s | %d | %.2f | %.2f | %.2f |\n", k, d.N, d.P50, d.P99, d.Max)
 	}
 	b.WriteString("\ndetection: kernel notification to the agent awake (its wake-up latency); decision: awake to decided; cgroup kill: decided to the first victim's processes killed through its cgroup; kill: decided to the kill sent (all victims); reclaim: kill sent to the victims gone. The agent's run-queue wait (above, per run) is how long its threads waited for a CPU during the run. Measured from outside, for any agent: crossing to kill is from the first sample with the pods past their memory less the hard threshold to the first sample where a pod's working set halved or its cgroup went; crossing to status, to the first pod's end in the agent's pod list (polled at 20 Hz). The first five stages come from nodeagent's own traces and are empty for other agents.\n\n## Verdicts\n\n")
