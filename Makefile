@@ -179,9 +179,9 @@ PEER_ENV = KUBELET_BIN=$(CURDIR)/$(BIN_DIR)/upstream/kubelet RUNTIME_BIN=$(CURDI
 bench: build runtime-up controlplane kubelet ## pod start latency (one pod; 110 at once, standalone and API-server mode) and footprint, 110 pods' probes, eviction latencies: nodeagent, the direct-CRI floor and the kubelet side by side (reported, not asserted)
 	$(PEER_ENV) CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent CONTROLPLANE_BIN=$(CURDIR)/$(BIN_DIR)/controlplane \
 		$(GO) run ./e2e/bench/podstart
-	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent TEST_IMAGE=$(TEST_IMAGE) \
+	$(PEER_ENV) CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent TEST_IMAGE=$(TEST_IMAGE) \
 		$(GO) run ./e2e/bench/probes
-	CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent TEST_IMAGE=$(TEST_IMAGE) \
+	$(PEER_ENV) CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent TEST_IMAGE=$(TEST_IMAGE) CONTROLPLANE_BIN=$(CURDIR)/$(BIN_DIR)/controlplane \
 		$(GO) run ./e2e/bench/eviction
 
 

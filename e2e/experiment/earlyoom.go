@@ -163,8 +163,9 @@ func (p *earlyoomPeer) collect(r *Run) error {
 	return nil
 }
 
-// podCgroup finds a pod's UID in a cgroup path (.../pod<uid>/...).
-var podCgroup = regexp.MustCompile(`(?m)/pod([0-9a-f-]{36})(?:/|$)`)
+// podCgroup finds a pod's UID in a cgroup path (.../pod<uid>/...): a
+// UUID, or for a static pod a hash.
+var podCgroup = regexp.MustCompile(`(?m)/pod([0-9a-f-]{32,36})(?:/|$)`)
 
 // podUIDOf is the UID of the pod whose cgroup holds pid, or "" (not a
 // pod's, or gone).

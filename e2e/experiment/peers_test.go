@@ -102,6 +102,8 @@ func TestPodUIDFromACgroupPath(t *testing.T) {
 	for path, want := range map[string]string{
 		"4:memory:/n/kubepods/besteffort/pod0f1e2d3c-4b5a-6978-8695-a4b3c2d1e0f9/abc\n": "0f1e2d3c-4b5a-6978-8695-a4b3c2d1e0f9",
 		"4:memory:/n/kubepods/pod0f1e2d3c-4b5a-6978-8695-a4b3c2d1e0f9\n":                "0f1e2d3c-4b5a-6978-8695-a4b3c2d1e0f9",
+		// A static pod's UID is a hash, not a UUID.
+		"12:pids:/x\n4:memory:/n/kubepods/burstable/pod6b41423af3b2bdeeda34b6a73b50e8f7/c1\n": "6b41423af3b2bdeeda34b6a73b50e8f7",
 		"4:memory:/user.slice\n": "",
 	} {
 		got := ""

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -324,6 +325,18 @@ func Flags() *Env {
 	return e
 }
 
+// interruptible cancels the work under way (Interruptible) on a signal.
+var interruptible atomic.Pointer[context.CancelFunc]
+
+// Interruptible is a context a first Ctrl-C cancels instead of ending the
+// run, for work that cleans up after itself when cancelled (experiments);
+// done restores the default.
+func Interruptible() (ctx context.Context, done func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	interruptible.Store(&cancel)
+	return ctx, func() { interruptible.Store(nil); cancel() }
+}
+
 // Connect checks the settings and dials the runtime. From here on, Ctrl-C
 // (or SIGTERM) ends the run as a failure does: pods removed, agents and
 // peers stopped, the host as it was.
@@ -331,9 +344,16 @@ func (e *Env) Connect() *cri.Client {
 	if e.Endpoint == "" || e.AgentBin == "" {
 		Fail("need CRI_ENDPOINT and NODEAGENT_BIN (run `make bench`)")
 	}
-	sig := make(chan os.Signal, 1)
+	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() { Fail(fmt.Sprintf("%v: cleaning up", <-sig)) }()
+	go func() {
+		s := <-sig
+		if cancel := interruptible.Load(); cancel != nil {
+			(*cancel)()
+			s = <-sig // a second one ends the run at once
+		}
+		Fail(fmt.Sprintf("%v: cleaning up", s))
+	}()
 	rt, err := cri.New(e.Endpoint, cri.Options{Timeout: time.Minute})
 	Check(err)
 	return rt
