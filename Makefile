@@ -77,8 +77,11 @@ run: build runtime-up ## bring the node up and run the agent in the foreground w
 controlplane: ## build bin/controlplane and bin/kubectl from k8s.io/kubernetes (hack/controlplane; cached by version, cold about 6 min)
 	@GO=$(GO) hack/cluster.sh build
 
-conformance-upstream: build runtime-up ## run the upstream [NodeConformance] specs against nodeagent (results in bin/conformance-upstream; docs/upstream-conformance.md)
-	@GO=$(GO) BIN_DIR=$(BIN_DIR) hack/upstream.sh run
+# conformance-upstream's node: nodeagent, or kubelet for the control run.
+AGENT ?= nodeagent
+
+conformance-upstream: build runtime-up ## run the upstream [NodeConformance] specs against nodeagent, or with AGENT=kubelet against the real kubelet as a control (results in bin/conformance-upstream[-kubelet]; docs/upstream-conformance.md)
+	@GO=$(GO) BIN_DIR=$(BIN_DIR) AGENT=$(AGENT) hack/upstream.sh run
 
 conformance-upstream-quick: build runtime-up ## the upstream specs CI runs: a named subset of conformance-upstream (hack/upstream.sh QUICK_GROUPS), a few minutes
 	@GO=$(GO) BIN_DIR=$(BIN_DIR) hack/upstream.sh quick

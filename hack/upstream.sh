@@ -15,7 +15,10 @@
 #
 # run's settings (environment): UPSTREAM_FOCUS (default \[NodeConformance\]),
 # UPSTREAM_SKIP (added to the named skips below), UPSTREAM_PROCS (parallel
-# ginkgo processes, default 4), UPSTREAM_TIMEOUT (default 90m).
+# ginkgo processes, default 4), UPSTREAM_TIMEOUT (default 90m), AGENT
+# (nodeagent, the default, or kubelet: the control run, the same specs
+# against the real kubelet of the release on a containerd of its own,
+# results in bin/conformance-upstream-kubelet).
 #
 # The binaries come from hack/e2enode, a Go module of its own that
 # requires k8s.io/kubernetes at a release; the agent's go.mod never does.
@@ -149,7 +152,12 @@ quick() {
 REGISTRY=${REGISTRY:-127.0.0.1:5050}
 CRI_ENDPOINT=${CRI_ENDPOINT:-unix:///run/nodeagent-runtime/containerd.sock}
 NODE_ADDRESS=${NODE_ADDRESS:-198.18.0.1}
-RUN_OUT=$HERE/$BIN_DIR/conformance-upstream
+AGENT=${AGENT:-nodeagent}
+case "$AGENT" in
+nodeagent) RUN_OUT=$HERE/$BIN_DIR/conformance-upstream ;;
+kubelet) RUN_OUT=$HERE/$BIN_DIR/conformance-upstream-kubelet ;;
+*) die "AGENT=$AGENT: nodeagent or kubelet" ;;
+esac
 # The suite reads these paths as the kubelet's: pod volumes under
 # /var/lib/kubelet/pods, logs under /var/log/pods.
 AGENT_ROOT=/var/lib/kubelet
@@ -173,12 +181,16 @@ push_images() {
 		--agnhost-tools "$AGNHOST_TOOLS" \
 		--agnhost "$OUT/agnhost" --agnhost-tls "$src/localhost.crt,$src/localhost.key" >"$RUN_OUT/images.txt"
 	log "pushed $(wc -l <"$RUN_OUT/images.txt") images to $REGISTRY (list: $RUN_OUT/images.txt)"
-	# The runtime may hold an older build under the same tag, which pods
-	# with imagePullPolicy IfNotPresent would run: pull each one again.
+}
+
+# pull_images ENDPOINT: the runtime may hold an older build under the same
+# tag, which pods with imagePullPolicy IfNotPresent would run: pull each
+# one again.
+pull_images() {
 	local ref
 	while read -r ref; do
-		"$HERE/$BIN_DIR/runtime/ctr" --address "${CRI_ENDPOINT#unix://}" --namespace k8s.io images pull --plain-http "${ref%@*}" >/dev/null ||
-			die "pull ${ref%@*} into the runtime"
+		"$HERE/$BIN_DIR/runtime/ctr" --address "${1#unix://}" --namespace k8s.io images pull --plain-http "${ref%@*}" >/dev/null ||
+			die "pull ${ref%@*} into the runtime at $1"
 	done <"$RUN_OUT/images.txt"
 }
 
@@ -219,14 +231,8 @@ services_up() {
 # presents no client certificate to the node.
 agent_up() {
 	rm -rf "$RUN_OUT/agent/manifests" && mkdir -p "$RUN_OUT/agent/manifests"
-	cat >"$RUN_OUT/agent/kubeconfig" <<-EOF
-	apiVersion: v1
-	kind: Config
-	clusters: [{name: e2e, cluster: {server: "$API", insecure-skip-tls-verify: true}}]
-	users: [{name: e2e, user: {token: "$TOKEN"}}]
-	contexts: [{name: e2e, context: {cluster: e2e, user: e2e}}]
-	current-context: e2e
-	EOF
+	write_kubeconfig
+	pull_images "$CRI_ENDPOINT"
 	cat >"$RUN_OUT/agent/config.yaml" <<-EOF
 	apiVersion: kubelet.config.k8s.io/v1beta1
 	kind: KubeletConfiguration
@@ -245,13 +251,52 @@ agent_up() {
 		--hostname-override "$NODE_NAME" --node-ip "$NODE_ADDRESS" --root-dir "$AGENT_ROOT" \
 		--control-socket "$RUN_OUT/agent/control.sock" >"$RUN_OUT/nodeagent.log" 2>&1 </dev/null &
 	echo $! >"$RUN_OUT/nodeagent.pid"
-	for _ in $(seq 60); do
-		api_get "/api/v1/nodes/$NODE_NAME" 2>/dev/null | grep -q '"type": *"Ready"' && { log "node $NODE_NAME registered"; return 0; }
+	wait_node "$RUN_OUT/nodeagent.pid" "$RUN_OUT/nodeagent.log"
+}
+
+# kubelet_up: the control run's node, the real kubelet (nodetest peer
+# kubelet: a containerd of its own, the host restored after) with the
+# same ports, root directory and authentication as nodeagent's above;
+# SUITE_CRI becomes its runtime, which the images are pulled into.
+kubelet_up() {
+	rm -rf "$RUN_OUT/kubelet" && mkdir -p "$RUN_OUT/agent"
+	write_kubeconfig
+	setsid nohup "$HERE/$BIN_DIR/nodetest" peer kubelet --dir "$RUN_OUT/kubelet" --kubeconfig "$RUN_OUT/agent/kubeconfig" \
+		--node-name "$NODE_NAME" --address 0.0.0.0 --port "$KUBELET_PORT" --read-only-port "$READ_ONLY_PORT" \
+		--root-dir "$AGENT_ROOT" --pod-logs-dir /var/log/pods --node-ip "$NODE_ADDRESS" \
+		--kubelet-bin "$OUT/kubelet" --runtime-bin "$HERE/$BIN_DIR/runtime" >"$RUN_OUT/kubelet-peer.log" 2>&1 </dev/null &
+	echo $! >"$RUN_OUT/nodeagent.pid"
+	for _ in $(seq 120); do
+		SUITE_CRI=$(sed -n 's/^KUBELET_CRI_ENDPOINT=//p' "$RUN_OUT/kubelet-peer.log")
+		[ -n "$SUITE_CRI" ] && break
 		alive "$RUN_OUT/nodeagent.pid" || break
 		sleep 1
 	done
-	tail -n 20 "$RUN_OUT/nodeagent.log" >&2
-	die "nodeagent did not register node $NODE_NAME (log: $RUN_OUT/nodeagent.log)"
+	[ -n "$SUITE_CRI" ] || { tail -n 20 "$RUN_OUT/kubelet-peer.log" >&2; die "the kubelet did not start (log: $RUN_OUT/kubelet-peer.log)"; }
+	pull_images "$SUITE_CRI"
+	wait_node "$RUN_OUT/nodeagent.pid" "$RUN_OUT/kubelet/kubelet.log"
+}
+
+write_kubeconfig() {
+	cat >"$RUN_OUT/agent/kubeconfig" <<-EOF
+	apiVersion: v1
+	kind: Config
+	clusters: [{name: e2e, cluster: {server: "$API", insecure-skip-tls-verify: true}}]
+	users: [{name: e2e, user: {token: "$TOKEN"}}]
+	contexts: [{name: e2e, context: {cluster: e2e, user: e2e}}]
+	current-context: e2e
+	EOF
+}
+
+# wait_node PIDFILE LOG: until the node is Ready in the API.
+wait_node() {
+	for _ in $(seq 60); do
+		api_get "/api/v1/nodes/$NODE_NAME" 2>/dev/null | grep -q '"type": *"Ready"' && { log "node $NODE_NAME registered ($AGENT)"; return 0; }
+		alive "$1" || break
+		sleep 1
+	done
+	tail -n 20 "$2" >&2
+	die "$AGENT did not register node $NODE_NAME (log: $2)"
 }
 
 # teardown: remove the static pods the suite left, wait for the agent to
@@ -270,7 +315,8 @@ teardown() {
 		done
 		[ "$n" = 0 ] || log "warning: the agent still runs ${n:-some} pods; the next run's agent stops them"
 	fi
-	stop "$RUN_OUT/nodeagent.pid" nodeagent 30
+	# The kubelet's peer restores the host after it: give it time.
+	stop "$RUN_OUT/nodeagent.pid" "$AGENT" 120
 	stop "$RUN_OUT/services.pid" "the suite's services" 30
 	firewall_down
 }
@@ -289,16 +335,18 @@ run() {
 	deps
 	[ -x "$HERE/$BIN_DIR/nodeagent" ] || die "$BIN_DIR/nodeagent missing: run 'make build' first"
 	build
+	[ "$AGENT" = kubelet ] && kubelet
 	busybox
 	(cd "$MODULE" && "$GO" build -o "$OUT/report" ./report)
-	alive "$RUN_OUT/nodeagent.pid" && stop "$RUN_OUT/nodeagent.pid" "nodeagent of an earlier run" 30
+	alive "$RUN_OUT/nodeagent.pid" && stop "$RUN_OUT/nodeagent.pid" "the $AGENT of an earlier run" 120
 	alive "$RUN_OUT/services.pid" && stop "$RUN_OUT/services.pid" "services of an earlier run" 30
 	rm -rf "$RUN_OUT/report" && mkdir -p "$RUN_OUT/report"
 	push_images
 	trap teardown EXIT
 	firewall_up
 	services_up
-	agent_up
+	SUITE_CRI=$CRI_ENDPOINT
+	if [ "$AGENT" = kubelet ]; then kubelet_up; else agent_up; fi
 
 	local focus=${UPSTREAM_FOCUS:-'\[NodeConformance\]'} skip i start=$SECONDS status=0
 	skip=$(skip_regexp)
@@ -308,7 +356,7 @@ run() {
 		--focus="$focus" --skip="$skip" --no-color --output-dir="$RUN_OUT/report" \
 		--json-report=report.json --junit-report=junit.xml \
 		"$OUT/e2e_node.test" -- --start-services=false --prepull-images=false \
-		--container-runtime-endpoint="$CRI_ENDPOINT" --bearer-token="$TOKEN" --node-name="$NODE_NAME" \
+		--container-runtime-endpoint="$SUITE_CRI" --bearer-token="$TOKEN" --node-name="$NODE_NAME" \
 		--host="$API" --report-dir="$RUN_OUT/report" >"$RUN_OUT/suite.log" 2>&1 || status=$?
 	log "suite finished in $((SECONDS - start)) s (exit $status; log: $RUN_OUT/suite.log)"
 	"$OUT/report" --json "$RUN_OUT/report/report.json" --focus "$focus" --skip "$skip" \

@@ -134,25 +134,12 @@ func (t *tester) compareExperiments(dirs []string, svg string) error {
 // kubelet in bin/upstream, the runtime in bin/runtime, the control
 // plane), else PATH for earlyoom.
 func (o experimentOptions) peerBinaries(env *experiment.Env) error {
-	beside := func(rel string) string {
-		if self, err := os.Executable(); err == nil {
-			if p := filepath.Join(filepath.Dir(self), rel); fileExists(p) {
-				return p
-			}
-		}
-		return ""
-	}
-	pick := func(flag, rel string) string {
-		if flag != "" {
-			return flag
-		}
-		return beside(rel)
-	}
 	switch o.agent {
 	case "nodeagent":
 		return nil
 	case "kubelet":
-		env.KubeletBin, env.RuntimeBin, env.ControlplaneBin = pick(o.kubeletBin, "upstream/kubelet"), pick(o.runtimeBin, "runtime"), pick(o.controlplaneBin, "controlplane")
+		env.KubeletBin, env.RuntimeBin, env.ControlplaneBin = besideNodetest(o.kubeletBin, "upstream/kubelet"),
+			besideNodetest(o.runtimeBin, "runtime"), besideNodetest(o.controlplaneBin, "controlplane")
 		for _, b := range []struct{ flag, path, how string }{{"--kubelet-bin", env.KubeletBin, "make kubelet"},
 			{"--runtime-bin", env.RuntimeBin, "make runtime-up"}, {"--controlplane-bin", env.ControlplaneBin, "make controlplane"}} {
 			if b.path == "" || !fileExists(b.path) {
@@ -172,6 +159,20 @@ func (o experimentOptions) peerBinaries(env *experiment.Env) error {
 		return nil
 	}
 	return fmt.Errorf("--agent %q: one of %v", o.agent, experiment.Agents)
+}
+
+// besideNodetest is flag's value, else rel in nodetest's directory (bin/),
+// else "".
+func besideNodetest(flag, rel string) string {
+	if flag != "" {
+		return flag
+	}
+	if self, err := os.Executable(); err == nil {
+		if p := filepath.Join(filepath.Dir(self), rel); fileExists(p) {
+			return p
+		}
+	}
+	return ""
 }
 
 func envOr(k, def string) string {

@@ -7,6 +7,7 @@
 //	nodetest conformance [--focus RE] [--skip RE] [--parallel N] [--junit FILE] [--json] [--list]
 //	nodetest experiment run SCENARIO.yaml [--agent nodeagent|kubelet|earlyoom] [--out DIR] [--repetitions N] [--duration D]
 //	nodetest experiment compare DIR... [--out FILE.svg]
+//	nodetest peer kubelet --dir DIR [--kubeconfig F] [--node-name N] ...
 package main
 
 import (
@@ -43,6 +44,13 @@ Usage:
   nodetest experiment compare DIR... [--out FILE.svg]
                                           experiments' results side by side, and a plot of the first run
                                           of each (default compare.svg)
+  nodetest peer kubelet --dir DIR [--kubeconfig FILE] [--node-name NAME] [--address IP] [--port N]
+                       [--read-only-port N] [--root-dir DIR] [--pod-logs-dir DIR] [--node-ip IP]
+                       [--kubelet-config FILE] [--kubelet-bin PATH] [--runtime-bin DIR]
+                                          run the real kubelet on a containerd of its own in the
+                                          foreground (scripts' control runs); prints its CRI endpoint;
+                                          SIGTERM or Ctrl-C stops both and restores the host's sysctls,
+                                          cgroups, mounts and paths
 
 Global flags:
   --server URL           the agent's read-only API (default http://127.0.0.1:10255, or $NODEAGENT_SERVER)
@@ -93,6 +101,15 @@ func run(args []string, out io.Writer) error {
 	fs.StringVar(&e.runtimeBin, "runtime-bin", os.Getenv("RUNTIME_BIN"), "")
 	fs.StringVar(&e.controlplaneBin, "controlplane-bin", os.Getenv("CONTROLPLANE_BIN"), "")
 	fs.StringVar(&e.earlyoomBin, "earlyoom-bin", "", "")
+	var p peerOptions
+	fs.StringVar(&p.kubeconfig, "kubeconfig", "", "")
+	fs.StringVar(&p.node, "node-name", "", "")
+	fs.StringVar(&p.address, "address", "", "")
+	fs.IntVar(&p.readOnlyPort, "read-only-port", 0, "")
+	fs.StringVar(&p.rootDir, "root-dir", "", "")
+	fs.StringVar(&p.podLogsDir, "pod-logs-dir", "", "")
+	fs.StringVar(&p.nodeIP, "node-ip", "", "")
+	fs.StringVar(&p.configFile, "kubelet-config", "", "")
 	var image, agentBin string
 	fs.StringVar(&image, "image", "127.0.0.1:5050/nodeagent/test:latest", "")
 	fs.StringVar(&agentBin, "agent-bin", "", "")
@@ -117,6 +134,18 @@ func run(args []string, out io.Writer) error {
 		return t.runExperiment(rest[1], e)
 	case verb == "experiment" && len(rest) >= 3 && rest[0] == "compare":
 		return t.compareExperiments(rest[1:], e.out)
+	case verb == "peer" && len(rest) == 1 && rest[0] == "kubelet":
+		// --dir and --port are the conformance launcher's too, with its
+		// defaults: the peer takes them only when given.
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "dir":
+				p.dir = c.launchDir
+			case "port":
+				p.port = c.launchPort
+			}
+		})
+		return t.runKubeletPeer(p, e)
 	}
 	return cli.UsageError(fmt.Sprintf("unknown command %q", strings.Join(words, " ")))
 }

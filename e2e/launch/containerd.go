@@ -138,27 +138,38 @@ func (c *Containerd) Start(ctx context.Context, timeout time.Duration) error {
 }
 
 // RemovePods stops and removes every pod sandbox of this runtime: what a
-// peer left when it stopped. Only this containerd's pods: it is ours.
+// peer left when it stopped. Only this containerd's pods: it is ours. A
+// peer still running may be removing some itself (its garbage collection
+// races ours), so it tries again until none is left or ctx ends.
 func (c *Containerd) RemovePods(ctx context.Context) error {
 	rt, err := cri.New(c.Endpoint(), cri.Options{Timeout: time.Minute})
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	sbs, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{})
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, sb := range sbs {
-		if err := rt.StopPodSandbox(ctx, sb.Id); err != nil {
-			errs = append(errs, err)
+	var last error
+	for {
+		sbs, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{})
+		if err != nil {
+			return err
 		}
-		if err := rt.RemovePodSandbox(ctx, sb.Id); err != nil {
-			errs = append(errs, err)
+		if len(sbs) == 0 {
+			return nil
+		}
+		for _, sb := range sbs {
+			if err := rt.StopPodSandbox(ctx, sb.Id); err != nil {
+				last = err
+			}
+			if err := rt.RemovePodSandbox(ctx, sb.Id); err != nil {
+				last = err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d pod sandboxes left: %w", len(sbs), errors.Join(last, ctx.Err()))
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // Stop ends containerd, then removes what it leaves on the host: its

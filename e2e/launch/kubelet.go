@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,6 +34,14 @@ type KubeletOptions struct {
 	// Port (authenticated API, anonymous allowed on loopback),
 	// ReadOnlyPort and HealthzPort: default free ports.
 	Port, ReadOnlyPort, HealthzPort int
+	// Address is where its ports listen (default 127.0.0.1; healthz stays
+	// on loopback).
+	Address string
+	// RootDir and PodLogsDir default to Dir/root and Dir/logs; the upstream
+	// suite reads /var/lib/kubelet and /var/log/pods.
+	RootDir, PodLogsDir string
+	// Args are more flags (--node-ip, ...).
+	Args []string
 	// Bridge and Subnet are the pods' network on its containerd; default
 	// kubelet0 and 10.89.0.0/16.
 	Bridge, Subnet string
@@ -106,6 +115,15 @@ func NewKubelet(opts KubeletOptions) (*Kubelet, error) {
 	if opts.FileCheckFrequency <= 0 {
 		opts.FileCheckFrequency = 20 * time.Second
 	}
+	if opts.Address == "" {
+		opts.Address = "127.0.0.1"
+	}
+	if opts.RootDir == "" {
+		opts.RootDir = filepath.Join(opts.Dir, "root")
+	}
+	if opts.PodLogsDir == "" {
+		opts.PodLogsDir = filepath.Join(opts.Dir, "logs")
+	}
 	taken := map[int]bool{opts.Port: true, opts.ReadOnlyPort: true, opts.HealthzPort: true}
 	for _, p := range []*int{&opts.Port, &opts.ReadOnlyPort, &opts.HealthzPort} {
 		for *p == 0 {
@@ -119,7 +137,7 @@ func NewKubelet(opts KubeletOptions) (*Kubelet, error) {
 		}
 	}
 	k := &Kubelet{KubeletOptions: opts, ConfigFile: filepath.Join(opts.Dir, "config.yaml"),
-		Manifests: filepath.Join(opts.Dir, "manifests"), LogsDir: filepath.Join(opts.Dir, "logs"), RootDir: filepath.Join(opts.Dir, "root")}
+		Manifests: filepath.Join(opts.Dir, "manifests"), LogsDir: opts.PodLogsDir, RootDir: opts.RootDir}
 	for _, d := range []string{k.Manifests, k.LogsDir, k.RootDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
@@ -145,7 +163,7 @@ cgroupRoot: %s
 # default.
 failCgroupV1: false
 failSwapOn: false
-address: 127.0.0.1
+address: %s
 port: %d
 readOnlyPort: %d
 healthzBindAddress: 127.0.0.1
@@ -158,7 +176,7 @@ authorization: {mode: AlwaysAllow}
 # No KUBE-FIREWALL or hint chains: nothing in iptables outlives the run.
 makeIPTablesUtilChains: false
 %s`, rt.Endpoint(), k.Manifests, opts.FileCheckFrequency, k.LogsDir, filepath.Join(opts.Dir, "volume-plugins"),
-		opts.CgroupRoot, opts.Port, opts.ReadOnlyPort, opts.HealthzPort, opts.Config)
+		opts.CgroupRoot, opts.Address, opts.Port, opts.ReadOnlyPort, opts.HealthzPort, opts.Config)
 	if err := os.WriteFile(k.ConfigFile, []byte(config), 0o644); err != nil {
 		return nil, err
 	}
@@ -191,6 +209,7 @@ func (k *Kubelet) Start(ctx context.Context, timeout time.Duration) (err error) 
 	}
 	cmd := exec.Command(k.Bin, "--config", k.ConfigFile, "--root-dir", k.RootDir, "--cert-dir", filepath.Join(k.Dir, "pki"),
 		"--hostname-override", k.NodeName, "-v", strconv.Itoa(k.Verbosity))
+	cmd.Args = append(cmd.Args, k.Args...)
 	if k.Kubeconfig != "" {
 		cmd.Args = append(cmd.Args, "--kubeconfig", k.Kubeconfig)
 	}
@@ -235,12 +254,17 @@ func (k *Kubelet) Healthz() error {
 }
 
 // ReadOnlyURL is a path on one of the kubelet's plain-HTTP ports (the
-// read-only port when port is 0).
+// read-only port when port is 0), reached on loopback unless it listens
+// on one address only.
 func (k *Kubelet) ReadOnlyURL(path string, port int) string {
+	host := "127.0.0.1" // healthz listens there whatever Address is
 	if port == 0 {
 		port = k.ReadOnlyPort
+		if a := net.ParseIP(k.Address); a != nil && !a.IsUnspecified() {
+			host = k.Address
+		}
 	}
-	return "http://127.0.0.1:" + strconv.Itoa(port) + path
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(port)) + path
 }
 
 // LogPath is where the kubelet's output goes.

@@ -136,6 +136,8 @@ func (k *Kubelet) RemoveAll() {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
 	Check(k.Runtime.RemovePods(ctx))
 }
 
