@@ -79,6 +79,12 @@ type Progress func(run, runs int, elapsed, duration time.Duration, last Sample)
 // saying why, and no runs. Interrupted (ctx done), it removes the
 // experiment's pods, stops the agent and keeps what was recorded so far.
 func Execute(ctx context.Context, s *Scenario, env Env, out string, nodeMemory int64, progress Progress) ([]Run, error) {
+	// The agents' configurations name paths below it: absolute, as their
+	// staticPodPath and root directory must be.
+	out, err := filepath.Abs(out)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, err
 	}

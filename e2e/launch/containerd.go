@@ -82,12 +82,14 @@ func NewContainerd(opts ContainerdOptions) (*Containerd, error) {
 			return nil, err
 		}
 	}
-	// No masquerade and no port maps: the network adds no iptables rules
-	// that could outlive the run; the addresses are kept in Dir, not in
-	// /var/lib/cni.
+	// The plugin chain of nodeagent's own network (network.BridgeConfList),
+	// so that both sides pay the same for a sandbox's network; the
+	// masquerade rules go with each pod's CNI DEL, and the addresses are
+	// kept in Dir, not in /var/lib/cni.
 	network := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "%s", "plugins": [
-  {"type": "bridge", "bridge": "%s", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+  {"type": "bridge", "bridge": "%s", "isGateway": true, "ipMasq": true, "hairpinMode": true, "forceAddress": true,
    "ipam": {"type": "host-local", "ranges": [[{"subnet": "%s"}]], "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "%s"}},
+  {"type": "portmap", "capabilities": {"portMappings": true}},
   {"type": "loopback"}]}
 `, opts.Bridge, opts.Bridge, opts.Subnet, filepath.Join(opts.Dir, "cni", "ipam"))
 	if err := os.WriteFile(filepath.Join(netDir, "10-"+opts.Bridge+".conflist"), []byte(network), 0o644); err != nil {

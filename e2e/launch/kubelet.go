@@ -98,6 +98,12 @@ func NewKubelet(opts KubeletOptions) (*Kubelet, error) {
 	if _, err := os.Stat(opts.Bin); err != nil {
 		return nil, fmt.Errorf("launch: the kubelet %s is missing (make kubelet builds it)", opts.Bin)
 	}
+	// Its configuration names paths below Dir, which must be absolute.
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	opts.Dir = dir
 	if opts.NodeName == "" {
 		b := make([]byte, 4)
 		rand.Read(b)

@@ -82,6 +82,12 @@ func New(opts Options) (*Agent, error) {
 	if opts.Bin == "" || opts.RuntimeEndpoint == "" || opts.Dir == "" {
 		return nil, errors.New("launch: Bin, RuntimeEndpoint and Dir are required")
 	}
+	// Its configuration names paths below Dir, which must be absolute.
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	opts.Dir = dir
 	if opts.NodeName == "" {
 		b := make([]byte, 4)
 		rand.Read(b)

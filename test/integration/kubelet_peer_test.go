@@ -138,6 +138,10 @@ spec:
 			}
 		}
 	}
+	// The masquerade rules of its pods' network went with the pods.
+	if out, err := exec.Command("iptables-save").Output(); err != nil || strings.Contains(string(out), `\"`+k.Bridge+`\"`) {
+		t.Errorf("iptables rules of the network %s are left (or iptables-save failed: %v)", k.Bridge, err)
+	}
 	if exists("/var/lib/cni/networks/" + k.Bridge) {
 		t.Errorf("/var/lib/cni/networks/%s is left", k.Bridge)
 	}

@@ -22,13 +22,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"nodeagent/agent/node"
+	"nodeagent/cri"
 	"nodeagent/e2e/bench/benchkit"
 	"nodeagent/eviction"
 )
 
 var (
 	env      = benchkit.Flags()
-	runs     = flag.Int("runs", 20, "hogs per rate")
+	runs     = flag.Int("runs", 20, "hogs per rate (0: no traced part)")
 	rates    = flag.String("rates", "100,0", "hog growth rates in MiB/s (0: as fast as it can)")
 	nodeName = "bench-eviction-" + strconv.Itoa(os.Getpid())
 )
@@ -42,6 +43,17 @@ func main() {
 	flag.Parse()
 	rt := env.Connect()
 	defer rt.Close()
+	if *runs > 0 {
+		traced(rt)
+	}
+	ctx, done := benchkit.Interruptible()
+	defer done()
+	sideBySide(ctx)
+}
+
+// traced is the nodeagent part: hogs at each rate, latencies from its
+// decisions' traces.
+func traced(rt *cri.Client) {
 
 	machine, err := node.ReadMachine("/")
 	benchkit.Check(err)
@@ -121,10 +133,6 @@ func main() {
 	fmt.Printf("innocent Guaranteed pod: phase %s, restarts %d, last termination: %s\n", innocent.Status.Phase, restarts, last)
 	fmt.Println("targets: detection p99 <= 10 ms (v1 eventfd), decision p99 <= 5 ms, no kernel OOM kill of a Guaranteed container")
 	a.RemoveAll(os.Getenv("BENCH_KEEP") == "")
-
-	ctx, done := benchkit.Interruptible()
-	defer done()
-	sideBySide(ctx)
 }
 
 func us(d time.Duration) string {
