@@ -105,7 +105,7 @@ func (t *tester) compareExperiments(dirs []string, svg string) error {
 	var sums []*experiment.Summary
 	var names []string
 	for _, d := range dirs {
-		s, err := experiment.ReadSummary(d)
+		s, err := experiment.ReadResult(d)
 		if err != nil {
 			return err
 		}

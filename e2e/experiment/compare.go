@@ -2,10 +2,13 @@ package experiment
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"text/tabwriter"
 )
@@ -21,6 +24,44 @@ func ReadSummary(dir string) (*Summary, error) {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "summary.json"), err)
 	}
 	return &s, nil
+}
+
+// timeline is timeline.json.
+type timeline struct {
+	Scenario *Scenario `json:"scenario"`
+	Agent    string    `json:"agent"`
+	Runs     []Run     `json:"runs"`
+}
+
+func readTimeline(dir string) (*timeline, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "timeline.json"))
+	if err != nil {
+		return nil, err
+	}
+	var tl timeline
+	if err := json.Unmarshal(data, &tl); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "timeline.json"), err)
+	}
+	if tl.Scenario == nil {
+		return nil, fmt.Errorf("%s: no scenario", filepath.Join(dir, "timeline.json"))
+	}
+	return &tl, nil
+}
+
+// ReadResult is a result directory's summary, made again from its
+// timeline when it has one: results written by an older nodetest are
+// measured as today's are.
+func ReadResult(dir string) (*Summary, error) {
+	tl, err := readTimeline(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return ReadSummary(dir) // a scenario that did not apply
+	}
+	if err != nil {
+		return nil, err
+	}
+	sum := Summarize(tl.Scenario, tl.Runs)
+	sum.Agent = tl.Agent
+	return &sum, nil
 }
 
 // Compare prints results side by side, a column each: the same scenario
@@ -47,19 +88,39 @@ func Compare(w io.Writer, names []string, sums []*Summary) error {
 		}
 		return fmt.Sprintf("%d runs", len(s.Runs))
 	})
+	// perRun counts the runs by a value of each: "1 ×18, 2 ×2".
 	perRun := func(f func(RunSummary) string) func(*Summary) string {
 		return func(s *Summary) string {
-			var parts []string
+			counts := map[string]int{}
+			var order []string
 			for _, r := range s.Runs {
-				parts = append(parts, f(r))
+				v := f(r)
+				if counts[v] == 0 {
+					order = append(order, v)
+				}
+				counts[v]++
 			}
-			return strings.Join(parts, " ")
+			sort.Strings(order)
+			var parts []string
+			for _, v := range order {
+				parts = append(parts, fmt.Sprintf("%s ×%d", v, counts[v]))
+			}
+			return strings.Join(parts, ", ")
 		}
 	}
 	row("runs with a kernel OOM kill", func(s *Summary) string {
 		n := 0
 		for _, r := range s.Runs {
 			if r.KernelOOMKills > 0 {
+				n++
+			}
+		}
+		return fmt.Sprintf("%d of %d", n, len(s.Runs))
+	})
+	row("runs killed before the crossing", func(s *Summary) string {
+		n := 0
+		for _, r := range s.Runs {
+			if r.KilledBeforeCrossing {
 				n++
 			}
 		}
@@ -128,20 +189,12 @@ func ComparePlot(names, dirs []string) (string, error) {
 	var scenario *Scenario
 	var runs []Run
 	for i, dir := range dirs {
-		data, err := os.ReadFile(filepath.Join(dir, "timeline.json"))
-		if os.IsNotExist(err) {
+		tl, err := readTimeline(dir)
+		if errors.Is(err, fs.ErrNotExist) {
 			continue // a scenario that did not apply has no timeline
 		}
 		if err != nil {
 			return "", err
-		}
-		var tl struct {
-			Scenario *Scenario `json:"scenario"`
-			Agent    string    `json:"agent"`
-			Runs     []Run     `json:"runs"`
-		}
-		if err := json.Unmarshal(data, &tl); err != nil {
-			return "", fmt.Errorf("%s: %w", filepath.Join(dir, "timeline.json"), err)
 		}
 		if len(tl.Runs) == 0 {
 			continue

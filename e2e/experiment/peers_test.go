@@ -66,7 +66,10 @@ func TestCrossingToKillAndToStatusFromOutside(t *testing.T) {
 		smp := Sample{T: float64(i) * 0.1, PodsWorkingSet: (w + 64) << 20, Pods: map[string]PodSample{"bomb": {WorkingSet: w << 20}, "g": {WorkingSet: 64 << 20}}}
 		r.Samples = append(r.Samples, smp)
 	}
-	toKill, toStatus := fromOutside(s, r, 1<<30)
+	toKill, toStatus, before := fromOutside(s, r, 1<<30)
+	if before {
+		t.Errorf("a run that crossed is not killed before the crossing")
+	}
 	// Crossed at 0.2 s (780+64 MiB > 774), killed at 0.5 s, status at 1.25 s.
 	if len(toKill) != 1 || toKill[0] < 299 || toKill[0] > 301 {
 		t.Errorf("crossing to kill %v, want 300 ms", toKill)
@@ -76,12 +79,20 @@ func TestCrossingToKillAndToStatusFromOutside(t *testing.T) {
 	}
 	// A cgroup that vanishes is a kill too.
 	r.Samples[5].Pods = map[string]PodSample{"g": {WorkingSet: 64 << 20}}
-	if toKill, _ := fromOutside(s, r, 1<<30); len(toKill) != 1 || toKill[0] < 299 || toKill[0] > 301 {
+	if toKill, _, _ := fromOutside(s, r, 1<<30); len(toKill) != 1 || toKill[0] < 299 || toKill[0] > 301 {
 		t.Errorf("with the cgroup gone: crossing to kill %v, want 300 ms", toKill)
 	}
-	// Never crossed: nothing measured.
-	if toKill, toStatus := fromOutside(s, Run{Samples: r.Samples[:2]}, 1<<30); toKill != nil || toStatus != nil {
-		t.Errorf("never crossed: got %v %v", toKill, toStatus)
+	// Never crossed: nothing measured, and no kill before it.
+	if toKill, toStatus, before := fromOutside(s, Run{Samples: r.Samples[:2]}, 1<<30); toKill != nil || toStatus != nil || before {
+		t.Errorf("never crossed: got %v %v %v", toKill, toStatus, before)
+	}
+	// Killed at 700 MiB, under the threshold: killed before the crossing.
+	early := Run{}
+	for i, w := range []int64{100, 500, 700, 10} {
+		early.Samples = append(early.Samples, Sample{T: float64(i) * 0.1, PodsWorkingSet: (w + 64) << 20, Pods: map[string]PodSample{"bomb": {WorkingSet: w << 20}}})
+	}
+	if toKill, _, before := fromOutside(s, early, 1<<30); toKill != nil || !before {
+		t.Errorf("killed before the crossing: got %v, %v", toKill, before)
 	}
 }
 

@@ -53,6 +53,10 @@ type RunSummary struct {
 	// when the run never crossed.
 	CrossToKillMs   []float64 `json:"crossToKillMs,omitempty"`
 	CrossToStatusMs []float64 `json:"crossToStatusMs,omitempty"`
+	// KilledBeforeCrossing: a pod was killed and the samples never saw the
+	// crossing (the agent acted on its own, earlier reading, or between
+	// two samples).
+	KilledBeforeCrossing bool `json:"killedBeforeCrossing,omitempty"`
 	// PeakPodsUsage is the pods' highest memory usage, PodsLimit their
 	// memory (podsMemory).
 	PeakPodsUsage int64 `json:"peakPodsUsage"`
@@ -137,7 +141,7 @@ func Summarize(s *Scenario, runs []Run) Summary {
 		if pm := s.Agent.PodsMemory; pm != nil {
 			rs.PodsLimit = pm.Value()
 		}
-		rs.CrossToKillMs, rs.CrossToStatusMs = fromOutside(s, r, rs.PodsLimit)
+		rs.CrossToKillMs, rs.CrossToStatusMs, rs.KilledBeforeCrossing = fromOutside(s, r, rs.PodsLimit)
 		all["crossing to kill"] = append(all["crossing to kill"], rs.CrossToKillMs...)
 		all["crossing to status"] = append(all["crossing to status"], rs.CrossToStatusMs...)
 		group := map[string]string{}
@@ -225,11 +229,12 @@ func Summarize(s *Scenario, runs []Run) Summary {
 }
 
 // fromOutside is a run's crossing-to-kill and crossing-to-status in
-// milliseconds, from the samples and the pod list alone.
-func fromOutside(s *Scenario, r Run, limit int64) (toKill, toStatus []float64) {
+// milliseconds, from the samples and the pod list alone, and whether a pod
+// was killed in a run whose samples never crossed.
+func fromOutside(s *Scenario, r Run, limit int64) (toKill, toStatus []float64, killedBefore bool) {
 	margin, err := hardMemoryMargin(s)
 	if err != nil || limit == 0 {
-		return nil, nil
+		return nil, nil, false
 	}
 	crossed := -1.0
 	for _, smp := range r.Samples {
@@ -238,22 +243,9 @@ func fromOutside(s *Scenario, r Run, limit int64) (toKill, toStatus []float64) {
 			break
 		}
 	}
+	kill := firstKill(r.Samples, max(crossed, 0))
 	if crossed < 0 {
-		return nil, nil
-	}
-	const minWorkingSet = 32 << 20 // a pod this small halving is noise
-	kill := -1.0
-	for i := 1; i < len(r.Samples) && kill < 0; i++ {
-		prev, cur := r.Samples[i-1], r.Samples[i]
-		if cur.T < crossed {
-			continue
-		}
-		for name, ps := range prev.Pods {
-			now, ok := cur.Pods[name]
-			if ps.WorkingSet >= minWorkingSet && (!ok || now.WorkingSet < ps.WorkingSet/2) {
-				kill = cur.T
-			}
-		}
+		return nil, nil, kill >= 0
 	}
 	if kill >= 0 {
 		toKill = []float64{(kill - crossed) * 1000}
@@ -267,7 +259,26 @@ func fromOutside(s *Scenario, r Run, limit int64) (toKill, toStatus []float64) {
 	if status >= 0 {
 		toStatus = []float64{(status - crossed) * 1000}
 	}
-	return toKill, toStatus
+	return toKill, toStatus, false
+}
+
+// firstKill is the time of the first sample from `from` on where a pod's
+// working set halved or its cgroup went, or -1.
+func firstKill(samples []Sample, from float64) float64 {
+	const minWorkingSet = 32 << 20 // a pod this small halving is noise
+	for i := 1; i < len(samples); i++ {
+		prev, cur := samples[i-1], samples[i]
+		if cur.T < from {
+			continue
+		}
+		for name, ps := range prev.Pods {
+			now, ok := cur.Pods[name]
+			if ps.WorkingSet >= minWorkingSet && (!ok || now.WorkingSet < ps.WorkingSet/2) {
+				return cur.T
+			}
+		}
+	}
+	return -1
 }
 
 // Failed are the verdicts that did not pass.
@@ -333,8 +344,11 @@ func Report(s *Scenario, sum Summary) string {
 		if r.PodsLimit > 0 {
 			peak = fmt.Sprintf("%.0f%%", 100*float64(r.PeakPodsUsage)/float64(r.PodsLimit))
 		}
-		if len(r.CrossToKillMs) > 0 {
+		switch {
+		case len(r.CrossToKillMs) > 0:
 			toKill = fmt.Sprintf("%.0f", r.CrossToKillMs[0])
+		case r.KilledBeforeCrossing:
+			toKill = "before"
 		}
 		fmt.Fprintf(&b, "| %d | %s | %d | %s | %s | %s | %.2f | %.2f | %.1f | %.0f Hz |\n", r.Run, text, r.KernelOOMKills, quantityMiB(r.PeakPodsWorkingSet), peak, toKill,
 			dist(r.DecisionMs).P50, dist(r.KillMs).Max, r.AgentRunQueueMs, r.SampleHz)
@@ -351,7 +365,7 @@ func Report(s *Scenario, sum Summary) string {
 		}
 		fmt.Fprintf(&b, "| %s | %d | %.2f | %.2f | %.2f |\n", k, d.N, d.P50, d.P99, d.Max)
 	}
-	b.WriteString("\ndetection: kernel notification to the agent awake (its wake-up latency); decision: awake to decided; cgroup kill: decided to the first victim's processes killed through its cgroup; kill: decided to the kill sent (all victims); reclaim: kill sent to the victims gone. The agent's run-queue wait (above, per run) is how long its threads waited for a CPU during the run. Measured from outside, for any agent: crossing to kill is from the first sample with the pods past their memory less the hard threshold to the first sample where a pod's working set halved or its cgroup went; crossing to status, to the first pod's end in the agent's pod list (polled at 20 Hz). The first five stages come from nodeagent's own traces and are empty for other agents.\n\n## Verdicts\n\n")
+	b.WriteString("\ndetection: kernel notification to the agent awake (its wake-up latency); decision: awake to decided; cgroup kill: decided to the first victim's processes killed through its cgroup; kill: decided to the kill sent (all victims); reclaim: kill sent to the victims gone. The agent's run-queue wait (above, per run) is how long its threads waited for a CPU during the run. Measured from outside, for any agent: crossing to kill is from the first sample with the pods past their memory less the hard threshold to the first sample where a pod's working set halved or its cgroup went (\"before\": killed in a run whose samples never crossed); crossing to status, to the first pod's end in the agent's pod list (polled at 20 Hz). The first five stages come from nodeagent's own traces and are empty for other agents.\n\n## Verdicts\n\n")
 	for _, v := range sum.Verdicts {
 		mark := "PASS"
 		if !v.Pass {

@@ -59,7 +59,7 @@ func sideBySide(ctx context.Context) {
 			if _, err := experiment.Execute(ctx, s, e, dir, nodeMemory, nil); err != nil {
 				fmt.Printf("bench: %s against %s: %v\n", s.Name, agent, err)
 			}
-			sum, err := experiment.ReadSummary(dir)
+			sum, err := experiment.ReadResult(dir)
 			if err != nil {
 				fmt.Printf("bench: %s against %s: %v\n", s.Name, agent, err)
 				continue
