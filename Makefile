@@ -84,7 +84,7 @@ conformance-upstream: build runtime-up ## run the upstream [NodeConformance] spe
 	@GO=$(GO) BIN_DIR=$(BIN_DIR) AGENT=$(AGENT) hack/upstream.sh run
 
 conformance-upstream-quick: build runtime-up ## the upstream specs CI runs: a named subset of conformance-upstream (hack/upstream.sh QUICK_GROUPS), a few minutes
-	@GO=$(GO) BIN_DIR=$(BIN_DIR) hack/upstream.sh quick
+	@GO=$(GO) BIN_DIR=$(BIN_DIR) AGENT=$(AGENT) hack/upstream.sh quick
 
 upstream-build: ## build the upstream node e2e suite (e2e_node.test, ginkgo, agnhost) from k8s.io/kubernetes into bin/upstream (hack/e2enode; cached by release)
 	@GO=$(GO) hack/upstream.sh build

@@ -46,7 +46,7 @@ Usage:
                                           of each (default compare.svg)
   nodetest peer kubelet --dir DIR [--kubeconfig FILE] [--node-name NAME] [--address IP] [--port N]
                        [--read-only-port N] [--root-dir DIR] [--pod-logs-dir DIR] [--node-ip IP]
-                       [--kubelet-config FILE] [--kubelet-bin PATH] [--runtime-bin DIR]
+                       [--cgroup-root PATH] [--kubelet-config FILE] [--kubelet-bin PATH] [--runtime-bin DIR]
                                           run the real kubelet on a containerd of its own in the
                                           foreground (scripts' control runs); prints its CRI endpoint;
                                           SIGTERM or Ctrl-C stops both and restores the host's sysctls,
@@ -110,6 +110,7 @@ func run(args []string, out io.Writer) error {
 	fs.StringVar(&p.podLogsDir, "pod-logs-dir", "", "")
 	fs.StringVar(&p.nodeIP, "node-ip", "", "")
 	fs.StringVar(&p.configFile, "kubelet-config", "", "")
+	fs.StringVar(&p.cgroupRoot, "cgroup-root", "", "")
 	var image, agentBin string
 	fs.StringVar(&image, "image", "127.0.0.1:5050/nodeagent/test:latest", "")
 	fs.StringVar(&agentBin, "agent-bin", "", "")

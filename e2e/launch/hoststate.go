@@ -39,19 +39,6 @@ func (s sysctlSnapshot) restore() error {
 	return errors.Join(errs...)
 }
 
-// changed names the settings that differ from the snapshot now.
-func (s sysctlSnapshot) changed() []string {
-	var out []string
-	for k, was := range s {
-		b, _ := os.ReadFile(filepath.Join("/proc/sys", k))
-		if now := strings.TrimSpace(string(b)); now != was {
-			out = append(out, fmt.Sprintf("%s: %s, was %s", strings.ReplaceAll(k, "/", "."), now, was))
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
 // pathSnapshot is whether each path existed, and its mode: a peer's paths
 // outside its own directories are removed after it if they were not
 // there, and get their mode back if they were.

@@ -30,7 +30,7 @@ type KubeletOptions struct {
 	Dir                  string
 	Registry, PauseImage string
 	NodeName             string // default "kubelet-<random>"
-	CgroupRoot           string // default "/<NodeName>"
+	CgroupRoot           string // default "/<NodeName>"; "/" puts kubepods at the top, as the upstream suite expects
 	// Port (authenticated API, anonymous allowed on loopback),
 	// ReadOnlyPort and HealthzPort: default free ports.
 	Port, ReadOnlyPort, HealthzPort int
@@ -326,7 +326,12 @@ func (k *Kubelet) Stop() error {
 	if err := k.paths.restore(); err != nil {
 		errs = append(errs, err)
 	}
-	removeCgroupRoot(k.CgroupRoot)
+	// With the host's root as its own, its tree is kubepods.
+	root := k.CgroupRoot
+	if filepath.Clean("/"+root) == "/" {
+		root = "/kubepods"
+	}
+	removeCgroupRoot(root)
 	return errors.Join(errs...)
 }
 
@@ -360,8 +365,8 @@ func removeLinksInto(dir, target string) error {
 // refuses a root missing in any v1 one. A v1 cpuset starts empty and
 // takes its parent's CPUs and memory nodes.
 func (k *Kubelet) makeCgroupRoot() error {
-	if root := filepath.Clean("/" + k.CgroupRoot); root == "/" {
-		return errors.New("launch: the kubelet's cgroup root must not be the host's")
+	if filepath.Clean("/"+k.CgroupRoot) == "/" {
+		return nil // the host's root: there already (the upstream suite's layout)
 	}
 	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", "cgroup.procs"))
 	var hier []string
