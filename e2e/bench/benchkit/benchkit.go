@@ -57,6 +57,7 @@ func Fail(msg string) {
 			a.removePods()
 			a.Stop()
 			a.RemoveMounts()
+			a.RemoveCgroups() // empty now: its pods are gone
 		}
 	}
 	for i := len(atFail) - 1; i >= 0; i-- {
