@@ -2,8 +2,6 @@ package launch
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -98,19 +96,8 @@ func NewKubelet(opts KubeletOptions) (*Kubelet, error) {
 	if _, err := os.Stat(opts.Bin); err != nil {
 		return nil, fmt.Errorf("launch: the kubelet %s is missing (make kubelet builds it)", opts.Bin)
 	}
-	// Its configuration names paths below Dir, which must be absolute.
-	dir, err := filepath.Abs(opts.Dir)
-	if err != nil {
+	if err := fillIdentity(&opts.Dir, &opts.NodeName, &opts.CgroupRoot, "kubelet-", &opts.Port, &opts.ReadOnlyPort, &opts.HealthzPort); err != nil {
 		return nil, err
-	}
-	opts.Dir = dir
-	if opts.NodeName == "" {
-		b := make([]byte, 4)
-		rand.Read(b)
-		opts.NodeName = "kubelet-" + hex.EncodeToString(b)
-	}
-	if opts.CgroupRoot == "" {
-		opts.CgroupRoot = "/" + opts.NodeName
 	}
 	if opts.Bridge == "" {
 		opts.Bridge = "kubelet0"
@@ -129,18 +116,6 @@ func NewKubelet(opts KubeletOptions) (*Kubelet, error) {
 	}
 	if opts.PodLogsDir == "" {
 		opts.PodLogsDir = filepath.Join(opts.Dir, "logs")
-	}
-	taken := map[int]bool{opts.Port: true, opts.ReadOnlyPort: true, opts.HealthzPort: true}
-	for _, p := range []*int{&opts.Port, &opts.ReadOnlyPort, &opts.HealthzPort} {
-		for *p == 0 {
-			port, err := FreePort()
-			if err != nil {
-				return nil, err
-			}
-			if !taken[port] {
-				*p, taken[port] = port, true
-			}
-		}
 	}
 	k := &Kubelet{KubeletOptions: opts, ConfigFile: filepath.Join(opts.Dir, "config.yaml"),
 		Manifests: filepath.Join(opts.Dir, "manifests"), LogsDir: opts.PodLogsDir, RootDir: opts.RootDir}

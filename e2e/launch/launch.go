@@ -82,19 +82,8 @@ func New(opts Options) (*Agent, error) {
 	if opts.Bin == "" || opts.RuntimeEndpoint == "" || opts.Dir == "" {
 		return nil, errors.New("launch: Bin, RuntimeEndpoint and Dir are required")
 	}
-	// Its configuration names paths below Dir, which must be absolute.
-	dir, err := filepath.Abs(opts.Dir)
-	if err != nil {
+	if err := fillIdentity(&opts.Dir, &opts.NodeName, &opts.CgroupRoot, "nodeagent-", &opts.Port, &opts.KubeletPort, &opts.HealthzPort); err != nil {
 		return nil, err
-	}
-	opts.Dir = dir
-	if opts.NodeName == "" {
-		b := make([]byte, 4)
-		rand.Read(b)
-		opts.NodeName = "nodeagent-" + hex.EncodeToString(b)
-	}
-	if opts.CgroupRoot == "" {
-		opts.CgroupRoot = "/" + opts.NodeName
 	}
 	if opts.Address == "" {
 		opts.Address = "127.0.0.1"
@@ -104,19 +93,6 @@ func New(opts Options) (*Agent, error) {
 	}
 	if opts.FileCheckFrequency <= 0 {
 		opts.FileCheckFrequency = 2 * time.Second
-	}
-	taken := map[int]bool{opts.Port: true, opts.KubeletPort: true, opts.HealthzPort: true}
-	for _, p := range []*int{&opts.Port, &opts.KubeletPort, &opts.HealthzPort} {
-		// A port just freed can come back at the next ask: the three differ.
-		for *p == 0 {
-			port, err := FreePort()
-			if err != nil {
-				return nil, err
-			}
-			if !taken[port] {
-				*p, taken[port] = port, true
-			}
-		}
 	}
 	a := &Agent{Options: opts, ConfigFile: filepath.Join(opts.Dir, "config.yaml"), Manifests: filepath.Join(opts.Dir, "manifests"),
 		LogsDir: filepath.Join(opts.Dir, "logs"), RootDir: filepath.Join(opts.Dir, "root"), ControlSocket: filepath.Join(opts.Dir, "control.sock")}
@@ -145,6 +121,42 @@ failCgroupV1: false
 		return nil, err
 	}
 	return a, nil
+}
+
+// fillIdentity fills in what every launched node needs of its own: an
+// absolute Dir (its configuration names paths below it), a node name
+// (prefix and random hex), a cgroup root named after it, and free ports
+// that differ (a port just freed can come back at the next ask).
+func fillIdentity(dir, name, cgroupRoot *string, prefix string, ports ...*int) error {
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		return err
+	}
+	*dir = abs
+	if *name == "" {
+		b := make([]byte, 4)
+		rand.Read(b)
+		*name = prefix + hex.EncodeToString(b)
+	}
+	if *cgroupRoot == "" {
+		*cgroupRoot = "/" + *name
+	}
+	taken := map[int]bool{0: true}
+	for _, p := range ports {
+		taken[*p] = true
+	}
+	for _, p := range ports {
+		for *p == 0 {
+			port, err := FreePort()
+			if err != nil {
+				return err
+			}
+			if !taken[port] {
+				*p, taken[port] = port, true
+			}
+		}
+	}
+	return nil
 }
 
 // FreePort is a TCP port on 127.0.0.1 nobody listens on now.
