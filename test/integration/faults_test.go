@@ -255,8 +255,9 @@ func TestStartupFaultsAreOneClearLine(t *testing.T) {
 // container is removed.
 func TestStartCutOffLeavesATaskDeleteTaskRemoves(t *testing.T) {
 	ctx := context.Background()
+	parent := "/nodeagent-itest-cutoff-" + randomHex(3)
 	sbCfg := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "cutoff-" + randomHex(3), Namespace: "default", Uid: "cutoff-" + randomHex(4)},
-		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: "/nodeagent-itest-cutoff-" + randomHex(3) + "/pod"}, LogDirectory: t.TempDir()}
+		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: parent + "/pod"}, LogDirectory: t.TempDir()}
 	client, err := cri.New(criEndpoint, cri.Options{Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -275,6 +276,7 @@ func TestStartCutOffLeavesATaskDeleteTaskRemoves(t *testing.T) {
 		client.StopPodSandbox(ctx, sb)
 		client.RemovePodSandbox(ctx, sb)
 		cgroupManager(t).Remove(cgroups.ParseCgroupfs(sbCfg.Linux.CgroupParent))
+		cgroupManager(t).Remove(cgroups.ParseCgroupfs(parent))
 	}()
 	newContainer := func(i int) string {
 		cfg := &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: fmt.Sprintf("c%d", i)}, Image: &runtimeapi.ImageSpec{Image: testImage},

@@ -35,10 +35,11 @@ func PeerFlags() (kubeletBin, runtimeBin *string) {
 
 // StartKubelet runs the kubelet with a fresh directory and its own
 // containerd, pulls image into that runtime and warms it up (the first
-// sandbox after a start is slow), as the bench does for nodeagent's. A
+// sandbox after a start is slow), as the bench does for nodeagent's. With
+// a kubeconfig it joins that API server as node; empty: standalone. A
 // kubelet that cannot start is one line of output and a nil peer: the
 // run goes on without that side.
-func StartKubelet(bin, runtimeBin, image, node, extraConfig string) *Kubelet {
+func StartKubelet(bin, runtimeBin, image, node, extraConfig, kubeconfig string) *Kubelet {
 	if bin == "" || runtimeBin == "" {
 		fmt.Println("bench: no kubelet side: KUBELET_BIN and RUNTIME_BIN unset (make bench sets them; make kubelet builds it)")
 		return nil
@@ -47,7 +48,7 @@ func StartKubelet(bin, runtimeBin, image, node, extraConfig string) *Kubelet {
 	Check(err)
 	l, err := launch.NewKubelet(launch.KubeletOptions{Bin: bin, RuntimeBin: runtimeBin, Dir: dir, NodeName: node,
 		Registry: envOr("REGISTRY", "127.0.0.1:5050"), PauseImage: envOr("PAUSE_IMAGE", "127.0.0.1:5050/nodeagent/pause:1.0"),
-		Config: "maxPods: 250\n" + extraConfig})
+		Kubeconfig: kubeconfig, Config: "maxPods: 250\n" + extraConfig})
 	if err != nil {
 		fmt.Println("bench: no kubelet side:", err)
 		os.RemoveAll(dir)

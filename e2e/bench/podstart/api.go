@@ -33,11 +33,12 @@ import (
 // mode). Pods are created in the API with spec.nodeName set, so the
 // scheduler is not in what is measured, and seen there through a watch.
 type apiNode struct {
-	cp     *launch.ControlPlane
-	client kubernetes.Interface
-	a      *benchkit.Agent
-	ns     string
-	stop   chan struct{}
+	cp      *launch.ControlPlane
+	client  kubernetes.Interface
+	a       *benchkit.Agent
+	kubelet *benchkit.Kubelet // the second node; nil without a kubelet side
+	ns      string
+	stop    chan struct{}
 
 	mu      sync.Mutex
 	running map[string]time.Time // pod name -> when the watch first saw its container running
@@ -72,18 +73,14 @@ func startAPINode(ctx context.Context, rt *cri.Client, bin string) *apiNode {
 	n.a = env.StartAgent(rt, name, extra, "--kubeconfig", kubeconfig)
 	n.a.DeletePods = n.deleteAll
 	progress("waiting for the node to be Ready in the API")
-	n.until(2*time.Minute, "node Ready", func() bool {
-		node, err := n.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue
-			}
-		}
-		return false
-	})
+	n.untilReady(ctx, name)
+	kname := "bench-api-kubelet-" + strconv.Itoa(os.Getpid())
+	kkubeconfig := filepath.Join(dir, "kubelet.kubeconfig")
+	check(cp.NodeKubeconfig(kname, kkubeconfig))
+	if n.kubelet = benchkit.StartKubelet(*kubeletBin, *runtimeBin, env.Image, kname, "", kkubeconfig); n.kubelet != nil {
+		progress("waiting for the kubelet's node to be Ready in the API")
+		n.untilReady(ctx, kname)
+	}
 	_, err = n.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n.ns}}, metav1.CreateOptions{})
 	check(err)
 	n.until(time.Minute, "the namespace's default ServiceAccount", func() bool {
@@ -114,6 +111,22 @@ func startAPINode(ctx context.Context, rt *cri.Client, bin string) *apiNode {
 	return n
 }
 
+// untilReady waits for node to be Ready in the API.
+func (n *apiNode) untilReady(ctx context.Context, node string) {
+	n.until(2*time.Minute, "node "+node+" Ready", func() bool {
+		got, err := n.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue
+			}
+		}
+		return false
+	})
+}
+
 // until polls cond every 20 ms and fails the run after timeout.
 func (n *apiNode) until(timeout time.Duration, what string, cond func() bool) {
 	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
@@ -122,6 +135,13 @@ func (n *apiNode) until(timeout time.Duration, what string, cond func() bool) {
 			fail("the agent exited; log: " + n.a.LogPath())
 		default:
 		}
+		if n.kubelet != nil {
+			select {
+			case <-n.kubelet.Exited():
+				fail("the kubelet exited; log: " + n.kubelet.LogPath())
+			default:
+			}
+		}
 		if cond() {
 			return
 		}
@@ -129,12 +149,12 @@ func (n *apiNode) until(timeout time.Duration, what string, cond func() bool) {
 	fail(fmt.Sprintf("no %s within %s; agent log: %s", what, timeout, n.a.LogPath()))
 }
 
-// create makes a pod as the standalone side's manifests, bound to the node.
-func (n *apiNode) create(ctx context.Context, name string) {
+// create makes a pod as the standalone side's manifests, bound to node.
+func (n *apiNode) create(ctx context.Context, name, node string) {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: n.ns},
 		Spec: corev1.PodSpec{
-			NodeName:                      n.a.Node,
+			NodeName:                      node,
 			TerminationGracePeriodSeconds: ptr.To[int64](2),
 			Containers: []corev1.Container{{
 				Name: "main", Image: env.Image, ImagePullPolicy: corev1.PullIfNotPresent,
@@ -153,6 +173,12 @@ func (n *apiNode) create(ctx context.Context, name string) {
 // started are the runtime's start times of the pods' containers, once
 // the API shows every one running; and when the API showed each.
 func (n *apiNode) started(ctx context.Context, names []string) (started, seen map[string]time.Time) {
+	return n.startedOn(ctx, n.a.RT, map[string]string{cri.LabelManagedBy: n.a.Node, cri.LabelPodNamespace: n.ns}, names)
+}
+
+// startedOn is started for pods of the node whose runtime is rt, its
+// containers chosen by the labels.
+func (n *apiNode) startedOn(ctx context.Context, rt *cri.Client, labels map[string]string, names []string) (started, seen map[string]time.Time) {
 	n.until(5*time.Minute, fmt.Sprintf("%d pods Running in the API", len(names)), func() bool {
 		n.mu.Lock()
 		defer n.mu.Unlock()
@@ -163,9 +189,7 @@ func (n *apiNode) started(ctx context.Context, names []string) (started, seen ma
 		}
 		return true
 	})
-	cs, err := n.a.RT.ListContainers(ctx, &runtimeapi.ContainerFilter{
-		LabelSelector: map[string]string{cri.LabelManagedBy: n.a.Node, cri.LabelPodNamespace: n.ns},
-	})
+	cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: labels})
 	check(err)
 	want := map[string]bool{}
 	for _, name := range names {
@@ -177,7 +201,7 @@ func (n *apiNode) started(ctx context.Context, names []string) (started, seen ma
 		if !want[name] {
 			continue
 		}
-		st, err := n.a.RT.ContainerStatus(ctx, c.Id)
+		st, err := rt.ContainerStatus(ctx, c.Id)
 		check(err)
 		if at := time.Unix(0, st.StartedAt); at.After(started[name]) {
 			started[name] = at // the latest, were there a restart
@@ -217,6 +241,10 @@ func (n *apiNode) deleteAll() {
 // removes the control plane's directory.
 func (n *apiNode) shutdown() {
 	n.a.RemoveAll(true)
+	if n.kubelet != nil {
+		n.deleteAll()
+		n.kubelet.Close()
+	}
 	close(n.stop)
 	n.cp.Stop()
 	os.RemoveAll(n.cp.Dir)
@@ -265,6 +293,18 @@ type apiResults struct {
 	rss                         []int64
 	anon, file                  int64 // RSS parts at the end
 	cpu                         time.Duration
+	// turns are the batches nodeagent and the kubelet ran in turn as two
+	// nodes of the control plane; kubelet its footprint with the last
+	// batch idle.
+	turns   []apiTurn
+	kubelet *footprint
+}
+
+// apiTurn is one batch size on both nodes: created in the API -> Running
+// in the API, per pod.
+type apiTurn struct {
+	pods           int
+	agent, kubelet []time.Duration
 }
 
 // quietWindow is how long the node's own requests (lease, status) are
@@ -288,7 +328,7 @@ func measureAPI(ctx context.Context, rt *cri.Client) *apiResults {
 	for i := 0; i < *singles; i++ {
 		name := fmt.Sprintf("single-%d", i)
 		t0 := time.Now()
-		n.create(ctx, name)
+		n.create(ctx, name, n.a.Node)
 		started, seen := n.started(ctx, []string{name})
 		r.single = append(r.single, started[name].Sub(t0))
 		r.visibleSingle = append(r.visibleSingle, seen[name].Sub(started[name]))
@@ -305,7 +345,7 @@ func measureAPI(ctx context.Context, rt *cri.Client) *apiResults {
 	t0 := time.Now()
 	for i := 0; i < *batch; i++ {
 		names = append(names, fmt.Sprintf("batch-%d", i))
-		n.create(ctx, names[i])
+		n.create(ctx, names[i], n.a.Node)
 	}
 	started, seen := n.started(ctx, names)
 	for _, name := range names {
@@ -317,7 +357,7 @@ func measureAPI(ctx context.Context, rt *cri.Client) *apiResults {
 	progress(fmt.Sprintf("API mode: %d more pods, to idle with %d", r.idlePods-*batch, r.idlePods))
 	for i := *batch; i < r.idlePods; i++ {
 		names = append(names, fmt.Sprintf("idle-%d", i))
-		n.create(ctx, names[i])
+		n.create(ctx, names[i], n.a.Node)
 	}
 	n.started(ctx, names)
 	progress(fmt.Sprintf("API mode: %d pods idle for %s", r.idlePods, *idle))
@@ -330,9 +370,54 @@ func measureAPI(ctx context.Context, rt *cri.Client) *apiResults {
 	for _, v := range perSecond(n.requests(), before, *idle) {
 		r.idleRequests += v
 	}
-	progress("API mode: removing the pods, stopping the agent and the control plane")
+	if n.kubelet != nil {
+		n.deleteAll()
+		r.sideBySide(ctx, n)
+	}
+	progress("API mode: removing the pods, stopping the nodes and the control plane")
 	n.shutdown()
 	return r
+}
+
+// sideBySide runs batches of 30 and of -batch pods on nodeagent's node,
+// then on the kubelet's, and watches the kubelet idle with the last.
+func (r *apiResults) sideBySide(ctx context.Context, n *apiNode) {
+	k := n.kubelet
+	for _, size := range []int{30, *batch} {
+		t := apiTurn{pods: size}
+		progress(fmt.Sprintf("API mode: nodeagent's node, a batch of %d", size))
+		t.agent = n.batchRunning(ctx, fmt.Sprintf("agent-%d-", size), size, n.a.Node, n.a.RT,
+			map[string]string{cri.LabelManagedBy: n.a.Node, cri.LabelPodNamespace: n.ns})
+		n.deleteAll()
+		progress(fmt.Sprintf("API mode: the kubelet's node, a batch of %d", size))
+		t.kubelet = n.batchRunning(ctx, fmt.Sprintf("kubelet-%d-", size), size, k.Node, k.RT,
+			map[string]string{cri.LabelPodNamespace: n.ns})
+		if size == *batch {
+			progress(fmt.Sprintf("API mode: the kubelet with %d pods idle for %s", size, *idle))
+			r.kubelet = &footprint{}
+			r.kubelet.idle(k.Watch, k.Pid(), k.HeapInUse)
+		}
+		n.deleteAll()
+		k.RemoveAll() // its stopped sandboxes, which its own collection keeps a minute
+		r.turns = append(r.turns, t)
+	}
+}
+
+// batchRunning creates size pods bound to node at once and returns, per
+// pod, creation -> Running in the API.
+func (n *apiNode) batchRunning(ctx context.Context, prefix string, size int, node string, rt *cri.Client, labels map[string]string) []time.Duration {
+	var names []string
+	t0 := time.Now()
+	for i := range size {
+		names = append(names, prefix+strconv.Itoa(i))
+		n.create(ctx, names[i], node)
+	}
+	_, seen := n.startedOn(ctx, rt, labels, names)
+	out := make([]time.Duration, 0, size)
+	for _, name := range names {
+		out = append(out, seen[name].Sub(t0))
+	}
+	return out
 }
 
 func perSecond(after, before map[string]float64, d time.Duration) map[string]float64 {
@@ -374,4 +459,20 @@ func (r *apiResults) print(floorBatch, agentBatch []time.Duration) {
 	fmt.Printf("API mode footprint with %d pods idle for %s (targets RSS <= 40 MiB, <= 0.01 core)\n", r.idlePods, *idle)
 	fmt.Printf("  RSS MiB: p50 %.1f  max %.1f (at the end: %.1f anonymous, %.1f the binary's pages)   CPU time: %.2f s (%.4f cores)   API requests: %.2f/s\n",
 		mib(r.rss[len(r.rss)/2]), mib(r.rss[len(r.rss)-1]), mib(r.anon), mib(r.file), r.cpu.Seconds(), r.cpu.Seconds()/idle.Seconds(), r.idleRequests)
+	if r.turns == nil {
+		fmt.Println("\nAPI mode, the kubelet's node: skipped (no kubelet side)")
+		return
+	}
+	fmt.Println()
+	fmt.Println("API mode, two nodes of one control plane in turn: created in the API -> Running in the API")
+	fmt.Printf("%-28s %5s %9s %9s %9s   %s\n", "scenario", "n", "p50", "p99", "max", "nodeagent / kubelet p50, p99")
+	for _, t := range r.turns {
+		fmt.Printf("%-28s %5d %9s %9s %9s\n", fmt.Sprintf("nodeagent, batch of %d", t.pods), len(t.agent), pct(t.agent, 50), pct(t.agent, 99), pct(t.agent, 100))
+		fmt.Printf("%-28s %5d %9s %9s %9s   %.2f, %.2f\n", fmt.Sprintf("kubelet, batch of %d", t.pods), len(t.kubelet), pct(t.kubelet, 50), pct(t.kubelet, 99), pct(t.kubelet, 100),
+			float64(pctD(t.agent, 50))/float64(pctD(t.kubelet, 50)), float64(pctD(t.agent, 99))/float64(pctD(t.kubelet, 99)))
+	}
+	if k := r.kubelet; k != nil {
+		fmt.Printf("  the kubelet's node with %d pods idle for %s: RSS MiB p50 %.1f (%.1f anonymous, %.1f the binary's pages), Go heap %.1f MiB, CPU %.4f cores; nodeagent / kubelet RSS %.2f\n",
+			*batch, *idle, mib(k.rss[len(k.rss)/2]), mib(k.anon), mib(k.file), k.heap/(1<<20), k.cpu, float64(r.rss[len(r.rss)/2])/float64(k.rss[len(k.rss)/2]))
+	}
 }

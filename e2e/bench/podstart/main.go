@@ -81,7 +81,7 @@ func main() {
 	progress(fmt.Sprintf("nodeagent: no pods, idle for %s", emptyIdle))
 	var agentFoot, kubeletFoot footprint
 	agentFoot.empty(a.Watch, a.Pid(), a.HeapInUse)
-	k := benchkit.StartKubelet(*kubeletBin, *runtimeBin, env.Image, "bench-kubelet-"+strconv.Itoa(os.Getpid()), "")
+	k := benchkit.StartKubelet(*kubeletBin, *runtimeBin, env.Image, "bench-kubelet-"+strconv.Itoa(os.Getpid()), "", "")
 	if k != nil {
 		defer k.Close()
 		progress(fmt.Sprintf("kubelet: no pods, idle for %s (the first pod warms its runtime up first)", emptyIdle))

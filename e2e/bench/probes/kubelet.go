@@ -25,7 +25,7 @@ type peerResult struct {
 // kubeletSide runs the same probed pods on the kubelet and watches it
 // probe them; nil when no kubelet could start.
 func kubeletSide() *peerResult {
-	k := benchkit.StartKubelet(*kubeletBin, *runtimeBin, env.Image, "bench-probes-kubelet-"+fmt.Sprint(time.Now().Unix()), "")
+	k := benchkit.StartKubelet(*kubeletBin, *runtimeBin, env.Image, "bench-probes-kubelet-"+fmt.Sprint(time.Now().Unix()), "", "")
 	if k == nil {
 		return nil
 	}
