@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"nodeagent/e2e/launch"
 )
 
 // earlyoomPeer is the userspace OOM daemon acting on the pressure: pods
@@ -181,13 +183,7 @@ func podUIDOf(pid int) string {
 }
 
 func (p *earlyoomPeer) stop() {
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
-	}
+	launch.Terminate(p.cmd.Process, p.done, 5*time.Second)
 	p.cmd.Wait()
 	p.out.Close()
 	p.agent.stop()

@@ -180,12 +180,7 @@ func (c *Containerd) RemovePods(ctx context.Context) error {
 func (c *Containerd) Stop() error {
 	var errs []error
 	if c.cmd != nil {
-		c.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.done:
-		case <-time.After(20 * time.Second):
-			c.cmd.Process.Kill()
-			<-c.done
+		if !Terminate(c.cmd.Process, c.done, 20*time.Second) {
 			errs = append(errs, errors.New("containerd did not stop within 20 s of SIGTERM"))
 		}
 		c.log.Close()

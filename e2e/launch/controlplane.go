@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -106,13 +105,7 @@ func (cp *ControlPlane) Stop() {
 	if cp.cmd == nil {
 		return
 	}
-	cp.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-cp.done:
-	case <-time.After(time.Minute):
-		cp.cmd.Process.Kill()
-		<-cp.done
-	}
+	Terminate(cp.cmd.Process, cp.done, time.Minute)
 	cp.log.Close()
 	cp.cmd = nil
 }

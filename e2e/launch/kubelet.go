@@ -269,13 +269,7 @@ func (k *Kubelet) Exited() <-chan struct{} { return k.done }
 func (k *Kubelet) Stop() error {
 	var errs []error
 	if k.cmd != nil {
-		k.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-k.done:
-		case <-time.After(30 * time.Second):
-			k.cmd.Process.Kill()
-			<-k.done
-		}
+		Terminate(k.cmd.Process, k.done, 30*time.Second)
 		k.log.Close()
 		k.cmd = nil
 	}

@@ -318,15 +318,9 @@ func (a *Agent) Stop(timeout time.Duration) error {
 	if cmd == nil {
 		return nil
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	var err error
-	select {
-	case <-done:
+	err := fmt.Errorf("the agent did not stop within %s of SIGTERM", timeout)
+	if Terminate(cmd.Process, done, timeout) {
 		err = a.ExitErr()
-	case <-time.After(timeout):
-		cmd.Process.Kill()
-		<-done
-		err = fmt.Errorf("the agent did not stop within %s of SIGTERM", timeout)
 	}
 	a.mu.Lock()
 	a.cmd = nil
@@ -356,4 +350,19 @@ func removeTree(dir string) {
 		}
 	}
 	syscall.Rmdir(dir)
+}
+
+// Terminate sends p SIGTERM and waits for done (closed when p has been
+// reaped); after timeout it kills p and waits. It reports whether p
+// ended within timeout.
+func Terminate(p *os.Process, done <-chan struct{}, timeout time.Duration) bool {
+	p.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		p.Kill()
+		<-done
+		return false
+	}
 }

@@ -87,26 +87,36 @@ func (k *Kubelet) Write(name, body string) {
 // WaitStarted returns, per pod, its container's start time (as the
 // runtime records it) minus t0, and the containers.
 func (k *Kubelet) WaitStarted(ctx context.Context, names []string, t0 time.Time) ([]time.Duration, []*runtimeapi.Container) {
+	return WaitStarted(ctx, k.RT, nil, k.Node, names, t0, k.Exited(), "the kubelet", k.LogPath())
+}
+
+// WaitStarted waits for the static pods names of node to run, among the
+// containers of rt with labels, and returns per pod its container's start
+// time (as the runtime records it) minus t0, and the containers. It fails
+// the run after 5 minutes or when who exits (its log at logPath).
+func WaitStarted(ctx context.Context, rt *cri.Client, labels map[string]string, node string, names []string, t0 time.Time,
+	exited <-chan struct{}, who, logPath string) ([]time.Duration, []*runtimeapi.Container) {
 	want := map[string]bool{}
 	for _, n := range names {
-		want[n+"-"+k.Node] = true // a static pod's name
+		want[n+"-"+node] = true // a static pod's name
 	}
 	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		select {
-		case <-k.Exited():
-			Fail("the kubelet exited; log: " + k.LogPath())
+		case <-exited:
+			Fail(who + " exited; log: " + logPath)
 		default:
 		}
-		cs, err := k.RT.ListContainers(ctx, &runtimeapi.ContainerFilter{
-			State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
+		cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{
+			State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+			LabelSelector: labels})
 		Check(err)
 		var out []time.Duration
 		var found []*runtimeapi.Container
 		for _, c := range cs {
-			if !want[c.Labels["io.kubernetes.pod.name"]] {
+			if !want[c.Labels[cri.LabelPodName]] {
 				continue
 			}
-			st, err := k.RT.ContainerStatus(ctx, c.Id)
+			st, err := rt.ContainerStatus(ctx, c.Id)
 			Check(err)
 			out = append(out, time.Unix(0, st.StartedAt).Sub(t0))
 			found = append(found, c)
@@ -115,7 +125,7 @@ func (k *Kubelet) WaitStarted(ctx context.Context, names []string, t0 time.Time)
 			return out, found
 		}
 	}
-	Fail("the kubelet's pods did not start within 5 minutes; log: " + k.LogPath())
+	Fail(fmt.Sprintf("the pods of %s did not start within 5 minutes; log: %s", who, logPath))
 	return nil, nil
 }
 

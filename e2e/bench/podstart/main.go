@@ -358,38 +358,5 @@ func podManifest(name string) string {
 // waitStarted returns, per pod, the container's start time minus t0, and
 // the containers.
 func (a *agent) waitStarted(ctx context.Context, names []string, t0 time.Time) ([]time.Duration, []*runtimeapi.Container) {
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n+"-"+a.Node] = true
-	}
-	deadline := time.Now().Add(5 * time.Minute)
-	for time.Now().Before(deadline) {
-		select {
-		case <-a.Exited():
-			fail("the agent exited; log: " + a.LogPath())
-		default:
-		}
-		cs, err := a.RT.ListContainers(ctx, &runtimeapi.ContainerFilter{
-			State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
-			LabelSelector: map[string]string{cri.LabelManagedBy: a.Node},
-		})
-		check(err)
-		var out []time.Duration
-		var found []*runtimeapi.Container
-		for _, c := range cs {
-			if !want[c.Labels[cri.LabelPodName]] {
-				continue
-			}
-			st, err := a.RT.ContainerStatus(ctx, c.Id)
-			check(err)
-			out = append(out, time.Unix(0, st.StartedAt).Sub(t0))
-			found = append(found, c)
-		}
-		if len(out) == len(names) {
-			return out, found
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	fail("pods did not start within 5 minutes; log: " + a.LogPath())
-	return nil, nil
+	return benchkit.WaitStarted(ctx, a.RT, map[string]string{cri.LabelManagedBy: a.Node}, a.Node, names, t0, a.Exited(), "nodeagent", a.LogPath())
 }
