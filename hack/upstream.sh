@@ -256,14 +256,14 @@ agent_up() {
 
 # kubelet_up: the control run's node, the real kubelet (nodetest peer
 # kubelet: a containerd of its own, the host restored after) with the
-# same ports, root directory, cgroup root (the top: the suite looks for
+# same ports (healthz on 10248, which the suite polls), root directory, cgroup root (the top: the suite looks for
 # /kubepods) and authentication as nodeagent's above;
 # SUITE_CRI becomes its runtime, which the images are pulled into.
 kubelet_up() {
 	rm -rf "$RUN_OUT/kubelet" && mkdir -p "$RUN_OUT/agent"
 	write_kubeconfig
 	setsid nohup "$HERE/$BIN_DIR/nodetest" peer kubelet --dir "$RUN_OUT/kubelet" --kubeconfig "$RUN_OUT/agent/kubeconfig" \
-		--node-name "$NODE_NAME" --address 0.0.0.0 --port "$KUBELET_PORT" --read-only-port "$READ_ONLY_PORT" \
+		--node-name "$NODE_NAME" --address 0.0.0.0 --port "$KUBELET_PORT" --read-only-port "$READ_ONLY_PORT" --healthz-port 10248 \
 		--root-dir "$AGENT_ROOT" --pod-logs-dir /var/log/pods --node-ip "$NODE_ADDRESS" --cgroup-root / \
 		--kubelet-bin "$OUT/kubelet" --runtime-bin "$HERE/$BIN_DIR/runtime" >"$RUN_OUT/kubelet-peer.log" 2>&1 </dev/null &
 	echo $! >"$RUN_OUT/nodeagent.pid"

@@ -45,8 +45,8 @@ Usage:
                                           experiments' results side by side, and a plot of the first run
                                           of each (default compare.svg)
   nodetest peer kubelet --dir DIR [--kubeconfig FILE] [--node-name NAME] [--address IP] [--port N]
-                       [--read-only-port N] [--root-dir DIR] [--pod-logs-dir DIR] [--node-ip IP]
-                       [--cgroup-root PATH] [--kubelet-config FILE] [--kubelet-bin PATH] [--runtime-bin DIR]
+                       [--read-only-port N] [--healthz-port N] [--root-dir DIR] [--pod-logs-dir DIR]
+                       [--node-ip IP] [--cgroup-root PATH] [--kubelet-config FILE] [--kubelet-bin PATH] [--runtime-bin DIR]
                                           run the real kubelet on a containerd of its own in the
                                           foreground (scripts' control runs); prints its CRI endpoint;
                                           SIGTERM or Ctrl-C stops both and restores the host's sysctls,
@@ -106,6 +106,7 @@ func run(args []string, out io.Writer) error {
 	fs.StringVar(&p.node, "node-name", "", "")
 	fs.StringVar(&p.address, "address", "", "")
 	fs.IntVar(&p.readOnlyPort, "read-only-port", 0, "")
+	fs.IntVar(&p.healthzPort, "healthz-port", 0, "")
 	fs.StringVar(&p.rootDir, "root-dir", "", "")
 	fs.StringVar(&p.podLogsDir, "pod-logs-dir", "", "")
 	fs.StringVar(&p.nodeIP, "node-ip", "", "")

@@ -14,7 +14,7 @@ import (
 // peerOptions are nodetest peer kubelet's flags.
 type peerOptions struct {
 	dir, kubeconfig, node, address, rootDir, podLogsDir, nodeIP, configFile, cgroupRoot string
-	port, readOnlyPort                                                                  int
+	port, readOnlyPort, healthzPort                                                     int
 }
 
 // runKubeletPeer runs the real kubelet on a containerd of its own in the
@@ -40,7 +40,7 @@ func (t *tester) runKubeletPeer(o peerOptions, e experimentOptions) error {
 	}
 	k, err := launch.NewKubelet(launch.KubeletOptions{Bin: kubeletBin, RuntimeBin: runtimeBin, Dir: o.dir, NodeName: o.node,
 		Registry: envOr("REGISTRY", "127.0.0.1:5050"), PauseImage: envOr("PAUSE_IMAGE", "127.0.0.1:5050/nodeagent/pause:1.0"), Kubeconfig: o.kubeconfig, Address: o.address, Port: o.port,
-		ReadOnlyPort: o.readOnlyPort, RootDir: o.rootDir, CgroupRoot: o.cgroupRoot, PodLogsDir: o.podLogsDir, Args: args, Config: extra})
+		ReadOnlyPort: o.readOnlyPort, HealthzPort: o.healthzPort, RootDir: o.rootDir, CgroupRoot: o.cgroupRoot, PodLogsDir: o.podLogsDir, Args: args, Config: extra})
 	if err != nil {
 		return err
 	}
