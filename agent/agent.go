@@ -64,8 +64,11 @@ type Options struct {
 	// Reload signals a config reload (SIGHUP): the reloadable fields of the
 	// config file are taken, the others logged as needing a restart.
 	Reload <-chan struct{}
-	Logger *slog.Logger
-	Clock  clock.WithTicker
+	// KeepBinaryPages leaves the binary's pages mapped after start-up and
+	// bursts of pod work (--release-binary-pages=false).
+	KeepBinaryPages bool
+	Logger          *slog.Logger
+	Clock           clock.WithTicker
 
 	// Injected in place of the host's (nil: the host's): the container
 	// runtime, the cgroup manager (with cgroupDriver's driver otherwise),
@@ -229,6 +232,9 @@ func (a *Agent) loops(p *parts) []func(context.Context) {
 	}
 	for _, src := range sources {
 		loops = append(loops, func(ctx context.Context) { src.Run(ctx, updates) })
+	}
+	if p.pages != nil {
+		loops = append(loops, a.releasePagesLoop(p))
 	}
 	if p.stats != nil {
 		// CPU rates need an earlier reading, as cadvisor's housekeeping keeps.

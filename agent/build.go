@@ -36,6 +36,7 @@ import (
 	"nodeagent/internal/layout"
 	"nodeagent/internal/notify"
 	"nodeagent/internal/qos"
+	"nodeagent/internal/residency"
 	"nodeagent/internal/version"
 	"nodeagent/manifest"
 	"nodeagent/probes"
@@ -81,8 +82,9 @@ type parts struct {
 	api        *served       // nil when readOnlyPort is 0
 	healthz    *served       // nil when healthzPort is 0 or taken
 	devices    *devices.Manager
-	kubelet    *served // the authenticated server; nil when standalone
-	control    *served // nil without a control socket
+	kubelet    *served             // the authenticated server; nil when standalone
+	control    *served             // nil without a control socket
+	pages      *residency.Releaser // nil with --release-binary-pages=false
 
 	closers []func() // undo what build did, last first
 }
@@ -274,8 +276,13 @@ func (a *Agent) buildPods(ctx context.Context, p *parts) error {
 	if p.cluster != nil {
 		sources, gone, objects = append(sources, source.SourceAPI), p.cluster.status.Gone, p.cluster.objects
 	}
+	notify := changes.Runtime.Add
+	if a.buildPageRelease(p); p.pages != nil {
+		// A container starting or ending is pod work: the pages go after it.
+		notify = func(uid types.UID) { changes.Runtime.Add(uid); p.pages.Busy() }
+	}
 	p.cache = pleg.New(p.rt, pleg.Options{Node: a.opts.NodeName, Clock: a.opts.Clock, Log: log.With("component", "pleg"),
-		Notify: changes.Runtime.Add, RelistObserved: func(d time.Duration) { p.metrics.relist.Observe(d.Seconds()) },
+		Notify: notify, RelistObserved: func(d time.Duration) { p.metrics.relist.Observe(d.Seconds()) },
 		RelistInterval: func(d time.Duration) { p.metrics.relistInterval.Observe(d.Seconds()) }})
 	hooks := probes.NewHandlers(p.rt)
 	p.prober = probes.NewManager(probes.Options{

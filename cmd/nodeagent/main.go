@@ -66,6 +66,7 @@ Flags:
 	evictionNice := fs.Int("eviction-thread-nice", -20, "niceness of the thread the eviction manager decides on, -20..19 (0 leaves it; raising needs CAP_SYS_NICE): a busy node's CPUs must not delay the decision")
 	hardMemoryKill := fs.String("eviction-hard-memory-kill", "cgroup", "how the victims of hard memory thresholds end: cgroup (SIGKILL to every process of the pod through its cgroup at once, then the runtime is told) or runtime (the kubelet's: SIGTERM, 1 s, then SIGKILL through the runtime)")
 	contentLimit := fs.String("pod-volume-content-limit", resource.NewQuantity(volumes.DefaultContentLimit, resource.BinarySI).String(), "the most a pod's configMap, secret, downwardAPI and projected volumes may hold together (a quantity; each file counts in 4 KiB pages); a volume past it is refused with FailedMount")
+	releasePages := fs.Bool("release-binary-pages", true, "after start-up and after each burst of pod work, drop the mappings of the binary's pages the steady loops do not use (they stay in the page cache); false keeps them mapped")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -186,7 +187,7 @@ Flags:
 		}
 	}()
 	a, err := agent.New(cfg, agent.Options{NodeName: name, RootDir: *rootDir, CNIConfDir: *cniConfDir, CNIBinDirs: binDirs, ControlSocket: *controlSocket,
-		ImageGCPeriod: *imageGCPeriod, EvictionRanking: *evictionRanking, EvictionPollPeriod: *evictionPoll, EvictionThreadNice: *evictionNice, EvictionGracefulHardMemory: *hardMemoryKill == "runtime", VolumeContentLimit: limit.Value(), Reload: reload, Logger: log, Cluster: clusterOpts, NodeIP: *nodeIP})
+		ImageGCPeriod: *imageGCPeriod, EvictionRanking: *evictionRanking, EvictionPollPeriod: *evictionPoll, EvictionThreadNice: *evictionNice, EvictionGracefulHardMemory: *hardMemoryKill == "runtime", VolumeContentLimit: limit.Value(), KeepBinaryPages: !*releasePages, Reload: reload, Logger: log, Cluster: clusterOpts, NodeIP: *nodeIP})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodeagent:", err)
 		return 1

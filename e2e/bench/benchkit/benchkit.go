@@ -310,6 +310,7 @@ func (a *Agent) Stop() { a.Agent.Stop(30 * time.Second) }
 // Env is what `make bench` hands every bench program.
 type Env struct {
 	Endpoint, AgentBin, Image string
+	AgentFlags                string // more flags for every agent, space-separated
 }
 
 // Flags registers -cri, -agent and -image, defaulting to CRI_ENDPOINT,
@@ -323,6 +324,7 @@ func Flags() *Env {
 	flag.StringVar(&e.Endpoint, "cri", os.Getenv("CRI_ENDPOINT"), "CRI endpoint")
 	flag.StringVar(&e.AgentBin, "agent", os.Getenv("NODEAGENT_BIN"), "nodeagent binary")
 	flag.StringVar(&e.Image, "image", image, "the test image (memhog, probe-server)")
+	flag.StringVar(&e.AgentFlags, "agent-flags", "", "more nodeagent flags, space-separated (e.g. --release-binary-pages=false to measure what an option saves)")
 	return e
 }
 
@@ -362,5 +364,5 @@ func (e *Env) Connect() *cri.Client {
 
 // StartAgent is StartAgent with this environment's binary and endpoint.
 func (e *Env) StartAgent(rt *cri.Client, node, extraConfig string, args ...string) *Agent {
-	return StartAgent(rt, e.AgentBin, e.Endpoint, node, extraConfig, args...)
+	return StartAgent(rt, e.AgentBin, e.Endpoint, node, extraConfig, append(strings.Fields(e.AgentFlags), args...)...)
 }
