@@ -68,6 +68,7 @@ func main() {
 	}
 	f := &floor{rt: rt}
 	defer f.cleanup(ctx)
+	benchkit.AtFail(func() { f.cleanup(context.Background()) })
 	progress("warming up the runtime (first sandbox after a start is slow)")
 	_, err := f.start(ctx, "warmup")
 	check(err)
@@ -96,6 +97,7 @@ func main() {
 	// is slower for a while).
 	progress(fmt.Sprintf("%d pods one at a time: direct CRI, direct CRI with the agent's configs, nodeagent, the kubelet in turn", *singles))
 	cf := newConfigFloor(&floor{rt: rt})
+	benchkit.AtFail(func() { cf.cleanup(context.Background()) })
 	var floorSingle, configSingle, agentSingle, kubeletSingle []time.Duration
 	var floorPhases, configPhases, agentPhases, kubeletPhases phases
 	for i := 0; i < *singles; i++ {
@@ -333,6 +335,13 @@ func (f *floor) cleanup(ctx context.Context) {
 	ids := f.sandbox
 	f.sandbox = nil
 	f.mu.Unlock()
+	// And those whose start timed out here but went on in the runtime.
+	for _, labels := range []map[string]string{{"bench": "floor"}, {cri.LabelManagedBy: "floor-configs"}} {
+		sbs, _ := f.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: labels})
+		for _, sb := range sbs {
+			ids = append(ids, sb.Id)
+		}
+	}
 	for _, id := range ids {
 		f.rt.StopPodSandbox(ctx, id)
 		f.rt.RemovePodSandbox(ctx, id)
