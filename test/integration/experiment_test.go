@@ -20,7 +20,7 @@ import (
 // evicted by the agent and nobody else is touched, and every file is
 // there and parses.
 func TestBestEffortBombExperimentEndToEnd(t *testing.T) {
-	out, output := runShortExperiment(t, "besteffort-bomb")
+	out, output := runShortExperiment(t, "besteffort-bomb", "10s")
 	if !strings.Contains(string(output), "run 2 of 2:") {
 		t.Errorf("no progress lines for run 2:\n%s", output)
 	}
@@ -143,7 +143,9 @@ func TestInterruptedExperimentCleansUpAndKeepsWhatItHas(t *testing.T) {
 // scheduling delay. An experiment that failed a verdict exits non-zero,
 // which fails this test with its report.
 func TestBombUnderLoadExperimentEndToEnd(t *testing.T) {
-	out, _ := runShortExperiment(t, "bomb-under-load")
+	// 30 s: with two busy loops per core, on a slow host the bomb took
+	// more than the 7 s of a 10 s run to reach the threshold.
+	out, _ := runShortExperiment(t, "bomb-under-load", "30s")
 	var sum experiment.Summary
 	if err := json.Unmarshal(mustRead(t, filepath.Join(out, "summary.json")), &sum); err != nil || len(sum.Runs) != 2 {
 		t.Fatalf("summary.json: %v %+v", err, sum)
@@ -161,12 +163,12 @@ func TestBombUnderLoadExperimentEndToEnd(t *testing.T) {
 }
 
 // runShortExperiment runs a built-in scenario through nodectl, 2 runs of
-// 10 s, and returns its results directory and output. A failed run or
+// duration, and returns its results directory and output. A failed run or
 // verdict makes the command, and the test, fail.
-func runShortExperiment(t *testing.T, scenario string) (out string, output []byte) {
+func runShortExperiment(t *testing.T, scenario, duration string) (out string, output []byte) {
 	t.Helper()
 	out = filepath.Join(t.TempDir(), scenario)
-	cmd := exec.Command(nodectlBin, "experiment", "run", "../../examples/experiments/"+scenario+".yaml", "--duration", "10s", "--repetitions", "2",
+	cmd := exec.Command(nodectlBin, "experiment", "run", "../../examples/experiments/"+scenario+".yaml", "--duration", duration, "--repetitions", "2",
 		"--out", out, "--agent-bin", agentBin, "--runtime-endpoint", criEndpoint, "--image", testImage)
 	output, err := cmd.CombinedOutput()
 	if err != nil {
