@@ -122,7 +122,7 @@ unit: ## unit tests (no root, no daemons)
 integration: build mixin-series runtime-up controlplane kubelet ## integration tests in test/ against the real containerd, runc, CNI, cgroups, control plane and kubelet (the peer launcher's test)
 	KUBELET_BIN=$(CURDIR)/$(BIN_DIR)/upstream/kubelet RUNTIME_BIN=$(CURDIR)/$(BIN_DIR)/runtime CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent NODECTL_BIN=$(CURDIR)/$(BIN_DIR)/nodectl CONTROLPLANE_BIN=$(CURDIR)/$(BIN_DIR)/controlplane \
 		MIXIN_SERIES_BIN=$(CURDIR)/$(BIN_DIR)/mixin-series \
-		TEST_IMAGE=$(TEST_IMAGE) PAUSE_IMAGE=$(PAUSE_IMAGE) $(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration/ 2>&1 | tee $(BIN_DIR)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; \
+		TEST_IMAGE=$(TEST_IMAGE) PAUSE_IMAGE=$(PAUSE_IMAGE) $(GO) test -count=1 -tags integration -timeout 40m -v ./test/integration/ 2>&1 | tee $(BIN_DIR)/integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; \
 		exit $${PIPESTATUS[0]}
 	$(GO) test -count=1 -tags integration -run Live -v ./cgroups/ ./eviction/ ./internal/mounts/
 
