@@ -30,27 +30,29 @@ func (a *Agent) buildPageRelease(p *parts) {
 		a.log.Warn("the binary's mappings are unreadable; its pages stay mapped", "err", err)
 		return
 	}
-	p.pages = residency.NewReleaser(a.opts.Clock, pageQuiet, func() error { return residency.Release(spans) })
+	first := true
+	p.pages = residency.NewReleaser(a.opts.Clock, pageQuiet, func() error {
+		before := residency.FileResident()
+		if err := residency.Release(spans); err != nil {
+			return err
+		}
+		log := a.log.Debug
+		if first {
+			log, first = a.log.Info, false
+		}
+		log("released the binary's idle pages; they stay in the page cache",
+			"rss_file_before", before, "rss_file_after", residency.FileResident())
+		return nil
+	})
 }
 
 // releasePagesLoop drops the binary's idle mappings after start-up and
 // after each burst of pod work.
 func (a *Agent) releasePagesLoop(p *parts) func(context.Context) {
-	first := true
 	return func(ctx context.Context) {
 		loop.Every(ctx, a.opts.Clock, pageCheck, func(context.Context) {
-			before := residency.FileResident()
-			released, err := p.pages.Step()
-			switch {
-			case err != nil:
+			if _, err := p.pages.Step(); err != nil {
 				a.log.Warn("releasing the binary's idle pages", "err", err)
-			case released:
-				log := a.log.Debug
-				if first {
-					log, first = a.log.Info, false
-				}
-				log("released the binary's idle pages; they stay in the page cache",
-					"rss_file_before", before, "rss_file_after", residency.FileResident())
 			}
 		})
 	}

@@ -57,27 +57,29 @@ func parseMaps(r io.Reader, dev, ino uint64) ([]Span, error) {
 		if i, err := strconv.ParseUint(f[4], 10, 64); err != nil || i != ino {
 			continue
 		}
-		major, minor, ok := strings.Cut(f[3], ":")
-		if !ok {
+		ma, mi, err := hexPair(f[3], ":")
+		if err != nil || unix.Mkdev(uint32(ma), uint32(mi)) != dev {
 			continue
 		}
-		ma, err1 := strconv.ParseUint(major, 16, 32)
-		mi, err2 := strconv.ParseUint(minor, 16, 32)
-		if err1 != nil || err2 != nil || unix.Mkdev(uint32(ma), uint32(mi)) != dev {
-			continue
-		}
-		lo, hi, ok := strings.Cut(f[0], "-")
-		if !ok {
-			continue
-		}
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 != nil || err2 != nil || end <= start {
+		start, end, err := hexPair(f[0], "-")
+		if err != nil || end <= start {
 			return nil, fmt.Errorf("maps: bad range %q", f[0])
 		}
 		spans = append(spans, Span{uintptr(start), uintptr(end)})
 	}
 	return spans, s.Err()
+}
+
+// hexPair parses "a<sep>b", both hexadecimal.
+func hexPair(s, sep string) (a, b uint64, err error) {
+	x, y, ok := strings.Cut(s, sep)
+	if !ok {
+		return 0, 0, fmt.Errorf("no %q in %q", sep, s)
+	}
+	if a, err = strconv.ParseUint(x, 16, 64); err == nil {
+		b, err = strconv.ParseUint(y, 16, 64)
+	}
+	return a, b, err
 }
 
 // Release drops the process's mappings of spans' pages. The spans must be
