@@ -171,8 +171,8 @@ func runShortExperiment(t *testing.T, scenario, duration string) (out string, ou
 	// The pods get 512 MiB instead of 1 GiB: the bomb then crosses the
 	// threshold after about 180 MiB, in time also on a host that faults
 	// memory in at 20-35 MB/s (seen on a slow day, under the busy loops:
-	// 5-6 s after the bomb's start alone, past 12 s inside the whole
-	// suite, hence runs of 30 s).
+	// 5-6 s after the bomb's start when run alone; inside the whole suite
+	// a run of 15 s once failed its verdicts, hence runs of 30 s).
 	body := strings.Replace(string(mustRead(t, "../../examples/experiments/"+scenario+".yaml")), "podsMemory: 1Gi", "podsMemory: 512Mi", 1)
 	if !strings.Contains(body, "podsMemory: 512Mi") {
 		t.Fatalf("scenario %s no longer gives its pods 1Gi; update this test", scenario)
