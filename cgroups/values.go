@@ -17,7 +17,10 @@ const (
 	MilliCPUToCPU  = 1000
 	QuotaPeriod    = 100000 // µs
 	MinQuotaPeriod = 1000   // µs
-	MaxWeight      = 10000  // cgroup v2 cpu.weight
+	// MinMilliCPULimit is the smallest CPU limit the quota holds apart
+	// (1 ms per 100 ms period).
+	MinMilliCPULimit = 10
+	MaxWeight        = 10000 // cgroup v2 cpu.weight
 	// MaxQuota is the largest CFS quota the kernel takes, in µs
 	// (max_cfs_runtime in kernel/sched/core.c: 2^44-1 µs).
 	MaxQuota = 1<<44 - 1

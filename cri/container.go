@@ -179,3 +179,12 @@ func (c *Client) PortForward(ctx context.Context, sandboxID string, ports []int3
 	}
 	return resp.Url, nil
 }
+
+// UpdateContainerResources changes a running container's cgroup values
+// (an in-place resize).
+func (c *Client) UpdateContainerResources(ctx context.Context, id string, linux *runtimeapi.LinuxContainerResources) error {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	_, err := c.runtime.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id, Linux: linux})
+	return c.classify("UpdateContainerResources", err)
+}

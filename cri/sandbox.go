@@ -57,3 +57,14 @@ func (c *Client) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandb
 	}
 	return resp.Items, nil
 }
+
+// UpdatePodSandboxResources tells the runtime a pod's resources change
+// before its cgroup does (an in-place resize). A runtime without the call
+// (containerd before 2.1) answers Unimplemented, which callers ignore, as
+// the kubelet does.
+func (c *Client) UpdatePodSandboxResources(ctx context.Context, id string, overhead, resources *runtimeapi.LinuxContainerResources) error {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	_, err := c.runtime.UpdatePodSandboxResources(ctx, &runtimeapi.UpdatePodSandboxResourcesRequest{PodSandboxId: id, Overhead: overhead, Resources: resources})
+	return c.classify("UpdatePodSandboxResources", err)
+}

@@ -62,12 +62,13 @@ const (
 	restartUnhealthy               // a liveness or startup probe failed: killed, then started again (after its back-off)
 	killUnhealthy                  // a probe failed under restartPolicy Never: killed, not started again
 	replaceChanged                 // its image changed: killed and started again at once, whatever the policy
+	replaceResized                 // resized in a resource its resizePolicy restarts for: likewise
 	startCreated                   // created but never started (the agent stopped in between): that one is started
 	replaceCutOff                  // an earlier agent's start was cut off before it ran: removed and started again, the restart not counted
 	replaceUnknown                 // in an unknown state: removed and started again
 )
 
-var containerStepNames = [...]string{"keep", "start", "restartExited", "restartUnhealthy", "killUnhealthy", "replaceChanged", "startCreated", "replaceCutOff", "replaceUnknown"}
+var containerStepNames = [...]string{"keep", "start", "restartExited", "restartUnhealthy", "killUnhealthy", "replaceChanged", "replaceResized", "startCreated", "replaceCutOff", "replaceUnknown"}
 
 func (s containerStep) String() string { return containerStepNames[s] }
 
@@ -113,6 +114,9 @@ type podState struct {
 	// removedRestarts is the restart count of a container whose records
 	// are gone (a static pod removed and added again).
 	removedRestarts func(container string) (int32, bool)
+	// resizeRestart reports whether a running container was resized in a
+	// resource its resizePolicy restarts it for (nil: never).
+	resizeRestart func(c *corev1.Container, rec *runtimeapi.ContainerStatus) bool
 }
 
 // computePodActions decides one sync: the pod's sandbox, then its
@@ -217,6 +221,10 @@ func (s podState) container(c *corev1.Container, init bool, sandboxCreated int64
 		// (the API server lets only those change theirs).
 		if (!init || sidecar) && current.Annotations[cri.AnnotationContainerImageRequest] != c.Image {
 			a.step = replaceChanged
+			return a, false
+		}
+		if (!init || sidecar) && s.resizeRestart != nil && s.resizeRestart(c, current) {
+			a.step = replaceResized
 			return a, false
 		}
 		if sidecar {

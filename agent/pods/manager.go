@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodeagent/agent/events"
+	"nodeagent/agent/pods/allocation"
 	"nodeagent/agent/pods/criconfig"
 	"nodeagent/agent/source"
 	"nodeagent/agent/status"
@@ -60,6 +61,7 @@ type Manager struct {
 	imagePulls   *backOff      // image pull back-off per image
 	pullSlot     chan struct{} // nil: pulls run in parallel
 	housekeeping time.Duration
+	allocated    *allocation.Store // what admitted pods' containers hold (resizeadmit.go)
 
 	mu       sync.Mutex
 	ctx      context.Context // the agent's lifetime; set by Run
@@ -70,6 +72,7 @@ type Manager struct {
 	bySource map[string][]*corev1.Pod
 	goneTold map[types.UID]bool // deleted pods Gone was told about
 	removed  map[types.UID]removedPod
+	desired  map[types.UID]*corev1.Pod // specs whose resize waits (PodResizePending)
 	wg       sync.WaitGroup
 
 	// sweeping: a goroutine removes set-aside pod directories; only it
@@ -137,6 +140,8 @@ func NewManager(opts Options, deps Deps) *Manager {
 		bySource:     map[string][]*corev1.Pod{},
 		goneTold:     map[types.UID]bool{},
 		removed:      map[types.UID]removedPod{},
+		desired:      map[types.UID]*corev1.Pod{},
+		allocated:    openAllocations(opts.RootDir, deps.Log),
 	}
 }
 
@@ -173,6 +178,10 @@ func (m *Manager) Run(ctx context.Context, updates <-chan source.Update) {
 			m.imagePulls.GC()
 		case <-reconcile.C():
 			m.Reconcile()
+			m.mu.Lock()
+			m.retryResizesLocked()
+			m.mu.Unlock()
+			m.forgetAllocations()
 		}
 	}
 }
@@ -266,10 +275,12 @@ func (m *Manager) apply(u source.Update, complete bool) {
 			added = append(added, p)
 		case ok && old != p && old.ResourceVersion != p.ResourceVersion:
 			// An API pod edited in place (an image, activeDeadlineSeconds,
-			// labels for the downward API): its worker takes the new spec.
-			m.pods[uid] = p
+			// labels for the downward API, a resize): its worker takes the
+			// new spec, with the resources allocated to it.
+			view := m.resizeLocked(p)
+			m.pods[uid] = view
 			if w := m.workers[uid]; w != nil {
-				w.respec(p)
+				w.respec(view)
 			}
 		}
 	}
@@ -295,6 +306,7 @@ func (m *Manager) apply(u source.Update, complete bool) {
 		if m.devices != nil {
 			_, extended = m.devices.Resources()
 		}
+		p = m.allocatedViewLocked(p, running[p.UID])
 		r := admit(p, m.admittedLocked(), m.opts.MaxPods, m.opts.Allocatable, extended)
 		if r == nil {
 			r = osAdmit(p)
@@ -328,10 +340,12 @@ func (m *Manager) apply(u source.Update, complete bool) {
 			}
 		}
 		if r != nil {
+			delete(m.desired, p.UID)
 			m.rejected[p.UID] = true
 			m.rejectLocked(p, r)
 			continue
 		}
+		m.allocateLocked(p)
 		m.pods[p.UID] = p
 		changed = true
 		// The scheduler says this of the API's pods; the agent of its own.
@@ -339,6 +353,9 @@ func (m *Manager) apply(u source.Update, complete bool) {
 			m.events.Eventf(events.PodRef(p, ""), corev1.EventTypeNormal, "Scheduled", "Successfully assigned %s to %s", fullName(p), m.opts.NodeName)
 		}
 		m.startIfFreeLocked(p)
+	}
+	if len(m.desired) > 0 {
+		m.retryResizesLocked() // pods went, or came back with a resize
 	}
 	first := !m.synced && complete
 	m.synced = m.synced || complete

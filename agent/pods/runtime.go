@@ -25,6 +25,10 @@ type Runtime interface {
 	RemoveContainer(ctx context.Context, id string) error
 	PullImage(ctx context.Context, image string, auth *runtimeapi.AuthConfig, sandboxCfg *runtimeapi.PodSandboxConfig) (string, error)
 	ImageStatus(ctx context.Context, image string) (*runtimeapi.Image, error)
+	// In-place resize.
+	UpdateContainerResources(ctx context.Context, id string, linux *runtimeapi.LinuxContainerResources) error
+	UpdatePodSandboxResources(ctx context.Context, id string, overhead, resources *runtimeapi.LinuxContainerResources) error
+	ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error)
 }
 
 // TaskDeleter is what a runtime may also do (*cri.Client on containerd):

@@ -51,6 +51,16 @@ func (w *worker) execute(ctx context.Context, pod *corev1.Pod, a containerAction
 			return time.Second
 		}
 		return w.startContainer(ctx, pod, c, a.restartCount, sandboxID, sandboxCfg, podIP)
+	case replaceResized:
+		delete(w.waiting, c.Name)
+		grace := gracePeriod(pod, nil)
+		w.log.Info("container resized; its resize policy restarts it", "container", c.Name, "grace_seconds", grace)
+		w.actions++
+		if err := w.stopContainer(ctx, current, grace, podIP, fmt.Sprintf("Container %s resize requires restart", c.Name)); err != nil {
+			w.log.Warn("stop resized container; will retry", "container", c.Name, "err", err)
+			return time.Second
+		}
+		return w.startContainer(ctx, pod, c, a.restartCount, sandboxID, sandboxCfg, podIP)
 	case replaceCutOff:
 		w.actions++
 		if err := w.m.removeContainer(ctx, current); err != nil {

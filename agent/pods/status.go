@@ -55,6 +55,9 @@ type statusInput struct {
 	resetting bool
 	// devices is the health of the devices each container holds.
 	devices map[string][]corev1.ResourceStatus
+	// resize are the PodResizePending and PodResizeInProgress conditions,
+	// each with the generation it is about.
+	resize []corev1.PodCondition
 }
 
 // computeStatus derives the pod's corev1.PodStatus from its spec and what
@@ -145,6 +148,9 @@ func computeStatus(in statusInput) corev1.PodStatus {
 		c.Reason, c.Message = "TerminationByKubelet", in.terminal.Message
 	}
 	observeGeneration(pod, &st, in.previous.ObservedGeneration)
+	if !terminalPhase(st.Phase) {
+		st.Conditions = append(st.Conditions, in.resize...)
+	}
 	return st
 }
 
@@ -203,6 +209,12 @@ func (in statusInput) containerStatus(c *corev1.Container, defaultWaiting string
 		return cs
 	}
 	latest := recs[0]
+	// What it was allocated, and what the runtime says it holds (the
+	// API server refuses a resize of a running container without them).
+	if len(c.Resources.Requests) > 0 {
+		cs.AllocatedResources = c.Resources.Requests.DeepCopy()
+	}
+	cs.Resources = statusResources(c.Resources, latest)
 	// The image the container runs, as the kubelet reports it: after an
 	// image update, a container not yet replaced still runs the old one.
 	if img := latest.Annotations[cri.AnnotationContainerImageRequest]; img != "" {

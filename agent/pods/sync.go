@@ -54,7 +54,9 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 				return r.restartCount, true
 			}
 			return w.m.removedRestartCount(pod.UID, name)
-		}})
+		},
+		resizeRestart: func(c *corev1.Container, rec *runtimeapi.ContainerStatus) bool { return w.needsResizeRestart(pod, c, rec) },
+	})
 	// AllContainersRestarting holds while a sync finds a reset to do.
 	w.resetting = len(actions.resetAll) > 0
 	if actions.killPod {
@@ -253,6 +255,11 @@ func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodR
 		if sandboxCfg, err = w.m.configs.Sandbox(w.plan, sb.GetMetadata().GetAttempt()); err != nil {
 			return 0, err
 		}
+	}
+	if actions.sandbox == sandboxKeep {
+		// Before containers start, as the kubelet's SyncPod: a resize is
+		// applied to what runs now.
+		retry = w.syncResize(ctx, pod, rt, sb.Id)
 	}
 	// A host-network sandbox has no IP of its own (containerd 2 says
 	// none): the pod's IP is the node's, as in its status.

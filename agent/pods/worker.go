@@ -30,6 +30,7 @@ type worker struct {
 	cancelSync  context.CancelFunc   // interrupts a sync in progress on terminate
 	eviction    *evictionRequest     // set by the eviction manager, taken by the worker
 	kernelOOM   map[string]time.Time // containers the kernel log shows OOM killed, and when
+	resize      resizeStatus         // the resize conditions (resizeadmit.go)
 
 	actions         int                      // runtime mutations so far; a sync that made none need not re-inspect
 	started         int                      // sandboxes and containers started so far

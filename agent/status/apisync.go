@@ -256,6 +256,7 @@ func (s *APISync) forget(uid types.UID) {
 var kubeletConditions = map[corev1.PodConditionType]bool{
 	corev1.PodScheduled: true, corev1.PodReadyToStartContainers: true, corev1.PodInitialized: true,
 	corev1.ContainersReady: true, corev1.PodReady: true, corev1.AllContainersRestarting: true,
+	corev1.PodResizePending: true, corev1.PodResizeInProgress: true,
 }
 
 // mergeStatus is the status to write: the agent's, with the conditions

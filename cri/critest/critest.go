@@ -28,6 +28,8 @@ type Call struct {
 	Auth    *runtimeapi.AuthConfig       // PullImage's
 	Handler string                       // RunPodSandbox's
 	Timeout int64                        // StopContainer's, seconds
+	// Resources are UpdateContainerResources' or UpdatePodSandboxResources'.
+	Resources *runtimeapi.LinuxContainerResources
 }
 
 // Runtime is safe for concurrent use. Its zero value is not: use New.
@@ -248,6 +250,9 @@ func (r *Runtime) CreateContainer(_ context.Context, sandboxID string, cfg *runt
 	r.containers[id] = &runtimeapi.ContainerStatus{Id: id, Metadata: cfg.Metadata, State: runtimeapi.ContainerState_CONTAINER_CREATED,
 		CreatedAt: time.Now().UnixNano(), Labels: cfg.Labels, Annotations: cfg.Annotations, LogPath: cfg.LogPath,
 		Image: cfg.Image, ImageRef: cfg.GetImage().GetImage()}
+	if l := cfg.GetLinux().GetResources(); l != nil {
+		r.containers[id].Resources = &runtimeapi.ContainerResources{Linux: l}
+	}
 	return id, nil
 }
 
@@ -286,6 +291,29 @@ func (r *Runtime) RemoveContainer(_ context.Context, id string) error {
 	}
 	delete(r.containers, id)
 	return nil
+}
+
+// UpdateContainerResources records the update and shows it in the
+// container's status, as containerd does.
+func (r *Runtime) UpdateContainerResources(_ context.Context, id string, linux *runtimeapi.LinuxContainerResources) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.record(Call{Op: "UpdateContainerResources", ID: id, Resources: linux}); err != nil {
+		return err
+	}
+	c, ok := r.containers[id]
+	if !ok {
+		return notFound("UpdateContainerResources", id)
+	}
+	c.Resources = &runtimeapi.ContainerResources{Linux: linux}
+	return nil
+}
+
+// UpdatePodSandboxResources records the call.
+func (r *Runtime) UpdatePodSandboxResources(_ context.Context, id string, _, resources *runtimeapi.LinuxContainerResources) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.record(Call{Op: "UpdatePodSandboxResources", ID: id, Resources: resources})
 }
 
 func (r *Runtime) ContainerStatus(_ context.Context, id string) (*runtimeapi.ContainerStatus, error) {

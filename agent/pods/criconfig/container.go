@@ -151,6 +151,12 @@ func SpecFromAnnotations(name string, annotations map[string]string) *corev1.Con
 	return c
 }
 
+// Resources are the container's CRI resources as it is created with them,
+// and as an in-place resize updates them.
+func (b *Builder) Resources(pod *corev1.Pod, c *corev1.Container) *runtimeapi.LinuxContainerResources {
+	return b.containerResources(pod, c, b.opts.OOMRange.Map(qos.ContainerOOMScoreAdj(pod, c, b.opts.MemoryCapacity, isCritical(pod))))
+}
+
 // containerResources are the kubelet's CRI resources: shares from the cpu
 // request (or limit), CFS quota from the cpu limit, memory limit.
 func (b *Builder) containerResources(pod *corev1.Pod, c *corev1.Container, oomScoreAdj int) *runtimeapi.LinuxContainerResources {

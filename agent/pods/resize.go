@@ -1,0 +1,408 @@
+package pods
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"google.golang.org/protobuf/proto"
+
+	"nodeagent/agent/pleg"
+	"nodeagent/cgroups"
+	"nodeagent/cri"
+	"nodeagent/internal/qos"
+)
+
+// An in-place resize reaches the worker as its pod's allocated resources
+// (w.pod, see resizeadmit.go). Each sync compares them with what the
+// runtime reports for every running container and with the pod cgroup's
+// files, and applies the difference as the kubelet's doPodResizeAction
+// does: memory first, then CPU; the pod cgroup raised before its
+// containers and lowered after them. The runtime and the cgroup files are
+// the record of what was applied, so an agent killed midway finds the
+// rest still to do.
+
+// containerResize is a running container whose CRI resources differ from
+// its allocation.
+type containerResize struct {
+	name       string
+	id         string
+	have, want *runtimeapi.LinuxContainerResources
+}
+
+func (r containerResize) memoryChanged() bool {
+	return unlimitedAsZero(r.have.MemoryLimitInBytes) != unlimitedAsZero(r.want.MemoryLimitInBytes)
+}
+
+func (r containerResize) cpuChanged() bool {
+	return r.have.CpuShares != r.want.CpuShares || unlimitedAsZero(r.have.CpuQuota) != unlimitedAsZero(r.want.CpuQuota) ||
+		(r.want.CpuPeriod != 0 && r.have.CpuPeriod != r.want.CpuPeriod)
+}
+
+// unlimitedAsZero: runtimes report "no limit" as 0 or -1.
+func unlimitedAsZero(v int64) int64 { return max(v, 0) }
+
+// resizableContainer is the spec of a container an in-place resize
+// changes: an app container or a sidecar (restartable init container).
+func resizableContainer(pod *corev1.Pod, name string) *corev1.Container {
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; c.Name == name && qos.IsSidecar(c) {
+			return c
+		}
+	}
+	return nil
+}
+
+// containerResizes are the running containers whose resources differ
+// from the allocation, in spec order.
+func (w *worker) containerResizes(pod *corev1.Pod, rt *pleg.PodRuntime) []containerResize {
+	var out []containerResize
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			c := resizableContainer(pod, cs[i].Name)
+			if c == nil || c != &cs[i] {
+				continue
+			}
+			recs := rt.ContainersNamed(c.Name)
+			if len(recs) == 0 || recs[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+				continue
+			}
+			have := recs[0].GetResources().GetLinux()
+			if have == nil || w.needsResizeRestart(pod, c, recs[0]) {
+				continue // the runtime does not say, or a restart applies it
+			}
+			r := containerResize{name: c.Name, id: recs[0].Id, have: have, want: w.m.configs.Resources(pod, c)}
+			if r.memoryChanged() || r.cpuChanged() {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// needsResizeRestart reports whether a running container's resources
+// changed in a resource its resizePolicy says needs a restart.
+func (w *worker) needsResizeRestart(pod *corev1.Pod, c *corev1.Container, rec *runtimeapi.ContainerStatus) bool {
+	have := rec.GetResources().GetLinux()
+	if have == nil || !restartsOnResize(c) {
+		return false
+	}
+	r := containerResize{have: have, want: w.m.configs.Resources(pod, c)}
+	for _, p := range c.ResizePolicy {
+		if p.RestartPolicy != corev1.RestartContainer {
+			continue
+		}
+		if (p.ResourceName == corev1.ResourceMemory && r.memoryChanged()) || (p.ResourceName == corev1.ResourceCPU && r.cpuChanged()) {
+			return true
+		}
+	}
+	return false
+}
+
+func restartsOnResize(c *corev1.Container) bool {
+	for _, p := range c.ResizePolicy {
+		if p.RestartPolicy == corev1.RestartContainer {
+			return true
+		}
+	}
+	return false
+}
+
+// podResize is what the pod cgroup's files hold against its allocation.
+type podResize struct {
+	want      *cgroups.ResourceConfig
+	have      cgroups.Values
+	v2        bool
+	memory    bool // the memory limit differs
+	cpu       bool // shares (weight) or quota differ
+	memGrows  bool
+	cpuGrows  bool
+	perPodCgs bool
+}
+
+func (w *worker) podResize(pod *corev1.Pod) (podResize, error) {
+	r := podResize{want: w.m.tree.PodValues(pod)}
+	if _, ok := w.m.tree.PodCgroup(pod); !ok {
+		return r, nil
+	}
+	have, err := w.m.tree.PodCurrent(pod)
+	if err != nil {
+		return r, fmt.Errorf("unable to get pod cgroup memory config for pod %q: %w", fullName(pod), err)
+	}
+	r.have, r.perPodCgs, r.v2 = have, true, have.CPUWeight != 0
+	if m := r.want.Memory; m != nil && *m > 0 && *m != have.MemoryLimit {
+		r.memory = true
+		r.memGrows = have.MemoryLimit >= 0 && *m > have.MemoryLimit
+	}
+	if s := r.want.CPUShares; s != nil {
+		if r.v2 {
+			r.cpu = cgroups.SharesToWeight(*s) != have.CPUWeight
+			r.cpuGrows = cgroups.SharesToWeight(*s) > have.CPUWeight
+		} else {
+			r.cpu = *s != have.CPUShares
+			r.cpuGrows = *s > have.CPUShares
+		}
+	}
+	if q := r.want.CPUQuota; q != nil {
+		want := *q
+		if want <= 0 {
+			want = -1
+		}
+		if want != have.CPUQuota {
+			r.cpu = true
+			r.cpuGrows = r.cpuGrows || want == -1 || (have.CPUQuota != -1 && want > have.CPUQuota)
+		}
+	}
+	return r, nil
+}
+
+// errResizeMemory is a memory decrease the pod's or a container's use
+// does not allow yet; the sync tries again later.
+var errResizeMemory = errors.New("cannot decrease memory limits")
+
+// actuateResize applies the allocation to the running containers and the
+// pod cgroup. It reports whether it changed anything; an error leaves
+// the rest for the next sync and is shown as PodResizeInProgress/Error.
+func (w *worker) actuateResize(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRuntime, sandboxID string) (bool, error) {
+	ctrs := w.containerResizes(pod, rt)
+	pr, err := w.podResize(pod)
+	if err != nil {
+		return false, err
+	}
+	if len(ctrs) == 0 && !pr.memory && !pr.cpu {
+		return false, nil
+	}
+	if err := w.checkMemoryDecrease(ctx, pod, sandboxID, pr, ctrs); err != nil {
+		return false, err
+	}
+	w.actions++
+	// Memory: the pod cgroup first when it grows, last when it shrinks.
+	if pr.memory && pr.memGrows {
+		if err := w.resizePod(ctx, pod, sandboxID, pr, corev1.ResourceMemory); err != nil {
+			return true, err
+		}
+	}
+	for _, r := range ctrs {
+		if r.memoryChanged() {
+			step := cloneResources(r.want)
+			step.CpuShares, step.CpuQuota, step.CpuPeriod = r.have.CpuShares, r.have.CpuQuota, r.have.CpuPeriod
+			if err := w.m.rt.UpdateContainerResources(ctx, r.id, step); err != nil {
+				return true, fmt.Errorf("update container %q memory: %w", r.name, err)
+			}
+		}
+	}
+	if pr.memory && !pr.memGrows {
+		if err := w.resizePod(ctx, pod, sandboxID, pr, corev1.ResourceMemory); err != nil {
+			return true, err
+		}
+	}
+	// CPU, in the same order.
+	if pr.cpu && pr.cpuGrows {
+		if err := w.resizePod(ctx, pod, sandboxID, pr, corev1.ResourceCPU); err != nil {
+			return true, err
+		}
+	}
+	for _, r := range ctrs {
+		if r.cpuChanged() {
+			if err := w.m.rt.UpdateContainerResources(ctx, r.id, r.want); err != nil {
+				return true, fmt.Errorf("update container %q cpu: %w", r.name, err)
+			}
+		}
+	}
+	if pr.cpu && !pr.cpuGrows {
+		if err := w.resizePod(ctx, pod, sandboxID, pr, corev1.ResourceCPU); err != nil {
+			return true, err
+		}
+	}
+	w.log.Info("pod resized in place", "containers", len(ctrs), "pod_memory", pr.memory, "pod_cpu", pr.cpu)
+	return true, nil
+}
+
+// checkMemoryDecrease refuses a memory limit lowered to or below what the
+// pod or the container uses now, in the kubelet's words.
+func (w *worker) checkMemoryDecrease(ctx context.Context, pod *corev1.Pod, sandboxID string, pr podResize, ctrs []containerResize) error {
+	var errs []error
+	if pr.memory && !pr.memGrows && pr.have.Memory >= uint64(*pr.want.Memory) {
+		errs = append(errs, fmt.Errorf("attempting to set pod memory limit (%d) below current usage (%d)", *pr.want.Memory, pr.have.Memory))
+	}
+	var usage map[string]uint64
+	for _, r := range ctrs {
+		want, have := r.want.MemoryLimitInBytes, unlimitedAsZero(r.have.MemoryLimitInBytes)
+		if !r.memoryChanged() || want <= 0 || (have != 0 && want >= have) {
+			continue
+		}
+		if usage == nil {
+			var err error
+			if usage, err = w.containerMemoryUsage(ctx, sandboxID); err != nil {
+				return fmt.Errorf("unable to read memory usage for pod %q", fullName(pod))
+			}
+		}
+		u, ok := usage[r.id]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("missing container %q memory usage", r.name))
+		case u >= uint64(want):
+			errs = append(errs, fmt.Errorf("attempting to set container %q memory limit (%d) below current usage (%d)", r.name, want, u))
+		}
+	}
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%w: %w", errResizeMemory, errs[0])
+	}
+	return fmt.Errorf("%w: %v", errResizeMemory, errs)
+}
+
+// containerMemoryUsage is each of the sandbox's containers' memory use,
+// by container ID, as the runtime's stats say.
+func (w *worker) containerMemoryUsage(ctx context.Context, sandboxID string) (map[string]uint64, error) {
+	stats, err := w.m.rt.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{PodSandboxId: sandboxID})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	for _, s := range stats {
+		if u := s.GetMemory().GetUsageBytes(); u != nil {
+			out[s.GetAttributes().GetId()] = u.Value
+		}
+	}
+	return out, nil
+}
+
+// resizePod writes one resource of the pod cgroup, telling the runtime
+// first (UpdatePodSandboxResources; a runtime without it is fine).
+func (w *worker) resizePod(ctx context.Context, pod *corev1.Pod, sandboxID string, pr podResize, which corev1.ResourceName) error {
+	if !pr.perPodCgs {
+		return nil
+	}
+	rc := &cgroups.ResourceConfig{}
+	if which == corev1.ResourceMemory {
+		rc.Memory = pr.want.Memory
+	} else {
+		rc.CPUShares, rc.CPUQuota, rc.CPUPeriod = pr.want.CPUShares, pr.want.CPUQuota, pr.want.CPUPeriod
+	}
+	if err := w.m.rt.UpdatePodSandboxResources(ctx, sandboxID, nil, sandboxResources(pr.want)); err != nil && !cri.IsUnimplemented(err) {
+		return fmt.Errorf("failed to notify runtime for UpdatePodSandboxResources (resource=%s); resize rejected: %w", which, err)
+	}
+	if err := w.m.tree.UpdatePod(pod, rc); err != nil {
+		return fmt.Errorf("update pod cgroup %s: %w", which, err)
+	}
+	return nil
+}
+
+func sandboxResources(rc *cgroups.ResourceConfig) *runtimeapi.LinuxContainerResources {
+	r := &runtimeapi.LinuxContainerResources{}
+	if rc.CPUShares != nil {
+		r.CpuShares = int64(*rc.CPUShares)
+	}
+	if rc.CPUQuota != nil {
+		r.CpuQuota = *rc.CPUQuota
+	}
+	if rc.CPUPeriod != nil {
+		r.CpuPeriod = int64(*rc.CPUPeriod)
+	}
+	if rc.Memory != nil {
+		r.MemoryLimitInBytes = *rc.Memory
+	}
+	return r
+}
+
+func cloneResources(r *runtimeapi.LinuxContainerResources) *runtimeapi.LinuxContainerResources {
+	return proto.Clone(r).(*runtimeapi.LinuxContainerResources)
+}
+
+// syncResize applies a resize admitted for the pod, and checks once after
+// the worker starts that what runs matches the allocation (an agent
+// killed mid-resize). It returns when to try again after a failure.
+func (w *worker) syncResize(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRuntime, sandboxID string) time.Duration {
+	w.mu.Lock()
+	r := w.resize
+	w.mu.Unlock()
+	if r.checked && r.inProgress == nil {
+		return 0
+	}
+	changed, err := w.actuateResize(ctx, pod, rt, sandboxID)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0
+		}
+		w.resizeFailed(pod, err)
+		return resizeRetry
+	}
+	if changed {
+		if r.inProgress == nil {
+			w.resizeAdmittedQuietly(pod) // found half done: shown until it is
+		}
+		if left := w.containerResizes(pod, w.inspect(ctx, rt)); len(left) > 0 {
+			w.resizeFailed(pod, fmt.Errorf("container %q does not show its new resources after the update", left[0].name))
+			return resizeRetry
+		}
+	}
+	if w.restartsForResize(pod, rt) {
+		return 0 // done once the restarted containers run
+	}
+	w.resizeDone(pod)
+	return 0
+}
+
+// restartsForResize reports whether a running container waits for the
+// restart its resize policy asks.
+func (w *worker) restartsForResize(pod *corev1.Pod, rt *pleg.PodRuntime) bool {
+	for _, rec := range rt.GetContainers() {
+		if rec.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			continue
+		}
+		if c := resizableContainer(pod, rec.GetMetadata().GetName()); c != nil && w.needsResizeRestart(pod, c, rec) {
+			return true
+		}
+	}
+	return false
+}
+
+// resizeRetry is how soon a resize that failed (a memory decrease below
+// use) is tried again; the kubelet retries at every sync.
+const resizeRetry = 5 * time.Second
+
+// statusResources is a container's status.resources, as the kubelet
+// reports them: the allocation, with the values the runtime holds for a
+// running container (and the kubelet's minimums: a CPU limit at or below
+// 10m and a request at or below 2m read back as allocated).
+func statusResources(alloc corev1.ResourceRequirements, rec *runtimeapi.ContainerStatus) *corev1.ResourceRequirements {
+	out := alloc.DeepCopy()
+	if rec == nil || rec.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return out
+	}
+	l := rec.GetResources().GetLinux()
+	if l == nil {
+		return out
+	}
+	if out.Limits != nil {
+		if l.CpuPeriod > 0 && l.CpuQuota > 0 {
+			milli := l.CpuQuota * 1000 / l.CpuPeriod
+			if milli > cgroups.MinMilliCPULimit || out.Limits.Cpu().MilliValue() > cgroups.MinMilliCPULimit {
+				out.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(milli, resource.DecimalSI)
+			}
+		}
+		if l.MemoryLimitInBytes > 0 {
+			out.Limits[corev1.ResourceMemory] = *resource.NewQuantity(l.MemoryLimitInBytes, resource.BinarySI)
+		}
+	}
+	if out.Requests != nil && l.CpuShares >= cgroups.MinShares {
+		milli := int64(math.Ceil(float64(l.CpuShares*1000) / 1024))
+		if milli > cgroups.MinShares || out.Requests.Cpu().MilliValue() > cgroups.MinShares {
+			out.Requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(milli, resource.DecimalSI)
+		}
+	}
+	return out
+}
