@@ -7,10 +7,10 @@ import (
 	"math"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"google.golang.org/protobuf/proto"
 
 	"nodeagent/agent/pleg"
 	"nodeagent/cgroups"

@@ -55,7 +55,9 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 			}
 			return w.m.removedRestartCount(pod.UID, name)
 		},
-		resizeRestart: func(c *corev1.Container, rec *runtimeapi.ContainerStatus) bool { return w.needsResizeRestart(pod, c, rec) },
+		resizeRestart: func(c *corev1.Container, rec *runtimeapi.ContainerStatus) bool {
+			return w.needsResizeRestart(pod, c, rec)
+		},
 	})
 	// AllContainersRestarting holds while a sync finds a reset to do.
 	w.resetting = len(actions.resetAll) > 0
