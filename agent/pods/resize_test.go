@@ -1,0 +1,167 @@
+package pods
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"nodeagent/agent/pods/allocation"
+	"nodeagent/cri/critest"
+)
+
+func withResources(p *corev1.Pod, cpuReq, cpuLim string) *corev1.Pod {
+	p = p.DeepCopy()
+	c := &p.Spec.Containers[0]
+	c.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpuReq)}
+	c.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpuLim)}
+	return p
+}
+
+// A resize is admitted against allocatable and the other pods'
+// allocations: one that fits is checkpointed and in progress, one that
+// does not waits as Deferred with the kubelet's message and the old
+// resources, and a pod-level change is Infeasible.
+func TestResizeAdmission(t *testing.T) {
+	m, _ := newTestManager(t, critest.New(), nil)
+	m.opts.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")}
+	other := withResources(testPod(corev1.RestartPolicyAlways, "a"), "1", "1")
+	other.UID, other.Name = "other", "other"
+	pod := withResources(testPod(corev1.RestartPolicyAlways, "a"), "100m", "200m")
+	pod.Generation = 1
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range []*corev1.Pod{other, pod} {
+		m.allocateLocked(p)
+		m.pods[p.UID] = p
+	}
+	w := newWorker(m, pod.UID, pod)
+	m.workers[pod.UID] = w
+
+	fits := withResources(pod, "500m", "1")
+	fits.Generation = 2
+	if view := m.resizeLocked(fits); view != fits {
+		t.Fatalf("a resize that fits does not run as asked: %v", view.Spec.Containers[0].Resources)
+	}
+	if got, _ := m.allocated.Get(pod.UID); !got.Equal(allocation.Of(fits)) {
+		t.Errorf("checkpoint holds %v", got)
+	}
+	if c := w.resize.inProgress; c == nil || c.ObservedGeneration != 2 || w.resize.pending != nil {
+		t.Errorf("after admission: %+v", w.resize)
+	}
+	m.pods[pod.UID] = fits
+
+	tooBig := withResources(pod, "1500m", "2")
+	tooBig.Generation = 3
+	view := m.resizeLocked(tooBig)
+	if q := view.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; q.String() != "500m" {
+		t.Errorf("a deferred resize runs with %s, want the allocated 500m", q.String())
+	}
+	c := w.resize.pending
+	if c == nil || c.Reason != corev1.PodReasonDeferred || c.ObservedGeneration != 3 ||
+		c.Message != "Node didn't have enough resource: cpu, requested: 1500, used: 1000, capacity: 2000" {
+		t.Errorf("pending %+v", c)
+	}
+	if _, queued := m.desired[pod.UID]; !queued {
+		t.Error("a deferred resize is not queued for retry")
+	}
+	// The other pod goes: the retry admits it.
+	delete(m.pods, other.UID)
+	m.retryResizesLocked()
+	if m.pods[pod.UID] != tooBig || w.resize.pending != nil || w.resize.inProgress.ObservedGeneration != 3 {
+		t.Errorf("after the other pod went: pending %+v, in progress %+v", w.resize.pending, w.resize.inProgress)
+	}
+
+	podLevel := tooBig.DeepCopy()
+	podLevel.Generation = 4
+	podLevel.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}
+	m.resizeLocked(podLevel)
+	if c := w.resize.pending; c == nil || c.Reason != corev1.PodReasonInfeasible {
+		t.Errorf("a pod-level resize: pending %+v", c)
+	}
+	if _, queued := m.desired[pod.UID]; queued {
+		t.Error("an infeasible resize is retried")
+	}
+
+	// Back to what is allocated: nothing pending.
+	m.resizeLocked(tooBig)
+	if w.resize.pending != nil {
+		t.Errorf("pending after the spec went back: %+v", w.resize.pending)
+	}
+}
+
+// An agent restarted with a running pod takes what the checkpoint says
+// it was given, not its spec: the spec's resize is admitted afterwards.
+func TestRestartedAgentRunsWhatWasAllocated(t *testing.T) {
+	root := t.TempDir()
+	m, _ := newTestManager(t, critest.New(), nil)
+	store := allocation.Open(filepath.Join(root, allocatedStateFile), m.log)
+	pod := withResources(testPod(corev1.RestartPolicyAlways, "a"), "100m", "200m")
+	if err := store.Set(pod.UID, allocation.Of(pod)); err != nil {
+		t.Fatal(err)
+	}
+	m.allocated = allocation.Open(filepath.Join(root, allocatedStateFile), m.log)
+	resized := withResources(pod, "300m", "400m")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	view := m.allocatedViewLocked(resized, true)
+	if q := view.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU]; q.String() != "200m" {
+		t.Errorf("a running pod re-admitted with %s, want the checkpoint's 200m", q.String())
+	}
+	if m.desired[pod.UID] != resized {
+		t.Error("its resize is not queued")
+	}
+	if view := m.allocatedViewLocked(resized, false); view != resized {
+		t.Error("a pod not running yet does not run its spec")
+	}
+}
+
+// status.resources reads the runtime's values back as the kubelet does.
+func TestStatusResourcesReadBack(t *testing.T) {
+	alloc := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("150m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+	}
+	running := func(l *runtimeapi.LinuxContainerResources) *runtimeapi.ContainerStatus {
+		return &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_RUNNING, Resources: &runtimeapi.ContainerResources{Linux: l}}
+	}
+	got := statusResources(alloc, running(&runtimeapi.LinuxContainerResources{CpuShares: 102, CpuQuota: 20000, CpuPeriod: 100000, MemoryLimitInBytes: 96 << 20}))
+	want := map[string]string{"requests.cpu": "100m", "requests.memory": "64Mi", "limits.cpu": "200m", "limits.memory": "96Mi"}
+	for k, v := range want {
+		list := got.Requests
+		if strings.HasPrefix(k, "limits") {
+			list = got.Limits
+		}
+		q := list[corev1.ResourceName(strings.SplitN(k, ".", 2)[1])]
+		if q.Cmp(resource.MustParse(v)) != 0 {
+			t.Errorf("%s = %s, want %s", k, q.String(), v)
+		}
+	}
+	// At the minimums the allocation is shown: 5m reads back as 10m.
+	small := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1m")}, Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("5m")}}
+	got = statusResources(small, running(&runtimeapi.LinuxContainerResources{CpuShares: 2, CpuQuota: 1000, CpuPeriod: 100000}))
+	if q := got.Limits[corev1.ResourceCPU]; q.String() != "5m" {
+		t.Errorf("limit at the minimum reads %s", q.String())
+	}
+	if q := got.Requests[corev1.ResourceCPU]; q.String() != "1m" {
+		t.Errorf("request at the minimum reads %s", q.String())
+	}
+	// Not running: the allocation.
+	if got := statusResources(alloc, &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_EXITED}); !got.Limits.Cpu().Equal(resource.MustParse("300m")) {
+		t.Errorf("exited container: %v", got)
+	}
+}
+
+func TestResizeEventMessage(t *testing.T) {
+	pod := withResources(testPod(corev1.RestartPolicyAlways, "a"), "100m", "200m")
+	pod.Generation = 7
+	got := resizeMessage(pod, "Pod resize Deferred", "Node didn't have enough resource: cpu")
+	want := `Pod resize Deferred: {"containers":[{"name":"a","resources":{"limits":{"cpu":"200m"},"requests":{"cpu":"100m"}}}],"generation":7,"error":"Node didn't have enough resource: cpu"}`
+	if got != want {
+		t.Errorf("message\n got %s\nwant %s", got, want)
+	}
+}
+
