@@ -179,8 +179,13 @@ func (m *Manager) Run(ctx context.Context, updates <-chan source.Update) {
 		case <-reconcile.C():
 			m.Reconcile()
 			m.mu.Lock()
-			m.retryResizesLocked()
+			resized, active := m.retryResizesLocked(), m.admittedLocked()
 			m.mu.Unlock()
+			if resized {
+				if err := m.tree.SyncQoS(active); err != nil {
+					m.log.Warn("update QoS cgroups", "err", err)
+				}
+			}
 			m.forgetAllocations()
 		}
 	}
@@ -278,6 +283,9 @@ func (m *Manager) apply(u source.Update, complete bool) {
 			// labels for the downward API, a resize): its worker takes the
 			// new spec, with the resources allocated to it.
 			view := m.resizeLocked(p)
+			// The QoS parents follow what the pods hold: unlike the
+			// kubelet's, they are rewritten at once on a resize.
+			changed = changed || !allocation.Of(old).Equal(allocation.Of(view))
 			m.pods[uid] = view
 			if w := m.workers[uid]; w != nil {
 				w.respec(view)
@@ -354,8 +362,8 @@ func (m *Manager) apply(u source.Update, complete bool) {
 		}
 		m.startIfFreeLocked(p)
 	}
-	if len(m.desired) > 0 {
-		m.retryResizesLocked() // pods went, or came back with a resize
+	if len(m.desired) > 0 && m.retryResizesLocked() { // pods went, or came back with a resize
+		changed = true
 	}
 	first := !m.synced && complete
 	m.synced = m.synced || complete

@@ -111,8 +111,10 @@ func (m *Manager) resizeVerdictLocked(p *corev1.Pod, have allocation.Resources) 
 }
 
 // retryResizesLocked tries the pending resizes again: pods asking less
-// first, then higher priority, then Guaranteed pods.
-func (m *Manager) retryResizesLocked() {
+// first, then higher priority, then Guaranteed pods. It reports whether
+// one was admitted.
+func (m *Manager) retryResizesLocked() bool {
+	admitted := false
 	pending := make([]*corev1.Pod, 0, len(m.desired))
 	for uid, p := range m.desired {
 		if _, ok := m.pods[uid]; !ok {
@@ -138,12 +140,14 @@ func (m *Manager) retryResizesLocked() {
 	for _, p := range pending {
 		view := m.resizeLocked(p)
 		if old := m.pods[p.UID]; old != view {
+			admitted = admitted || !allocation.Of(old).Equal(allocation.Of(view))
 			m.pods[p.UID] = view
 			if w := m.workers[p.UID]; w != nil {
 				w.respec(view)
 			}
 		}
 	}
+	return admitted
 }
 
 func priority(p *corev1.Pod) int32 {
