@@ -178,14 +178,7 @@ func (m *Manager) Run(ctx context.Context, updates <-chan source.Update) {
 			m.imagePulls.GC()
 		case <-reconcile.C():
 			m.Reconcile()
-			m.mu.Lock()
-			resized, active := m.retryResizesLocked(), m.admittedLocked()
-			m.mu.Unlock()
-			if resized {
-				if err := m.tree.SyncQoS(active); err != nil {
-					m.log.Warn("update QoS cgroups", "err", err)
-				}
-			}
+			m.retryResizes()
 			m.forgetAllocations()
 		}
 	}
@@ -280,16 +273,8 @@ func (m *Manager) apply(u source.Update, complete bool) {
 			added = append(added, p)
 		case ok && old != p && old.ResourceVersion != p.ResourceVersion:
 			// An API pod edited in place (an image, activeDeadlineSeconds,
-			// labels for the downward API, a resize): its worker takes the
-			// new spec, with the resources allocated to it.
-			view := m.resizeLocked(p)
-			// The QoS parents follow what the pods hold: unlike the
-			// kubelet's, they are rewritten at once on a resize.
-			changed = changed || !allocation.Of(old).Equal(allocation.Of(view))
-			m.pods[uid] = view
-			if w := m.workers[uid]; w != nil {
-				w.respec(view)
-			}
+			// labels for the downward API, a resize).
+			changed = m.updateLocked(old, p) || changed
 		}
 	}
 	order := map[types.UID]int{}

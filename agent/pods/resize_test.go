@@ -1,7 +1,6 @@
 package pods
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 
 	"nodeagent/agent/pods/allocation"
 	"nodeagent/cri/critest"
+	"nodeagent/internal/layout"
 )
 
 func withResources(p *corev1.Pod, cpuReq, cpuLim string) *corev1.Pod {
@@ -98,12 +98,12 @@ func TestResizeAdmission(t *testing.T) {
 func TestRestartedAgentRunsWhatWasAllocated(t *testing.T) {
 	root := t.TempDir()
 	m, _ := newTestManager(t, critest.New(), nil)
-	store := allocation.Open(filepath.Join(root, allocatedStateFile), m.log)
+	store := allocation.Open(layout.Root(root).AllocatedPodsState(), m.log)
 	pod := withResources(testPod(corev1.RestartPolicyAlways, "a"), "100m", "200m")
 	if err := store.Set(pod.UID, allocation.Of(pod)); err != nil {
 		t.Fatal(err)
 	}
-	m.allocated = allocation.Open(filepath.Join(root, allocatedStateFile), m.log)
+	m.allocated = allocation.Open(layout.Root(root).AllocatedPodsState(), m.log)
 	resized := withResources(pod, "300m", "400m")
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -164,4 +164,3 @@ func TestResizeEventMessage(t *testing.T) {
 		t.Errorf("message\n got %s\nwant %s", got, want)
 	}
 }
-

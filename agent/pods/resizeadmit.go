@@ -3,7 +3,6 @@ package pods
 import (
 	"encoding/json"
 	"log/slog"
-	"path/filepath"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"nodeagent/agent/pods/allocation"
+	"nodeagent/internal/layout"
 	"nodeagent/internal/qos"
 )
 
@@ -22,12 +22,8 @@ import (
 // reconcile; Infeasible: never, until the spec changes again). The worker
 // runs the allocated pod: the spec with its allocated resources.
 
-// allocatedStateFile is the kubelet's name for the checkpoint, in the root
-// directory.
-const allocatedStateFile = "allocated_pods_state"
-
 func openAllocations(rootDir string, log *slog.Logger) *allocation.Store {
-	return allocation.Open(filepath.Join(rootDir, allocatedStateFile), log)
+	return allocation.Open(layout.Root(rootDir).AllocatedPodsState(), log)
 }
 
 // allocatedViewLocked is the pod a pod being admitted runs as. A pod the
@@ -47,6 +43,19 @@ func (m *Manager) allocateLocked(view *corev1.Pod) {
 	if err := m.allocated.Set(view.UID, allocation.Of(view)); err != nil {
 		m.log.Warn("allocation not checkpointed", "pod", fullName(view), "err", err)
 	}
+}
+
+// updateLocked hands an admitted pod's edited spec to its worker, with the
+// resources allocated to it. It reports whether the allocation changed:
+// the QoS parents follow what the pods hold, rewritten at once (the
+// kubelet's wait for its periodic update).
+func (m *Manager) updateLocked(old, p *corev1.Pod) bool {
+	view := m.resizeLocked(p)
+	m.pods[p.UID] = view
+	if w := m.workers[p.UID]; w != nil {
+		w.respec(view)
+	}
+	return !allocation.Of(old).Equal(allocation.Of(view))
 }
 
 // resizeLocked takes an admitted pod's updated spec and returns the pod
@@ -148,6 +157,18 @@ func (m *Manager) retryResizesLocked() bool {
 		}
 	}
 	return admitted
+}
+
+// retryResizes is the periodic retry of the pending resizes.
+func (m *Manager) retryResizes() {
+	m.mu.Lock()
+	resized, active := m.retryResizesLocked(), m.admittedLocked()
+	m.mu.Unlock()
+	if resized {
+		if err := m.tree.SyncQoS(active); err != nil {
+			m.log.Warn("update QoS cgroups", "err", err)
+		}
+	}
 }
 
 func priority(p *corev1.Pod) int32 {

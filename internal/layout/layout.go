@@ -82,6 +82,10 @@ func (r Root) HostsFile(uid types.UID) string { return filepath.Join(r.Pod(uid),
 func (r Root) ImagePullIntents() string { return filepath.Join(string(r), "image_manager", "pulling") }
 func (r Root) ImagesPulled() string     { return filepath.Join(string(r), "image_manager", "pulled") }
 
+// AllocatedPodsState is the checkpoint of what each pod's containers were
+// allocated (in-place resize), the kubelet's file name.
+func (r Root) AllocatedPodsState() string { return filepath.Join(string(r), "allocated_pods_state") }
+
 // Seccomp holds the localhost seccomp profiles.
 func (r Root) Seccomp() string { return filepath.Join(string(r), "seccomp") }
 
