@@ -56,7 +56,7 @@ var podFields = map[reflect.Type]map[string]string{
 		"securityContext": implemented, "stdin": implemented, "stdinOnce": implemented, "tty": implemented,
 		"restartPolicy": implemented, "restartPolicyRules": implemented, // RestartAllContainers rules: a node feature not declared
 		"volumeDevices": refused, // block volumes need a PVC or an ephemeral volume, both refused
-		"resizePolicy":  gap("in-place resize is not implemented (issue 35); the API server defaults the field"),
+		"resizePolicy":  implemented, // in-place resize: RestartContainer restarts the container (resize.go)
 	},
 	reflect.TypeFor[corev1.PodSecurityContext](): {
 		"runAsUser": implemented, "runAsGroup": implemented, "runAsNonRoot": implemented, "supplementalGroups": implemented,
