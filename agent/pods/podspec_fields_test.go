@@ -55,7 +55,7 @@ var podFields = map[reflect.Type]map[string]string{
 		"terminationMessagePath": implemented, "terminationMessagePolicy": implemented, "imagePullPolicy": implemented,
 		"securityContext": implemented, "stdin": implemented, "stdinOnce": implemented, "tty": implemented,
 		"restartPolicy": implemented, "restartPolicyRules": implemented, // RestartAllContainers rules: a node feature not declared
-		"volumeDevices": refused, // block volumes need a PVC or an ephemeral volume, both refused
+		"volumeDevices": refused,     // block volumes need a PVC or an ephemeral volume, both refused
 		"resizePolicy":  implemented, // in-place resize: RestartContainer restarts the container (resize.go)
 	},
 	reflect.TypeFor[corev1.PodSecurityContext](): {

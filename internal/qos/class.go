@@ -16,8 +16,13 @@ func isComputeResource(name corev1.ResourceName) bool {
 // (GetPodQOS): BestEffort when no container has a cpu or memory request or
 // limit; Guaranteed when every container (init containers included) has cpu
 // and memory limits equal to its requests; Burstable otherwise. It expects a
-// defaulted pod (requests default to limits).
+// defaulted pod (requests default to limits). A pod with pod-level
+// resources is classed by them alone (1.37 with PodLevelResourcesFix-
+// KubeletQOSClass: an empty spec.resources falls back to the containers).
 func Class(pod *corev1.Pod) corev1.PodQOSClass {
+	if PodLevelSet(pod) {
+		return requirementsClass(pod.Spec.Resources)
+	}
 	requests := corev1.ResourceList{}
 	limits := corev1.ResourceList{}
 	guaranteed := true
@@ -65,4 +70,29 @@ func add(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity
 	sum := list[name]
 	sum.Add(q)
 	list[name] = sum
+}
+
+// requirementsClass is the class of one set of requirements over cpu and
+// memory (the kubelet's requirementsQOS): Guaranteed when both have
+// request == limit > 0, BestEffort when neither is set, else Burstable.
+func requirementsClass(r *corev1.ResourceRequirements) corev1.PodQOSClass {
+	guaranteed, bestEffort := true, true
+	for _, name := range computeResources {
+		req, lim := r.Requests[name], r.Limits[name]
+		switch {
+		case req.Cmp(lim) != 0:
+			return corev1.PodQOSBurstable
+		case req.IsZero():
+			guaranteed = false
+		default:
+			bestEffort = false
+		}
+	}
+	switch {
+	case guaranteed:
+		return corev1.PodQOSGuaranteed
+	case bestEffort:
+		return corev1.PodQOSBestEffort
+	}
+	return corev1.PodQOSBurstable
 }

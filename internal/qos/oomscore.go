@@ -39,11 +39,20 @@ func ContainerOOMScoreAdj(pod *corev1.Pod, c *corev1.Container, memCapacity int6
 	if memCapacity <= 0 {
 		return BurstableMaxOOMScoreAdj
 	}
-	adj := burstableAdj(sat.Value(*c.Resources.Requests.Memory()), memCapacity)
+	// A pod-level memory request beyond the containers' is shared out
+	// evenly among them (the kubelet's policy.go).
+	var share int64
+	if PodLevelSet(pod) {
+		requests := ContainerRequests(pod)
+		if rest := sat.Value(*pod.Spec.Resources.Requests.Memory()) - sat.Value(*requests.Memory()); rest > 0 {
+			share = rest / int64(len(pod.Spec.Containers)+len(pod.Spec.InitContainers))
+		}
+	}
+	adj := burstableAdj(sat.Add(sat.Value(*c.Resources.Requests.Memory()), share), memCapacity)
 	if IsSidecar(c) {
 		// A sidecar is never killed before the regular containers it serves:
 		// its score is capped at that of the smallest regular request.
-		if regular := burstableAdj(minRegularMemoryRequest(pod), memCapacity); regular < adj {
+		if regular := burstableAdj(sat.Add(minRegularMemoryRequest(pod), share), memCapacity); regular < adj {
 			adj = regular
 		}
 	}

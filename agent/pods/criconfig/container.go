@@ -160,14 +160,21 @@ func (b *Builder) Resources(pod *corev1.Pod, c *corev1.Container) *runtimeapi.Li
 // containerResources are the kubelet's CRI resources: shares from the cpu
 // request (or limit), CFS quota from the cpu limit, memory limit.
 func (b *Builder) containerResources(pod *corev1.Pod, c *corev1.Container, oomScoreAdj int) *runtimeapi.LinuxContainerResources {
-	cpuReq := sat.MilliValue(*c.Resources.Requests.Cpu())
-	cpuLim := sat.MilliValue(*c.Resources.Limits.Cpu())
+	// A container without a limit of its own has the pod-level one.
+	cpuLimit, memLimit := *c.Resources.Limits.Cpu(), *c.Resources.Limits.Memory()
+	if cpuLimit.IsZero() {
+		cpuLimit = qos.PodLimit(pod, corev1.ResourceCPU)
+	}
+	if memLimit.IsZero() {
+		memLimit = qos.PodLimit(pod, corev1.ResourceMemory)
+	}
+	cpuReq, cpuLim := sat.MilliValue(*c.Resources.Requests.Cpu()), sat.MilliValue(cpuLimit)
 	if cpuReq == 0 && cpuLim > 0 {
 		cpuReq = cpuLim
 	}
 	r := &runtimeapi.LinuxContainerResources{
 		CpuShares:          int64(cgroups.MilliCPUToShares(cpuReq)),
-		MemoryLimitInBytes: sat.Value(*c.Resources.Limits.Memory()),
+		MemoryLimitInBytes: sat.Value(memLimit),
 		OomScoreAdj:        int64(oomScoreAdj),
 	}
 	if b.opts.OOMGroupKill {
@@ -193,7 +200,8 @@ func (b *Builder) containerResources(pod *corev1.Pod, c *corev1.Container, oomSc
 			set("memory.low", 0)
 		}
 		// Throttling only with a memoryThrottlingFactor (no default since 1.37).
-		if f := b.opts.MemoryThrottlingFactor; f != nil {
+		// Not under a pod-level memory limit alone: the pod cgroup throttles.
+		if f := b.opts.MemoryThrottlingFactor; f != nil && (limit > 0 || memLimit.IsZero()) {
 			if high := cgroups.MemoryQoSHigh(request, limit, b.opts.AllocatableMemory, *f, int64(os.Getpagesize())); high > 0 {
 				set("memory.high", high)
 			}
