@@ -8,7 +8,8 @@ import "slices"
 // server refuses pod updates that need one the node lacks. A feature is
 // declared only when the agent does what pods then rely on.
 var implementedFeatures = []string{
-	"RestartAllContainersOnContainerExits", // agent/pods/restartall.go
+	"RestartAllContainersOnContainerExits",    // agent/pods/restartall.go
+	"InPlacePodLevelResourcesVerticalScaling", // agent/pods/resize.go, with pod-level resources
 }
 
 // missingFeatures are the framework's features the agent does not
@@ -19,7 +20,6 @@ var missingFeatures = map[string]string{
 	"DRANodeAllocatableResources":                  "dynamic resource allocation",
 	"DRAOptionalNodeOperations":                    "dynamic resource allocation",
 	"ExtendWebSocketsToKubelet":                    "websocket streaming (exec, attach, port-forward) on the kubelet server",
-	"InPlacePodLevelResourcesVerticalScaling":      "in-place resize of pod-level resources",
 	"InPlacePodVerticalScalingInitContainers":      "in-place resize of init containers",
 	"InPlacePodVerticalScalingMemoryBackedVolumes": "in-place resize of memory-backed emptyDirs",
 	"UserNamespacesHostNetworkSupport":             "user namespaces with the host network",

@@ -40,7 +40,7 @@ var podFields = map[reflect.Type]map[string]string{
 		"dnsConfig": implemented, "readinessGates": implemented, "runtimeClassName": implemented, "enableServiceLinks": implemented,
 		"overhead": implemented, "setHostnameAsFQDN": implemented, "os": implemented, "hostnameOverride": implemented,
 		"priority": implemented, "priorityClassName": implemented, // eviction ranking, critical pods
-		"hostUsers": implemented, "resources": refused, "resourceClaims": refused,
+		"hostUsers": implemented, "resources": implemented, "resourceClaims": refused, // pod-level cpu and memory; hugepages and claims refused
 		"nodeSelector":   gap("only kubernetes.io/os is checked at admission; the scheduler placed the pod"),
 		"affinity":       gap("required node affinity is not re-checked at admission; the scheduler placed the pod"),
 		"tolerations":    gap("NoExecute taints are not checked at admission; the scheduler placed the pod"),

@@ -24,7 +24,7 @@ func withResources(p *corev1.Pod, cpuReq, cpuLim string) *corev1.Pod {
 // A resize is admitted against allocatable and the other pods'
 // allocations: one that fits is checkpointed and in progress, one that
 // does not waits as Deferred with the kubelet's message and the old
-// resources, and a pod-level change is Infeasible.
+// resources.
 func TestResizeAdmission(t *testing.T) {
 	m, _ := newTestManager(t, critest.New(), nil)
 	m.opts.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")}
@@ -75,19 +75,23 @@ func TestResizeAdmission(t *testing.T) {
 		t.Errorf("after the other pod went: pending %+v, in progress %+v", w.resize.pending, w.resize.inProgress)
 	}
 
+	// Pod-level resources resize as the containers' do.
 	podLevel := tooBig.DeepCopy()
 	podLevel.Generation = 4
 	podLevel.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}
-	m.resizeLocked(podLevel)
-	if c := w.resize.pending; c == nil || c.Reason != corev1.PodReasonInfeasible {
-		t.Errorf("a pod-level resize: pending %+v", c)
+	if view := m.resizeLocked(podLevel); view != podLevel || w.resize.pending != nil || w.resize.inProgress.ObservedGeneration != 4 {
+		t.Errorf("a pod-level resize: pending %+v, in progress %+v", w.resize.pending, w.resize.inProgress)
 	}
-	if _, queued := m.desired[pod.UID]; queued {
-		t.Error("an infeasible resize is retried")
-	}
+	m.pods[pod.UID] = podLevel
 
-	// Back to what is allocated: nothing pending.
-	m.resizeLocked(tooBig)
+	// Back to what is allocated while a resize waits: nothing pending.
+	huge := withResources(podLevel, "1900m", "2")
+	huge.Generation = 5
+	m.pods[other.UID] = other
+	if m.resizeLocked(huge); w.resize.pending == nil {
+		t.Fatal("not deferred")
+	}
+	m.resizeLocked(podLevel)
 	if w.resize.pending != nil {
 		t.Errorf("pending after the spec went back: %+v", w.resize.pending)
 	}

@@ -19,7 +19,7 @@ import (
 // allocated_pods_state. A spec asking for other resources is a resize;
 // it is admitted against allocatable and the other pods' allocations, or
 // waits with PodResizePending (Deferred: retried when pods go and every
-// reconcile; Infeasible: never, until the spec changes again). The worker
+// reconcile). The worker
 // runs the allocated pod: the spec with its allocated resources.
 
 func openAllocations(rootDir string, log *slog.Logger) *allocation.Store {
@@ -79,7 +79,7 @@ func (m *Manager) resizeLocked(p *corev1.Pod) *corev1.Pod {
 		return have.Apply(p)
 	}
 	m.desired[p.UID] = p
-	reason, message := m.resizeVerdictLocked(p, have)
+	reason, message := m.resizeVerdictLocked(p)
 	if reason == "" {
 		if err := m.allocated.Set(p.UID, want); err != nil {
 			m.log.Warn("resize not checkpointed; will retry", "pod", fullName(p), "err", err)
@@ -98,11 +98,10 @@ func (m *Manager) resizeLocked(p *corev1.Pod) *corev1.Pod {
 }
 
 // resizeVerdictLocked is "" when the resize fits, else the pending reason
-// and message, in the kubelet's words.
-func (m *Manager) resizeVerdictLocked(p *corev1.Pod, have allocation.Resources) (string, string) {
-	if !have.SamePod(allocation.Of(p)) {
-		return corev1.PodReasonInfeasible, "InPlacePodLevelResourcesVerticalScaling is disabled"
-	}
+// and message, in the kubelet's words. Nothing the API server lets through
+// is Infeasible here: swap and the static CPU and memory managers, the
+// kubelet's reasons, are not implemented.
+func (m *Manager) resizeVerdictLocked(p *corev1.Pod) (string, string) {
 	var others []*corev1.Pod
 	for uid, o := range m.pods {
 		if uid != p.UID {

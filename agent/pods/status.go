@@ -12,6 +12,7 @@ import (
 
 	"nodeagent/agent/pleg"
 	"nodeagent/agent/pods/criconfig"
+	"nodeagent/cgroups"
 	"nodeagent/cri"
 	"nodeagent/internal/qos"
 )
@@ -58,6 +59,8 @@ type statusInput struct {
 	// resize are the PodResizePending and PodResizeInProgress conditions,
 	// each with the generation it is about.
 	resize []corev1.PodCondition
+	// podCgroup are the pod cgroup's values (nil: no pod cgroups).
+	podCgroup *cgroups.ResourceConfig
 }
 
 // computeStatus derives the pod's corev1.PodStatus from its spec and what
@@ -151,6 +154,7 @@ func computeStatus(in statusInput) corev1.PodStatus {
 	if !terminalPhase(st.Phase) {
 		st.Conditions = append(st.Conditions, in.resize...)
 	}
+	podLevelStatus(pod, &st, in.podCgroup)
 	return st
 }
 

@@ -55,9 +55,21 @@ func unsupported(pod *corev1.Pod, userns bool) field.ErrorList {
 	if len(pod.Spec.ImagePullSecrets) > 0 {
 		apiRef(spec.Child("imagePullSecrets"), "imagePullSecrets")
 	}
-	// Ignored, the pod would run BestEffort without its pod cgroup limits.
-	if r := pod.Spec.Resources; r != nil && (len(r.Requests) > 0 || len(r.Limits) > 0 || len(r.Claims) > 0) {
-		errs = append(errs, field.Forbidden(spec.Child("resources"), "pod-level resources are not supported by nodeagent yet; the pod would run without its pod-level requests and limits"))
+	// Pod-level cpu and memory are honoured (qos, cgroups); hugepages and
+	// claims would be ignored.
+	if r := pod.Spec.Resources; r != nil {
+		seen := map[corev1.ResourceName]bool{}
+		for _, list := range []corev1.ResourceList{r.Requests, r.Limits} {
+			for name := range list {
+				if name != corev1.ResourceCPU && name != corev1.ResourceMemory && !seen[name] {
+					seen[name] = true
+					errs = append(errs, field.Forbidden(spec.Child("resources").Key(string(name)), "pod-level resources other than cpu and memory are not supported by nodeagent; the pod would run without its "+string(name)))
+				}
+			}
+		}
+		if len(r.Claims) > 0 {
+			errs = append(errs, field.Forbidden(spec.Child("resources", "claims"), "dynamic resource allocation is not supported by nodeagent; the pod would run without its devices"))
+		}
 	}
 	if len(pod.Spec.ResourceClaims) > 0 {
 		errs = append(errs, field.Forbidden(spec.Child("resourceClaims"), "dynamic resource allocation is not supported by nodeagent; the pod would run without its devices"))

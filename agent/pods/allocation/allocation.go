@@ -48,9 +48,6 @@ func (r Resources) Equal(o Resources) bool {
 	return true
 }
 
-// SamePod reports whether the pod-level resources are the same.
-func (r Resources) SamePod(o Resources) bool { return sameRequirements(r.Pod, o.Pod) }
-
 func sameRequirements(a, b *corev1.ResourceRequirements) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
