@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -300,5 +301,85 @@ func TestClusterResizeAcrossAgentKill(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(n.agent.RootDir, "allocated_pods_state"))
 	if err != nil || !strings.Contains(string(b), string(running.UID)) {
 		t.Errorf("allocation checkpoint: %v\n%s", err, b)
+	}
+}
+
+// Pod-level resources (spec.resources): the class, the pod cgroup and the
+// limits of containers without their own come from them; the status
+// reports them; a pod-level resize moves the pod cgroup and those
+// containers' limits without a restart.
+func TestClusterPodLevelResources(t *testing.T) {
+	n, cp := clusterNode(t, "")
+	n.start()
+	ctx := context.Background()
+	if !slices.Contains(n.nodeObject().Status.DeclaredFeatures, "InPlacePodLevelResourcesVerticalScaling") {
+		t.Errorf("declared features %v", n.nodeObject().Status.DeclaredFeatures)
+	}
+	podLevel := resources("100m", "200m", "64Mi", "128Mi")
+	pod := apiPod("plr-"+randomHex(3), n.name, func(p *corev1.Pod) {
+		p.Spec.Resources = &podLevel
+		side := p.Spec.Containers[0]
+		side.Name = "side"
+		side.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")}}
+		p.Spec.Containers = append(p.Spec.Containers, side)
+	})
+	if _, err := cp.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	podStatus := func(want corev1.ResourceRequirements) func(p *corev1.Pod) error {
+		return func(p *corev1.Pod) error {
+			if p.Status.Phase != corev1.PodRunning || p.Status.ObservedGeneration < p.Generation {
+				return fmt.Errorf("phase %s, observed generation %d of %d", p.Status.Phase, p.Status.ObservedGeneration, p.Generation)
+			}
+			for _, t := range []corev1.PodConditionType{corev1.PodResizePending, corev1.PodResizeInProgress} {
+				if c := podCondition(p, t); c != nil {
+					return fmt.Errorf("%s: %s %s", t, c.Reason, c.Message)
+				}
+			}
+			if p.Status.Resources == nil || !sameResources(*p.Status.Resources, want) || !sameList(p.Status.AllocatedResources, want.Requests) {
+				return fmt.Errorf("pod-level status resources %v, allocated %v; want %v", p.Status.Resources, p.Status.AllocatedResources, want)
+			}
+			return nil
+		}
+	}
+	running := cp.waitAPIPod(t, "default", pod.Name, time.Minute, "Running with pod-level status", podStatus(podLevel))
+	if running.Status.QOSClass != corev1.PodQOSBurstable {
+		t.Errorf("QoS class %s, want Burstable", running.Status.QOSClass)
+	}
+	check := func(p *corev1.Pod, r corev1.ResourceRequirements) {
+		t.Helper()
+		dir := n.cgroupRoot + "/kubepods/burstable/pod" + string(p.UID)
+		quota, memory := r.Limits.Cpu().MilliValue()*100, r.Limits.Memory().Value()
+		v := cgroupValues(t, dir)
+		if v.CPUQuota != quota || v.MemoryLimit != memory || cpuWeight(v) != wantCPUWeight(t, uint64(r.Requests.Cpu().MilliValue()*1024/1000)) {
+			t.Errorf("pod cgroup: quota %d, memory %d, weight %d; want %d, %d from %v", v.CPUQuota, v.MemoryLimit, cpuWeight(v), quota, memory, r)
+		}
+		// main has no resources of its own: the pod's limits are its own.
+		for _, cs := range p.Status.ContainerStatuses {
+			id := strings.TrimPrefix(cs.ContainerID, "containerd://")
+			if c := cgroupValues(t, dir+"/"+id); c.CPUQuota != quota || c.MemoryLimit != memory {
+				t.Errorf("container %s: quota %d, memory %d; want the pod's %d, %d", cs.Name, c.CPUQuota, c.MemoryLimit, quota, memory)
+			}
+		}
+	}
+	check(running, podLevel)
+
+	up := resources("150m", "300m", "96Mi", "192Mi")
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"resources": up}})
+	patched, err := cp.Client.CoreV1().Pods("default").Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "resize")
+	if err != nil {
+		t.Fatalf("pod-level resize: %v", err)
+	}
+	done := cp.waitAPIPod(t, "default", pod.Name, 30*time.Second, "resized at pod level", func(p *corev1.Pod) error {
+		if p.Status.ObservedGeneration < patched.Generation {
+			return fmt.Errorf("observed generation %d of %d", p.Status.ObservedGeneration, patched.Generation)
+		}
+		return podStatus(up)(p)
+	})
+	check(done, up)
+	for i, cs := range done.Status.ContainerStatuses {
+		if cs.RestartCount != 0 || cs.ContainerID != running.Status.ContainerStatuses[i].ContainerID {
+			t.Errorf("container %s restarted: %+v", cs.Name, cs)
+		}
 	}
 }
