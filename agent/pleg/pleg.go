@@ -14,11 +14,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
@@ -241,6 +243,7 @@ func (c *Cache) Relist(ctx context.Context) error {
 		sandboxes[sb.Id] = st
 	}
 	containers := make(map[string]*runtimeapi.ContainerStatus, len(cs))
+	refreshed := map[string]bool{}
 	for _, ctr := range cs {
 		st := oldContainers[ctr.Id]
 		if st == nil || st.State != ctr.State {
@@ -251,6 +254,7 @@ func (c *Cache) Relist(ctx context.Context) error {
 				return err
 			}
 			changed[uidOf(ctr.Labels)] = true
+			refreshed[ctr.Id] = true
 		}
 		containers[ctr.Id] = st
 	}
@@ -265,8 +269,16 @@ func (c *Cache) Relist(ctx context.Context) error {
 		}
 	}
 
-	pods := group(sandboxes, containers, at)
 	c.mu.Lock()
+	// A status an Inspect read since the relist began, in the same state,
+	// is fresher than the one carried over: it holds what changes without
+	// a state change (resources after an in-place resize).
+	for id, st := range containers {
+		if cur := c.containers[id]; !refreshed[id] && cur != nil && cur != st && cur.State == st.State {
+			containers[id] = cur
+		}
+	}
+	pods := group(sandboxes, containers, at)
 	c.sandboxes, c.containers = sandboxes, containers
 	for uid, p := range pods {
 		if cur, ok := c.pods[uid]; ok && cur.ObservedAt.After(at) {
@@ -326,11 +338,24 @@ func (c *Cache) Inspect(ctx context.Context, uid types.UID) (*PodRuntime, error)
 		}
 		containers[ctr.Id] = st
 	}
-	// The relist's own view (c.sandboxes, c.containers) is left alone, so
-	// the next relist still sees, and announces, every change.
+	// The relist's own view keeps its states, so the next relist still
+	// sees, and announces, every change; a status in the state the relist
+	// knows replaces its copy (copied on write: a relist reads the old map).
 	p := group(sandboxes, containers, at)[uid]
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var view map[string]*runtimeapi.ContainerStatus
+	for id, st := range containers {
+		if old := c.containers[id]; old != nil && old.State == st.State && !proto.Equal(old.GetResources(), st.GetResources()) {
+			if view == nil {
+				view = maps.Clone(c.containers)
+			}
+			view[id] = st
+		}
+	}
+	if view != nil {
+		c.containers = view
+	}
 	cur, ok := c.pods[uid]
 	if ok && cur.ObservedAt.After(at) {
 		return cur, nil

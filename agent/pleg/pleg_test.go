@@ -235,3 +235,56 @@ func TestHealthFollowsRelist(t *testing.T) {
 		t.Errorf("past the threshold: %v", err)
 	}
 }
+
+// A container's resources change without a state change (an in-place
+// resize): what an Inspect read is not undone by the relists after it,
+// which carry statuses over while the state stays, nor by one running
+// across it.
+func TestResizedResourcesSurviveLaterRelists(t *testing.T) {
+	rt := critest.New()
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	c := New(rt, Options{Node: "n", Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ctx := context.Background()
+	putContainer(rt, "c1", "u1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if err := c.Relist(ctx); err != nil {
+		t.Fatal(err)
+	}
+	quota := func() int64 {
+		p := c.Get("u1")
+		if p == nil || len(p.Containers) != 1 {
+			t.Fatalf("pod %+v", p)
+		}
+		return p.Containers[0].GetResources().GetLinux().GetCpuQuota()
+	}
+	resize := func(q int64) {
+		if err := rt.UpdateContainerResources(ctx, "c1", &runtimeapi.LinuxContainerResources{CpuQuota: q, CpuPeriod: 100000}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Step(time.Second)
+		if _, err := c.Inspect(ctx, "u1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resize(20000)
+	for i := 0; i < 2; i++ {
+		clk.Step(time.Second)
+		if err := c.Relist(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if q := quota(); q != 20000 {
+			t.Fatalf("relist %d after the resize: quota %d, want 20000", i+1, q)
+		}
+	}
+	// A resize read while a relist is between its lists.
+	rt.OnNextList(func() { resize(30000) })
+	if err := c.Relist(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(time.Second)
+	if err := c.Relist(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if q := quota(); q != 30000 {
+		t.Fatalf("after a relist across the resize: quota %d, want 30000", q)
+	}
+}

@@ -166,6 +166,13 @@ func TestClusterResizeInPlace(t *testing.T) {
 	if cs := done.Status.ContainerStatuses[0]; cs.RestartCount != 0 || cs.ContainerID != running.Status.ContainerStatuses[0].ContainerID {
 		t.Errorf("the container was restarted: %+v", cs)
 	}
+	// The status stays so across the relists and syncs that follow.
+	time.Sleep(3 * time.Second)
+	if later, err := cp.Client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if err := resized(patched.Generation, up)(later); err != nil {
+		t.Errorf("3 s after the resize: %v", err)
+	}
 
 	// Down below use: refused, nothing applied.
 	down := resources("150m", "300m", "64Mi", "64Mi")
