@@ -13,6 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/agent/pleg"
+	"nodeagent/agent/pods/allocation"
 	"nodeagent/cgroups"
 	"nodeagent/cri"
 	"nodeagent/internal/qos"
@@ -331,6 +332,9 @@ func (w *worker) syncResize(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRu
 	w.mu.Unlock()
 	if r.checked && r.inProgress == nil {
 		return 0
+	}
+	if have, ok := w.m.allocated.Get(w.uid); ok && !have.Equal(allocation.Of(pod)) {
+		return 0 // admitted for a spec this sync does not run yet: respec wakes it
 	}
 	changed, err := w.actuateResize(ctx, pod, rt, sandboxID)
 	if err != nil {

@@ -87,6 +87,7 @@ func (m *Manager) resizeLocked(p *corev1.Pod) *corev1.Pod {
 		}
 		delete(m.desired, p.UID)
 		m.log.Info("pod resize admitted", "pod", fullName(p), "pod_uid", p.UID, "generation", p.Generation)
+		w.respec(p) // before the condition: a sync that sees it runs this spec
 		w.resizeAdmitted(p)
 		return p
 	}
