@@ -128,7 +128,6 @@ SKIPS=(
 	'OOMKiller \[LinuxOnly\]' "rewrites the kubelet's configuration and restarts it through sudo and systemd, neither of which is here"
 	'ImageGarbageCollect when ImageMaximumGCAge|Kubelet Endpoints when config is updated|KubletTLS certificate reload|ReloadKubeletClientCAFileTest' "rewrites the kubelet's configuration and restarts it through sudo and systemd, neither of which is here"
 	'MirrorPod when kubelet restarts|StaticPod when the static pod has .* kubelet restarts|A node running restartable init containers reboots' "restarts the kubelet through sudo and systemd, neither of which is here"
-	'Pod InPlace Resize' "resizes pods in place, which the agent does not implement yet (issue 35; the node does not declare the feature, so the scheduler keeps such resizes away)"
 )
 
 # QUICK: the subset CI runs next to make test, a few minutes on 2 cores:
@@ -357,6 +356,10 @@ run() {
 	push_images
 	KUBEPODS_BEFORE=$(kubepods_dirs)
 	trap teardown EXIT
+	# Ctrl-C or a kill: teardown still runs (bash skips the EXIT trap on a
+	# signal it does not trap).
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
 	firewall_up
 	services_up
 	SUITE_CRI=$CRI_ENDPOINT
