@@ -108,6 +108,21 @@ func (c *client) describePod(p *corev1.Pod, shared describeShared) error {
 	}
 	kv("IP", orNone(p.Status.PodIP))
 	kv("QoS Class", string(p.Status.QOSClass))
+	if r := p.Spec.Resources; r != nil {
+		kv("Pod Resources", "requests "+orNone(resourceText(r.Requests))+"; limits "+orNone(resourceText(r.Limits)))
+	}
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodResizePending || cond.Type == corev1.PodResizeInProgress {
+			what := map[corev1.PodConditionType]string{corev1.PodResizePending: "pending", corev1.PodResizeInProgress: "in progress"}[cond.Type]
+			if cond.Reason != "" {
+				what += ", " + cond.Reason
+			}
+			if cond.Message != "" {
+				what += ": " + cond.Message
+			}
+			kv("Resize", fmt.Sprintf("%s (generation %d)", what, cond.ObservedGeneration))
+		}
+	}
 	kv("Cgroup", cgroupPath)
 	kv("Restart Policy", string(p.Spec.RestartPolicy))
 	if g := p.Spec.TerminationGracePeriodSeconds; g != nil {
@@ -430,6 +445,16 @@ func describeContainers(out io.Writer, title string, specs []corev1.Container, s
 		}
 		if len(s.Resources.Limits) > 0 {
 			kv("Limits", resourceText(s.Resources.Limits))
+		}
+		// What the runtime holds, when it is not yet what was allocated
+		// (an in-place resize under way or refused).
+		if r := cs.Resources; r != nil && (resourceText(r.Requests) != resourceText(s.Resources.Requests) || resourceText(r.Limits) != resourceText(s.Resources.Limits)) {
+			kv("Running With", "requests "+orNone(resourceText(r.Requests))+"; limits "+orNone(resourceText(r.Limits)))
+		}
+		for _, rp := range s.ResizePolicy {
+			if rp.RestartPolicy == corev1.RestartContainer {
+				kv("Resize Restarts For", string(rp.ResourceName))
+			}
 		}
 		for _, e := range s.Env {
 			v := e.Value

@@ -40,14 +40,21 @@ func fakeAgent(t *testing.T) (*httptest.Server, *atomic.Int32) {
 		Spec: corev1.PodSpec{NodeName: "node1", Priority: &prio, PriorityClassName: "high", TerminationGracePeriodSeconds: &grace,
 			RestartPolicy: corev1.RestartPolicyAlways,
 			Containers: []corev1.Container{{Name: "main", Image: "img",
-				Resources:    corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+					Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
+				ResizePolicy: []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired},
+					{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer}},
 				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "conf", MountPath: "/etc/app", ReadOnly: true}}}},
 			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 				{Name: "conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app-conf"}}}}},
 			Tolerations: []corev1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &tolerate}},
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.0.7", QOSClass: corev1.PodQOSBurstable, StartTime: &started,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue, Reason: corev1.PodReasonError, ObservedGeneration: 3,
+				Message: "cannot decrease memory limits: attempting to set pod memory limit (67108864) below current usage (100663296)"}},
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: true, RestartCount: 2, ContainerID: "containerd://abc",
+				Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+					Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}},
 				State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: restarted}},
 				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", FinishedAt: restarted}}}}},
 	}
@@ -182,6 +189,9 @@ func TestDescribeShowsWhatKubectlShows(t *testing.T) {
 		"Volumes:\n  data:\n    EmptyDir", "  conf:\n    ConfigMap app-conf",
 		"Tolerations:    node.kubernetes.io/not-ready:NoExecute op=Exists for 300s",
 		"Warning  OOMKilling", "Killed process 7 (app) in container main",
+		// An in-place resize refused: what it is, and what still runs.
+		"Resize:              in progress, Error: cannot decrease memory limits", "(generation 3)",
+		"Running With:", "limits memory=128Mi", "Resize Restarts For: memory",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("describe pod web lacks %q:\n%s", want, out)
