@@ -55,12 +55,9 @@ type statusInput struct {
 	resets    map[string]resetRecord
 	resetting bool
 	// devices is the health of the devices each container holds.
-	devices map[string][]corev1.ResourceStatus
-	// resize are the PodResizePending and PodResizeInProgress conditions,
-	// each with the generation it is about.
-	resize []corev1.PodCondition
-	// podCgroup are the pod cgroup's values (nil: no pod cgroups).
-	podCgroup *cgroups.ResourceConfig
+	devices   map[string][]corev1.ResourceStatus
+	resize    []corev1.PodCondition   // PodResizePending and PodResizeInProgress, with their generations
+	podCgroup *cgroups.ResourceConfig // the pod cgroup's values (nil: no pod cgroups)
 }
 
 // computeStatus derives the pod's corev1.PodStatus from its spec and what
