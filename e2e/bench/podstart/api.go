@@ -307,6 +307,9 @@ type apiResults struct {
 	// batch idle.
 	turns   []apiTurn
 	kubelet *footprint
+	// agentResize and kubeletResize are each side's in-place resizes at
+	// the batch of 30 (nil: not run).
+	agentResize, kubeletResize *resizeTimes
 }
 
 // apiTurn is one batch size on both nodes, per pod: created in the API ->
@@ -393,15 +396,25 @@ func measureAPI(ctx context.Context, rt *cri.Client) *apiResults {
 // then on the kubelet's, and watches the kubelet idle with the last.
 func (r *apiResults) sideBySide(ctx context.Context, n *apiNode) {
 	k := n.kubelet
-	for _, size := range []int{30, *batch} {
+	for turn, size := range []int{30, *batch} {
 		t := apiTurn{pods: size}
 		progress(fmt.Sprintf("API mode: nodeagent's node, a batch of %d", size))
-		t.agent, t.agentStart = n.batchRunning(ctx, fmt.Sprintf("agent-%d-", size), size, n.a.Node, n.a.RT,
-			map[string]string{cri.LabelManagedBy: n.a.Node, cri.LabelPodNamespace: n.ns})
+		agentLabels := map[string]string{cri.LabelManagedBy: n.a.Node, cri.LabelPodNamespace: n.ns}
+		t.agent, t.agentStart = n.batchRunning(ctx, fmt.Sprintf("agent-%d-", size), size, n.a.Node, n.a.RT, agentLabels)
+		if turn == 0 && *resizes > 0 {
+			progress(fmt.Sprintf("API mode: nodeagent's node, %d in-place resizes", *resizes))
+			rs := n.resizeAll(ctx, "agent-30-", size, *resizes, n.a.RT, agentLabels)
+			r.agentResize = &rs
+		}
 		n.deleteAll()
 		progress(fmt.Sprintf("API mode: the kubelet's node, a batch of %d", size))
 		t.kubelet, t.kubeletStart = n.batchRunning(ctx, fmt.Sprintf("kubelet-%d-", size), size, k.Node, k.RT,
 			map[string]string{cri.LabelPodNamespace: n.ns})
+		if turn == 0 && *resizes > 0 {
+			progress(fmt.Sprintf("API mode: the kubelet's node, %d in-place resizes", *resizes))
+			rs := n.resizeAll(ctx, "kubelet-30-", size, *resizes, k.RT, map[string]string{cri.LabelPodNamespace: n.ns})
+			r.kubeletResize = &rs
+		}
 		if size == *batch {
 			progress(fmt.Sprintf("API mode: the kubelet with %d pods idle for %s", size, *idle))
 			r.kubelet = &footprint{}
@@ -485,6 +498,7 @@ func (r *apiResults) print(floorBatch, agentBatch []time.Duration) {
 			pct(t.kubeletStart, 50), pct(t.kubeletStart, 99),
 			float64(pctD(t.agent, 50))/float64(pctD(t.kubelet, 50)), float64(pctD(t.agent, 99))/float64(pctD(t.kubelet, 99)))
 	}
+	printResizes(r.agentResize, r.kubeletResize)
 	if k := r.kubelet; k != nil {
 		fmt.Printf("  the kubelet's node with %d pods idle for %s: RSS MiB p50 %.1f (%.1f anonymous, %.1f the binary's pages), Go heap %.1f MiB, CPU %.4f cores; nodeagent / kubelet RSS %.2f\n",
 			*batch, *idle, mib(k.rss[len(k.rss)/2]), mib(k.anon), mib(k.file), k.heap/(1<<20), k.cpu, float64(r.rss[len(r.rss)/2])/float64(k.rss[len(k.rss)/2]))
