@@ -577,3 +577,26 @@ func TestVolumeMountStatuses(t *testing.T) {
 		}
 	}
 }
+
+// A container without limits of its own has the pod-level ones (the
+// kubelet's getCPULimit/getMemoryLimit), and without a CPU request its
+// shares come from that limit; its own limits win.
+func TestContainerResourcesUnderPodLevelLimits(t *testing.T) {
+	b, _ := testBuilder(t, Options{MemoryCapacity: 16 << 30, OOMRange: qos.OOMScoreRange{Min: -1000}, EnforceCPULimits: true, CPUPeriod: 100000})
+	pod := testPod(corev1.RestartPolicyAlways, "bare", "own")
+	pod.Spec.Resources = &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+	}
+	own := &pod.Spec.Containers[1]
+	own.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+	own.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+	bare := b.Resources(pod, &pod.Spec.Containers[0])
+	if bare.CpuQuota != 300000 || bare.CpuShares != 3072 || bare.MemoryLimitInBytes != 256<<20 {
+		t.Errorf("a container without resources: quota %d, shares %d, memory %d; want the pod's 300000, 3072, 256Mi", bare.CpuQuota, bare.CpuShares, bare.MemoryLimitInBytes)
+	}
+	r := b.Resources(pod, own)
+	if r.CpuQuota != 200000 || r.CpuShares != 1024 || r.MemoryLimitInBytes != 256<<20 {
+		t.Errorf("a container with its own cpu limit: quota %d, shares %d, memory %d; want 200000, 1024, the pod's 256Mi", r.CpuQuota, r.CpuShares, r.MemoryLimitInBytes)
+	}
+}
