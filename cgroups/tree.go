@@ -115,7 +115,12 @@ func (t *Tree) PodCgroup(pod *corev1.Pod) (name Name, ok bool) {
 // Pod cgroups are created by their pod's worker only (EnsurePod): active
 // is a snapshot, and a pod in it may be terminating and removing its
 // cgroup at this moment.
-func (t *Tree) Sync(active []*corev1.Pod) error {
+func (t *Tree) Sync(active []*corev1.Pod) error { return t.SyncExcept(active, nil) }
+
+// SyncExcept is Sync leaving alone the pod cgroups skip names: those an
+// in-place resize is changing, in its own order and only as far as the
+// pod's use allows.
+func (t *Tree) SyncExcept(active []*corev1.Pod, skip func(types.UID) bool) error {
 	if !t.cfg.PerQOS {
 		return nil
 	}
@@ -124,6 +129,9 @@ func (t *Tree) Sync(active []*corev1.Pod) error {
 		errs = append(errs, err)
 	}
 	for _, p := range active {
+		if skip != nil && skip(p.UID) {
+			continue
+		}
 		name, _ := t.PodCgroup(p)
 		err := t.mgr.Update(name, PodConfig(p, t.cfg.Pod))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {

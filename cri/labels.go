@@ -28,6 +28,10 @@ const (
 	// so an agent restarted while the pod runs reports the same one.
 	AnnotationPodStartTime          = "nodeagent.io/pod-start-time"
 	AnnotationContainerImageRequest = "nodeagent.io/image"
+	// AnnotationContainerResources are the cpu and memory requests and
+	// limits (the pod's where the container has none) it was created
+	// with: a resize of one its resizePolicy restarts for is told by them.
+	AnnotationContainerResources = "nodeagent.io/resources"
 	AnnotationPreStopHandler        = "io.kubernetes.container.preStopHandler"
 	AnnotationContainerPorts        = "io.kubernetes.container.ports"
 	// AnnotationImageVolumes lists the images (by ID, comma-separated)

@@ -27,13 +27,14 @@ func (m *Manager) collectOrphans() {
 func (m *Manager) Reconcile() {
 	m.mu.Lock()
 	active := m.admittedLocked()
-	busy := map[types.UID]bool{}
-	for uid := range m.workers {
+	busy, resizing := map[types.UID]bool{}, map[types.UID]bool{}
+	for uid, w := range m.workers {
 		busy[uid] = true
+		resizing[uid] = w.resizing()
 	}
 	synced := m.synced
 	m.mu.Unlock()
-	if err := m.tree.Sync(active); err != nil {
+	if err := m.tree.SyncExcept(active, func(uid types.UID) bool { return resizing[uid] }); err != nil {
 		m.log.Warn("reconcile cgroup tree", "err", err)
 	}
 	if !synced {

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -14,6 +17,7 @@ import (
 
 	"nodeagent/agent/pleg"
 	"nodeagent/agent/pods/allocation"
+	"nodeagent/agent/pods/criconfig"
 	"nodeagent/cgroups"
 	"nodeagent/cri"
 	"nodeagent/internal/qos"
@@ -91,19 +95,25 @@ func (w *worker) containerResizes(pod *corev1.Pod, rt *pleg.PodRuntime) []contai
 	return out
 }
 
-// needsResizeRestart reports whether a running container's resources
-// changed in a resource its resizePolicy says needs a restart.
+// needsResizeRestart reports whether a running container was resized in a
+// resource its resizePolicy restarts it for: its effective requests or
+// limits differ from those it was created with (a resource that restarts
+// is never changed in place, so creation's values are still its own).
 func (w *worker) needsResizeRestart(pod *corev1.Pod, c *corev1.Container, rec *runtimeapi.ContainerStatus) bool {
-	have := rec.GetResources().GetLinux()
-	if have == nil || !restartsOnResize(c) {
+	if !restartsOnResize(c) {
 		return false
 	}
-	r := containerResize{have: have, want: w.m.configs.Resources(pod, c)}
+	created, ok := criconfig.ParseEffective(rec.GetAnnotations()[cri.AnnotationContainerResources])
+	if !ok {
+		return false // made by an agent before resize: nothing to compare with
+	}
+	now := criconfig.EffectiveResources(pod, c)
 	for _, p := range c.ResizePolicy {
 		if p.RestartPolicy != corev1.RestartContainer {
 			continue
 		}
-		if (p.ResourceName == corev1.ResourceMemory && r.memoryChanged()) || (p.ResourceName == corev1.ResourceCPU && r.cpuChanged()) {
+		if (p.ResourceName == corev1.ResourceMemory && (now.MemoryRequest != created.MemoryRequest || now.MemoryLimit != created.MemoryLimit)) ||
+			(p.ResourceName == corev1.ResourceCPU && (now.CPURequest != created.CPURequest || now.CPULimit != created.CPULimit)) {
 			return true
 		}
 	}
@@ -141,7 +151,8 @@ func (w *worker) podResize(pod *corev1.Pod) (podResize, error) {
 		return r, fmt.Errorf("unable to get pod cgroup memory config for pod %q: %w", fullName(pod), err)
 	}
 	r.have, r.perPodCgs, r.v2 = have, true, have.CPUWeight != 0
-	if m := r.want.Memory; m != nil && *m > 0 && *m != have.MemoryLimit {
+	// The kernel keeps memory limits in whole pages.
+	if m := r.want.Memory; m != nil && *m > 0 && *m/pageSize*pageSize != have.MemoryLimit {
 		r.memory = true
 		r.memGrows = have.MemoryLimit >= 0 && *m > have.MemoryLimit
 	}
@@ -166,6 +177,8 @@ func (w *worker) podResize(pod *corev1.Pod) (podResize, error) {
 	}
 	return r, nil
 }
+
+var pageSize = int64(os.Getpagesize())
 
 // errResizeMemory is a memory decrease the pod's or a container's use
 // does not allow yet; the sync tries again later.
@@ -293,13 +306,21 @@ func (w *worker) resizePod(ctx context.Context, pod *corev1.Pod, sandboxID strin
 	} else {
 		rc.CPUShares, rc.CPUQuota, rc.CPUPeriod = pr.want.CPUShares, pr.want.CPUQuota, pr.want.CPUPeriod
 	}
-	if err := w.m.rt.UpdatePodSandboxResources(ctx, sandboxID, nil, sandboxResources(pr.want)); err != nil && !cri.IsUnimplemented(err) {
+	if err := w.m.rt.UpdatePodSandboxResources(ctx, sandboxID, nil, sandboxResources(pr.want)); err != nil && !notImplemented(err) {
 		return fmt.Errorf("failed to notify runtime for UpdatePodSandboxResources (resource=%s); resize rejected: %w", which, err)
 	}
 	if err := w.m.tree.UpdatePod(pod, rc); err != nil {
 		return fmt.Errorf("update pod cgroup %s: %w", which, err)
 	}
 	return nil
+}
+
+// notImplemented: a runtime without UpdatePodSandboxResources answers
+// Unimplemented, or (containerd 2.2) Unknown "not implemented yet"; the
+// kubelet goes on with both.
+func notImplemented(err error) bool {
+	var e *cri.Error
+	return cri.IsUnimplemented(err) || (errors.As(err, &e) && e.Code == codes.Unknown && strings.Contains(e.Msg, "not implemented"))
 }
 
 func sandboxResources(rc *cgroups.ResourceConfig) *runtimeapi.LinuxContainerResources {
@@ -341,6 +362,13 @@ func (w *worker) syncResize(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRu
 		if ctx.Err() != nil {
 			return 0
 		}
+		if r.inProgress == nil {
+			// The start-up check, with no resize admitted: the pod keeps
+			// what it runs with; said once, never retried.
+			w.log.Warn("the pod's containers or cgroup differ from its allocation and could not be updated", "err", err)
+			w.resizeChecked()
+			return 0
+		}
 		w.resizeFailed(pod, err)
 		return resizeRetry
 	}
@@ -349,7 +377,13 @@ func (w *worker) syncResize(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRu
 			w.resizeAdmittedQuietly(pod) // found half done: shown until it is
 		}
 		if left := w.containerResizes(pod, w.inspect(ctx, rt)); len(left) > 0 {
-			w.resizeFailed(pod, fmt.Errorf("container %q does not show its new resources after the update", left[0].name))
+			err := fmt.Errorf("container %q does not show its new resources after the update", left[0].name)
+			if r.inProgress == nil {
+				w.log.Warn("the runtime does not echo the resources it was sent", "err", err)
+				w.resizeChecked()
+				return 0
+			}
+			w.resizeFailed(pod, err)
 			return resizeRetry
 		}
 	}

@@ -75,10 +75,13 @@ func (m *Manager) resizeLocked(p *corev1.Pod) *corev1.Pod {
 		}
 		return p
 	}
-	if w == nil || w.isTerminating() {
+	if w != nil && w.isTerminating() {
 		return have.Apply(p)
 	}
 	m.desired[p.UID] = p
+	if w == nil {
+		return have.Apply(p) // tried again once its worker runs
+	}
 	reason, message := m.resizeVerdictLocked(p)
 	if reason == "" {
 		if err := m.allocated.Set(p.UID, want); err != nil {
@@ -206,6 +209,9 @@ type resizeStatus struct {
 	// checked: the running containers matched the allocation at least
 	// once since this worker started.
 	checked bool
+	// foundHalfDone: InProgress was set for a resize an earlier agent
+	// left half applied; its completion is not announced.
+	foundHalfDone bool
 }
 
 // conditions are the resize conditions to publish, in the kubelet's order.
@@ -217,6 +223,14 @@ func (r resizeStatus) conditions() []corev1.PodCondition {
 		}
 	}
 	return out
+}
+
+// resizing reports whether an admitted resize is not applied yet: the
+// worker writes the pod cgroup then, not the periodic reconcile.
+func (w *worker) resizing() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.resize.inProgress != nil || !w.resize.checked
 }
 
 // resizePending sets PodResizePending, with an event when it is new or its
@@ -258,6 +272,7 @@ func (w *worker) resizeAdmitted(p *corev1.Pod) {
 	w.resize.pending = nil
 	w.resize.inProgress = &corev1.PodCondition{Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue,
 		ObservedGeneration: p.Generation, LastProbeTime: now, LastTransitionTime: now}
+	w.resize.foundHalfDone = false
 	w.mu.Unlock()
 	w.event("", corev1.EventTypeNormal, "ResizeStarted", resizeMessage(p, "Pod resize started", ""))
 	w.wake()
@@ -271,6 +286,7 @@ func (w *worker) resizeAdmittedQuietly(p *corev1.Pod) {
 	if w.resize.inProgress == nil {
 		w.resize.inProgress = &corev1.PodCondition{Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue,
 			ObservedGeneration: p.Generation, LastProbeTime: now, LastTransitionTime: now}
+		w.resize.foundHalfDone = true
 	}
 	w.mu.Unlock()
 }
@@ -297,6 +313,13 @@ func (w *worker) resizeFailed(p *corev1.Pod, err error) {
 	}
 }
 
+// resizeChecked ends the start-up check without a condition.
+func (w *worker) resizeChecked() {
+	w.mu.Lock()
+	w.resize.checked = true
+	w.mu.Unlock()
+}
+
 // resizeDone clears PodResizeInProgress once the running containers hold
 // the allocation of p's generation or a later one.
 func (w *worker) resizeDone(p *corev1.Pod) {
@@ -306,9 +329,10 @@ func (w *worker) resizeDone(p *corev1.Pod) {
 		w.mu.Unlock()
 		return // admitted for a spec this sync did not run yet
 	}
-	w.resize.inProgress, w.resize.checked = nil, true
+	quiet := w.resize.foundHalfDone
+	w.resize.inProgress, w.resize.checked, w.resize.foundHalfDone = nil, true, false
 	w.mu.Unlock()
-	if old != nil {
+	if old != nil && !quiet {
 		w.log.Info("pod resize completed", "generation", p.Generation)
 		w.event("", corev1.EventTypeNormal, "ResizeCompleted", resizeMessage(p, "Pod resize completed", ""))
 	}

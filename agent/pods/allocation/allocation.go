@@ -78,8 +78,7 @@ func (r Resources) Apply(pod *corev1.Pod) *corev1.Pod {
 			}
 		}
 	}
-	if r.Pod != nil {
-		out.Spec.Resources = r.Pod.DeepCopy()
-	}
+	// Pod-level resources a deferred resize adds are not the pod's yet.
+	out.Spec.Resources = r.Pod.DeepCopy()
 	return out
 }

@@ -93,6 +93,7 @@ func (b *Builder) Container(ctx context.Context, plan *Plan, c *corev1.Container
 			cri.AnnotationTerminationMessageFile:   messageFile,
 			cri.AnnotationContainerOOMScoreAdj:     strconv.Itoa(oomScoreAdj),
 			cri.AnnotationContainerImageRequest:    c.Image,
+			cri.AnnotationContainerResources:       EffectiveResources(pod, c).String(),
 		},
 		LogPath:   filepath.Join(c.Name, fmt.Sprintf("%d.log", restartCount)),
 		Stdin:     c.Stdin,
@@ -149,6 +150,36 @@ func SpecFromAnnotations(name string, annotations map[string]string) *corev1.Con
 		json.Unmarshal([]byte(ports), &c.Ports)
 	}
 	return c
+}
+
+// Effective are a container's cpu (milli) and memory (bytes) requests and
+// limits, a limit it does not set being the pod's: what an in-place
+// resize compares (the kubelet's containerResourcesFromRequirements).
+type Effective struct{ CPURequest, CPULimit, MemoryRequest, MemoryLimit int64 }
+
+// EffectiveResources are c's Effective values in pod.
+func EffectiveResources(pod *corev1.Pod, c *corev1.Container) Effective {
+	cpuLimit, memLimit := *c.Resources.Limits.Cpu(), *c.Resources.Limits.Memory()
+	if cpuLimit.IsZero() {
+		cpuLimit = qos.PodLimit(pod, corev1.ResourceCPU)
+	}
+	if memLimit.IsZero() {
+		memLimit = qos.PodLimit(pod, corev1.ResourceMemory)
+	}
+	return Effective{CPURequest: sat.MilliValue(*c.Resources.Requests.Cpu()), CPULimit: sat.MilliValue(cpuLimit),
+		MemoryRequest: sat.Value(*c.Resources.Requests.Memory()), MemoryLimit: sat.Value(memLimit)}
+}
+
+// String is the annotation's form: "cpu=REQ/LIM memory=REQ/LIM".
+func (e Effective) String() string {
+	return fmt.Sprintf("cpu=%d/%d memory=%d/%d", e.CPURequest, e.CPULimit, e.MemoryRequest, e.MemoryLimit)
+}
+
+// ParseEffective reads the annotation back; ok is false for a container
+// made without it.
+func ParseEffective(s string) (e Effective, ok bool) {
+	n, err := fmt.Sscanf(s, "cpu=%d/%d memory=%d/%d", &e.CPURequest, &e.CPULimit, &e.MemoryRequest, &e.MemoryLimit)
+	return e, err == nil && n == 4
 }
 
 // Resources are the container's CRI resources as it is created with them,
