@@ -32,8 +32,8 @@ const (
 	// limits (the pod's where the container has none) it was created
 	// with: a resize of one its resizePolicy restarts for is told by them.
 	AnnotationContainerResources = "nodeagent.io/resources"
-	AnnotationPreStopHandler        = "io.kubernetes.container.preStopHandler"
-	AnnotationContainerPorts        = "io.kubernetes.container.ports"
+	AnnotationPreStopHandler     = "io.kubernetes.container.preStopHandler"
+	AnnotationContainerPorts     = "io.kubernetes.container.ports"
 	// AnnotationImageVolumes lists the images (by ID, comma-separated)
 	// the container mounts as image volumes: image GC keeps them.
 	AnnotationImageVolumes = "nodeagent.io/image-volumes"
