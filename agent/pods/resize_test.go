@@ -9,6 +9,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/agent/pods/allocation"
+	"nodeagent/agent/pods/criconfig"
+	"nodeagent/cri"
 	"nodeagent/cri/critest"
 	"nodeagent/internal/layout"
 )
@@ -166,5 +168,41 @@ func TestResizeEventMessage(t *testing.T) {
 	want := `Pod resize Deferred: {"containers":[{"name":"a","resources":{"limits":{"cpu":"200m"},"requests":{"cpu":"100m"}}}],"generation":7,"error":"Node didn't have enough resource: cpu"}`
 	if got != want {
 		t.Errorf("message\n got %s\nwant %s", got, want)
+	}
+}
+
+// RestartContainer restarts for a change of the resource it names, its
+// request included (which never reaches the runtime), told from what the
+// container was created with.
+func TestResizeRestartFollowsThePolicy(t *testing.T) {
+	m, _ := newTestManager(t, critest.New(), nil)
+	w := newWorker(m, "uid1", nil)
+	created := withResources(testPod(corev1.RestartPolicyAlways, "a"), "100m", "200m")
+	c := &created.Spec.Containers[0]
+	c.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("32Mi")
+	c.ResizePolicy = []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired},
+		{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer}}
+	rec := &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_RUNNING,
+		Annotations: map[string]string{cri.AnnotationContainerResources: criconfig.EffectiveResources(created, c).String()}}
+	for _, tc := range []struct {
+		name    string
+		change  func(*corev1.Container)
+		restart bool
+	}{
+		{"nothing", func(*corev1.Container) {}, false},
+		{"the cpu limit (NotRequired)", func(c *corev1.Container) { c.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("300m") }, false},
+		{"the memory request (RestartContainer)", func(c *corev1.Container) { c.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("48Mi") }, true},
+	} {
+		p := created.DeepCopy()
+		tc.change(&p.Spec.Containers[0])
+		if got := w.needsResizeRestart(p, &p.Spec.Containers[0], rec); got != tc.restart {
+			t.Errorf("%s: restart %v, want %v", tc.name, got, tc.restart)
+		}
+	}
+	// The pod's memory limit, which the container inherits, restarts it too.
+	p := created.DeepCopy()
+	p.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+	if !w.needsResizeRestart(p, &p.Spec.Containers[0], rec) {
+		t.Error("a new pod-level memory limit did not restart a container without its own")
 	}
 }
