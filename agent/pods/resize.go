@@ -355,14 +355,11 @@ func (w *worker) syncResize(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRu
 	if have, ok := w.m.allocated.Get(w.uid); ok && !have.Equal(allocation.Of(pod)) {
 		return 0 // admitted for a spec this sync does not run yet: respec wakes it
 	}
-	changed, err := w.actuateResize(ctx, pod, rt, sandboxID)
-	if err != nil {
-		if ctx.Err() != nil {
-			return 0
-		}
+	// A failure of a resize admitted is its Error, retried; one found by
+	// the start-up check with none admitted (drift) is said once: the pod
+	// keeps what it runs with.
+	failed := func(err error) time.Duration {
 		if r.inProgress == nil {
-			// The start-up check, with no resize admitted: the pod keeps
-			// what it runs with; said once, never retried.
 			w.log.Warn("the pod's containers or cgroup differ from its allocation and could not be updated", "err", err)
 			w.resizeChecked()
 			return 0
@@ -370,19 +367,19 @@ func (w *worker) syncResize(ctx context.Context, pod *corev1.Pod, rt *pleg.PodRu
 		w.resizeFailed(pod, err)
 		return resizeRetry
 	}
+	changed, err := w.actuateResize(ctx, pod, rt, sandboxID)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0
+		}
+		return failed(err)
+	}
 	if changed {
 		if r.inProgress == nil {
 			w.resizeAdmittedQuietly(pod) // found half done: shown until it is
 		}
 		if left := w.containerResizes(pod, w.inspect(ctx, rt)); len(left) > 0 {
-			err := fmt.Errorf("container %q does not show its new resources after the update", left[0].name)
-			if r.inProgress == nil {
-				w.log.Warn("the runtime does not echo the resources it was sent", "err", err)
-				w.resizeChecked()
-				return 0
-			}
-			w.resizeFailed(pod, err)
-			return resizeRetry
+			return failed(fmt.Errorf("container %q does not show its new resources after the update", left[0].name))
 		}
 	}
 	if w.restartsForResize(pod, rt) {

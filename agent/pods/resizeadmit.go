@@ -313,10 +313,14 @@ func (w *worker) resizeFailed(p *corev1.Pod, err error) {
 	}
 }
 
-// resizeChecked ends the start-up check without a condition.
+// resizeChecked ends the start-up check without a condition (one it set
+// for what it found half done goes too).
 func (w *worker) resizeChecked() {
 	w.mu.Lock()
 	w.resize.checked = true
+	if w.resize.foundHalfDone {
+		w.resize.inProgress, w.resize.foundHalfDone = nil, false
+	}
 	w.mu.Unlock()
 }
 
