@@ -1,0 +1,129 @@
+package cpumanager
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"k8s.io/utils/cpuset"
+)
+
+// CPU is one online logical CPU and where it sits.
+type CPU struct {
+	ID     int
+	Core   int // unique on the node: (socket, core_id) numbered in order
+	Socket int
+}
+
+// Topology is the node's online CPUs, sorted by ID, as the kubelet reads
+// them through cadvisor (sockets, cores, threads).
+type Topology struct {
+	CPUs []CPU
+}
+
+// ReadTopology reads the online CPUs and their sockets and cores under
+// sysfs (normally /sys).
+func ReadTopology(sysfs string) (Topology, error) {
+	dir := filepath.Join(sysfs, "devices", "system", "cpu")
+	online, err := readCPUList(filepath.Join(dir, "online"))
+	if err != nil {
+		return Topology{}, err
+	}
+	type key struct{ socket, core int }
+	cores := map[key]int{}
+	var t Topology
+	for _, id := range online.List() {
+		top := filepath.Join(dir, fmt.Sprintf("cpu%d", id), "topology")
+		socket, err := readInt(filepath.Join(top, "physical_package_id"))
+		if err != nil {
+			return Topology{}, err
+		}
+		core, err := readInt(filepath.Join(top, "core_id"))
+		if err != nil {
+			return Topology{}, err
+		}
+		k := key{socket, core}
+		n, ok := cores[k]
+		if !ok {
+			n = len(cores)
+			cores[k] = n
+		}
+		t.CPUs = append(t.CPUs, CPU{ID: id, Core: n, Socket: socket})
+	}
+	if len(t.CPUs) == 0 {
+		return Topology{}, fmt.Errorf("%s lists no CPU", filepath.Join(dir, "online"))
+	}
+	sort.Slice(t.CPUs, func(i, j int) bool { return t.CPUs[i].ID < t.CPUs[j].ID })
+	return t, nil
+}
+
+// Uniform returns a topology of sockets×cores×threads CPUs numbered as
+// Linux numbers SMT siblings (the second threads after all first ones).
+func Uniform(sockets, coresPerSocket, threadsPerCore int) Topology {
+	var t Topology
+	cores := sockets * coresPerSocket
+	for thread := 0; thread < threadsPerCore; thread++ {
+		for core := 0; core < cores; core++ {
+			t.CPUs = append(t.CPUs, CPU{ID: thread*cores + core, Core: core, Socket: core / coresPerSocket})
+		}
+	}
+	sort.Slice(t.CPUs, func(i, j int) bool { return t.CPUs[i].ID < t.CPUs[j].ID })
+	return t
+}
+
+// All is every online CPU.
+func (t Topology) All() cpuset.CPUSet {
+	ids := make([]int, len(t.CPUs))
+	for i, c := range t.CPUs {
+		ids[i] = c.ID
+	}
+	return cpuset.New(ids...)
+}
+
+// CPUsPerCore is the threads of a core (1 without SMT).
+func (t Topology) CPUsPerCore() int {
+	return t.per(func(c CPU) int { return c.Core })
+}
+
+// CPUsPerSocket is the logical CPUs of a socket.
+func (t Topology) CPUsPerSocket() int {
+	return t.per(func(c CPU) int { return c.Socket })
+}
+
+func (t Topology) per(group func(CPU) int) int {
+	groups := map[int]bool{}
+	for _, c := range t.CPUs {
+		groups[group(c)] = true
+	}
+	if len(groups) == 0 {
+		return 0
+	}
+	return len(t.CPUs) / len(groups)
+}
+
+func readCPUList(path string) (cpuset.CPUSet, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cpuset.CPUSet{}, err
+	}
+	s, err := cpuset.Parse(strings.TrimSpace(string(b)))
+	if err != nil {
+		return cpuset.CPUSet{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+func readInt(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return n, nil
+}
