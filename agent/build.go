@@ -30,6 +30,7 @@ import (
 	"nodeagent/agent/stats"
 	"nodeagent/agent/status"
 	"nodeagent/cgroups"
+	"nodeagent/cgroups/cpumanager"
 	"nodeagent/cri"
 	"nodeagent/eviction"
 	"nodeagent/internal/control"
@@ -82,6 +83,7 @@ type parts struct {
 	api        *served       // nil when readOnlyPort is 0
 	healthz    *served       // nil when healthzPort is 0 or taken
 	devices    *devices.Manager
+	cpus       *cpumanager.Manager // nil: cpuManagerPolicy none
 	kubelet    *served             // the authenticated server; nil when standalone
 	control    *served             // nil without a control socket
 	pages      *residency.Releaser // nil with --release-binary-pages=false
@@ -214,6 +216,9 @@ func (a *Agent) buildNode(ctx context.Context, p *parts) error {
 	if err := node.SetOwnOOMScoreAdj(-999); err != nil {
 		log.Info("agent keeps its own oom_score_adj: the host refuses -999", "err", err)
 	}
+	if err := a.buildCPUManager(p); err != nil {
+		return err
+	}
 	if err := a.buildCgroups(ctx, p); err != nil {
 		return err
 	}
@@ -326,8 +331,11 @@ func (a *Agent) buildPods(ctx context.Context, p *parts) error {
 	}, pods.Deps{Runtime: p.rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		Probes: p.prober, Hooks: hooks, Pressure: p.pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,
 		PodStarted: p.metrics.podStarted, PodSynced: p.metrics.podSynced, SandboxCreated: p.metrics.sandboxCreated, Gone: gone, Objects: objects, Devices: p.devices,
-		KillPod: p.killPod(cfg.PerQOS(), a.opts.EvictionGracefulHardMemory), UserNamespaces: usernsPods, PullRecords: p.pulled,
+		KillPod: p.killPod(cfg.PerQOS(), a.opts.EvictionGracefulHardMemory), UserNamespaces: usernsPods, PullRecords: p.pulled, CPUs: p.podCPUs(),
 	})
+	if p.cpus != nil {
+		p.cpus.OnChange(p.manager.CPUPoolChanged)
+	}
 	if c := p.cluster; c != nil {
 		// A mirror pod waits while its static pod of the same name stops.
 		c.mirrors = mirror.NewManager(c.node.Client, c.pods, c.node.Node, p.manager.Terminating, a.opts.Clock, log.With("component", "mirror-pods"))
@@ -434,6 +442,9 @@ func (a *Agent) buildCgroups(ctx context.Context, p *parts) error {
 		PerQOS:      cfg.PerQOS(),
 		Pod:         cgroups.PodOptions{EnforceCPULimits: cfg.EnforceCPULimits(), CPUPeriod: cfg.CPUPeriodMicros(), PidsLimit: cfg.PodPids()},
 		Allocatable: cgroups.NodeAllocatableConfig(p.capacity, cfg.Reserved(), cfg.EnforcePods()),
+	}
+	if p.cpus != nil {
+		treeCfg.Pod.ExclusiveCPUs = p.cpus.HasExclusive
 	}
 	if pct, ok := cfg.QOSReservedMemory(); ok {
 		treeCfg.MemoryReserve = &pct

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"nodeagent/internal/qos"
 	"nodeagent/internal/sat"
@@ -94,6 +95,10 @@ type PodOptions struct {
 	EnforceCPULimits bool   // cpuCFSQuota
 	CPUPeriod        uint64 // cpuCFSQuotaPeriod in µs; 0 means 100000
 	PidsLimit        int64  // podPidsLimit; <= 0 leaves pids.max alone
+	// ExclusiveCPUs reports whether the CPU manager gave a container of the
+	// pod CPUs of its own: its pod cgroup then has no CFS quota, as in the
+	// kubelet 1.37 (nil: none has).
+	ExclusiveCPUs func(types.UID) bool
 	// TieredMemory protects the pod's summed memory requests, as the
 	// kubelet's memoryReservationPolicy TieredReservation does on cgroup
 	// v2: memory.min for a Guaranteed pod, memory.low for a Burstable one.
@@ -113,7 +118,7 @@ func PodConfig(pod *corev1.Pod, opts PodOptions) *ResourceConfig {
 	requests, limits := qos.PodRequests(pod), qos.PodLimits(pod)
 	shares := MilliCPUToShares(sat.MilliValue(*requests.Cpu()))
 	quota := MilliCPUToQuota(sat.MilliValue(*limits.Cpu()), int64(period))
-	if !opts.EnforceCPULimits {
+	if !opts.EnforceCPULimits || (opts.ExclusiveCPUs != nil && opts.ExclusiveCPUs(pod.UID)) {
 		quota = -1
 	}
 	memory := sat.Value(*limits.Memory())

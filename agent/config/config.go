@@ -39,6 +39,10 @@ var Honoured = []string{
 	"kubeAPIBurst", "kubeAPIQPS", "nodeLeaseDurationSeconds", "nodeStatusMaxImages",
 	"nodeStatusReportFrequency", "nodeStatusUpdateFrequency", "registerNode", "registerWithTaints",
 	"serializeImagePulls",
+	// The CPU manager (none, static); the memory and topology managers'
+	// fields are checked and refused unless off.
+	"cpuManagerPolicy", "cpuManagerPolicyOptions", "cpuManagerReconcilePeriod", "reservedSystemCPUs",
+	"memoryManagerPolicy", "topologyManagerPolicy", "topologyManagerPolicyOptions", "reservedMemory",
 }
 
 // Config is a loaded, defaulted and validated configuration.
@@ -265,10 +269,6 @@ func isZeroValue(v reflect.Value) bool {
 // does not implement (pkg/kubelet/apis/config/v1beta1/defaults.go): a
 // file that spells one out asks for what nodeagent does anyway.
 var kubeletDefaults = map[string]any{
-	"cpuManagerPolicy":               "none",
-	"cpuManagerReconcilePeriod":      "10s",
-	"memoryManagerPolicy":            "None",
-	"topologyManagerPolicy":          "none",
 	"topologyManagerScope":           "container",
 	"hairpinMode":                    "promiscuous-bridge",
 	"httpCheckFrequency":             "20s",

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"nodeagent/agent/userns"
@@ -13,6 +14,8 @@ import (
 )
 
 // Reserved returns systemReserved and kubeReserved as resource lists.
+// reservedSystemCPUs, when set, is the reserved cpu instead, counted in
+// systemReserved, as the kubelet overrides both.
 func (c *Config) Reserved() []corev1.ResourceList {
 	var out []corev1.ResourceList
 	for _, m := range []map[string]string{c.SystemReserved, c.KubeReserved} {
@@ -23,6 +26,10 @@ func (c *Config) Reserved() []corev1.ResourceList {
 			}
 		}
 		out = append(out, l)
+	}
+	if cpus := c.ReservedCPUs(); cpus.Size() > 0 {
+		delete(out[1], corev1.ResourceCPU)
+		out[0][corev1.ResourceCPU] = *resource.NewQuantity(int64(cpus.Size()), resource.DecimalSI)
 	}
 	return out
 }

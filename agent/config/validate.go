@@ -194,6 +194,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.validateCluster()...)
 	errs = append(errs, c.validateServer()...)
+	errs = append(errs, c.validateCPUManager()...)
 	return errors.Join(errs...)
 }
 

@@ -66,6 +66,26 @@ func admit(pod *corev1.Pod, admitted []*corev1.Pod, maxPods int, allocatable, ex
 	return nil
 }
 
+// admitLocked runs the kubelet's admit handlers in its order: the CPU
+// manager (the topology manager's handler), then the resource predicate,
+// the OS, supplemental groups, sysctls and AppArmor.
+func (m *Manager) admitLocked(p *corev1.Pod, extended corev1.ResourceList) *Rejection {
+	checks := []func() *Rejection{
+		func() *Rejection { return m.admitCPUsLocked(p) },
+		func() *Rejection { return admit(p, m.admittedLocked(), m.opts.MaxPods, m.opts.Allocatable, extended) },
+		func() *Rejection { return osAdmit(p) },
+		func() *Rejection { return supplementalGroupsAdmit(p, m.opts.StrictSupplementalGroups) },
+		func() *Rejection { return sysctlAdmit(p, m.opts.AllowedUnsafeSysctls) },
+		func() *Rejection { return appArmorAdmit(p, m.opts.AppArmor) },
+	}
+	for _, check := range checks {
+		if r := check(); r != nil {
+			return r
+		}
+	}
+	return nil
+}
+
 // fits rejects a request that does not fit beside used within capacity.
 func fits(name corev1.ResourceName, req, used, capacity resource.Quantity) *Rejection {
 	r, u, c := amount(name, req), amount(name, used), amount(name, capacity)

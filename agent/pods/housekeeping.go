@@ -24,6 +24,15 @@ func (m *Manager) collectOrphans() {
 
 // Reconcile rewrites the whole cgroup tree for the admitted pods and
 // removes pod cgroups that belong to no pod.
+// housekeep is the manager's periodic cleanup: orphans, their
+// directories, and forgotten back-off and pull records.
+func (m *Manager) housekeep() {
+	m.collectOrphans()
+	m.removeOrphanedPodDirs()
+	m.restarts.GC()
+	m.imagePulls.GC()
+}
+
 func (m *Manager) Reconcile() {
 	m.mu.Lock()
 	active := m.admittedLocked()

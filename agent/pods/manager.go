@@ -48,8 +48,10 @@ type Manager struct {
 	onSandbox    func(userNamespaced, sandboxFailed, syncFailed bool)
 	gone         func(pod *corev1.Pod)
 	devices      Devices
-	userns       UserNamespaces // nil: hostUsers: false is refused
-	pullRecords  PullRecords    // nil: images on the node are every pod's
+	cpus         CPUs                // nil: cpuManagerPolicy none
+	cpuPool      *notify.Set[string] // the shared CPU pool changed
+	userns       UserNamespaces      // nil: hostUsers: false is refused
+	pullRecords  PullRecords         // nil: images on the node are every pod's
 	killPod      func(pod *corev1.Pod) (int, error)
 	clock        clock.WithTicker
 	log          *slog.Logger
@@ -116,12 +118,12 @@ func NewManager(opts Options, deps Deps) *Manager {
 	files := nodeFiles{root: layout.Root(opts.RootDir), volumes: vols}
 	return &Manager{
 		pullSlot: pullSlot,
-		opts:     opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, onPodSynced: deps.PodSynced, onSandbox: deps.SandboxCreated, gone: deps.Gone, devices: deps.Devices, killPod: deps.KillPod, clock: deps.Clock,
+		opts:     opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, onPodSynced: deps.PodSynced, onSandbox: deps.SandboxCreated, gone: deps.Gone, devices: deps.Devices, cpus: deps.CPUs, cpuPool: notify.NewSet[string](), killPod: deps.KillPod, clock: deps.Clock,
 		log: deps.Log,
 		configs: criconfig.New(criconfig.Options{
 			NodeName: opts.NodeName, NodeIP: opts.NodeIP, PodLogsDir: opts.PodLogsDir,
 			MemoryCapacity: opts.MemoryCapacity, OOMRange: opts.OOMRange, Allocatable: opts.Allocatable,
-			EnforceCPULimits: opts.EnforceCPULimits, CPUPeriod: opts.CPUPeriod, OOMGroupKill: opts.OOMGroupKill,
+			EnforceCPULimits: opts.EnforceCPULimits, CPUPeriod: opts.CPUPeriod, OOMGroupKill: opts.OOMGroupKill, CPUs: deps.CPUs,
 			MemoryQoS: opts.MemoryQoS, TieredMemory: opts.TieredMemory, MemoryThrottlingFactor: opts.MemoryThrottlingFactor, AllocatableMemory: opts.AllocatableMemory,
 			ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain, ResolvConf: opts.ResolvConf,
 			SeccompRoot: layout.Root(opts.RootDir).Seccomp(), RecursiveReadOnlyMounts: opts.RecursiveReadOnlyMounts,
@@ -167,15 +169,15 @@ func (m *Manager) Run(ctx context.Context, updates <-chan source.Update) {
 			for _, uid := range m.changes.Runtime.Take() {
 				m.wake(uid)
 			}
+		case <-m.cpuPool.Ready():
+			m.cpuPool.Take()
+			m.cpuPoolChanged()
 		case <-m.changes.Probes.Ready():
 			for _, c := range m.changes.Probes.Take() {
 				m.probeResultChanged(c)
 			}
 		case <-housekeeping.C():
-			m.collectOrphans()
-			m.removeOrphanedPodDirs()
-			m.restarts.GC()
-			m.imagePulls.GC()
+			m.housekeep()
 		case <-reconcile.C():
 			m.Reconcile()
 			m.retryResizes()
@@ -300,19 +302,7 @@ func (m *Manager) apply(u source.Update, complete bool) {
 			_, extended = m.devices.Resources()
 		}
 		p = m.allocatedViewLocked(p, running[p.UID])
-		r := admit(p, m.admittedLocked(), m.opts.MaxPods, m.opts.Allocatable, extended)
-		if r == nil {
-			r = osAdmit(p)
-		}
-		if r == nil {
-			r = supplementalGroupsAdmit(p, m.opts.StrictSupplementalGroups)
-		}
-		if r == nil {
-			r = sysctlAdmit(p, m.opts.AllowedUnsafeSysctls)
-		}
-		if r == nil {
-			r = appArmorAdmit(p, m.opts.AppArmor)
-		}
+		r := m.admitLocked(p, extended)
 		if errs := unsupported(p, m.userns != nil); len(errs) > 0 {
 			r = &Rejection{Reason: "UnsupportedPodSpec", Message: errs.ToAggregate().Error()}
 		}
@@ -333,6 +323,7 @@ func (m *Manager) apply(u source.Update, complete bool) {
 			}
 		}
 		if r != nil {
+			m.releaseCPUsLocked(p.UID)
 			delete(m.desired, p.UID)
 			m.rejected[p.UID] = true
 			m.rejectLocked(p, r)

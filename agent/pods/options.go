@@ -134,6 +134,8 @@ type Deps struct {
 	Objects Objects
 	// Devices allocates device plugins' resources (nil: none).
 	Devices Devices
+	// CPUs is the CPU manager's static policy (nil: none).
+	CPUs CPUs
 	// UserNamespaces gives pods with hostUsers: false a range of host IDs
 	// (nil: such pods are refused).
 	UserNamespaces UserNamespaces

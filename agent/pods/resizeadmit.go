@@ -102,10 +102,13 @@ func (m *Manager) resizeLocked(p *corev1.Pod) *corev1.Pod {
 }
 
 // resizeVerdictLocked is "" when the resize fits, else the pending reason
-// and message, in the kubelet's words. Nothing the API server lets through
-// is Infeasible here: swap and the static CPU and memory managers, the
-// kubelet's reasons, are not implemented.
+// and message, in the kubelet's words: Infeasible for a CPU change of a
+// Guaranteed pod under the static CPU manager, Deferred for one that does
+// not fit now.
 func (m *Manager) resizeVerdictLocked(p *corev1.Pod) (string, string) {
+	if msg := m.cpuResizeInfeasibleLocked(p); msg != "" {
+		return corev1.PodReasonInfeasible, msg
+	}
 	var others []*corev1.Pod
 	for uid, o := range m.pods {
 		if uid != p.UID {
@@ -198,6 +201,9 @@ func (m *Manager) forgetAllocations() {
 	m.mu.Unlock()
 	if err := m.allocated.Retain(func(uid types.UID) bool { return keep[uid] }); err != nil {
 		m.log.Warn("allocation checkpoint not pruned", "err", err)
+	}
+	if m.cpus != nil {
+		m.cpus.Retain(func(uid types.UID) bool { return keep[uid] })
 	}
 }
 

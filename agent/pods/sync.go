@@ -262,6 +262,7 @@ func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodR
 		// Before containers start, as the kubelet's SyncPod: a resize is
 		// applied to what runs now.
 		retry = w.syncResize(ctx, pod, rt, sb.Id)
+		w.syncCPUSets(ctx, pod, rt)
 	}
 	// A host-network sandbox has no IP of its own (containerd 2 says
 	// none): the pod's IP is the node's, as in its status.

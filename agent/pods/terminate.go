@@ -201,6 +201,9 @@ func (w *worker) terminatePod(ctx context.Context) {
 			if w.m.devices != nil {
 				w.m.devices.Release(w.uid)
 			}
+			if w.m.cpus != nil {
+				w.m.cpus.Release(w.uid)
+			}
 			w.log.Info("pod terminated and cleaned up")
 			if w.pod != nil {
 				if final == nil || final.UID != w.uid {

@@ -142,7 +142,7 @@ func TestAssignmentsSurviveARestartAndACorruptFileIsDropped(t *testing.T) {
 			t.Errorf("checkpoint %s lacks %s", b, field)
 		}
 	}
-	if err := os.WriteFile(path, bytes.Replace(b, []byte(`"1-2"`), []byte(`"1-3"`), 1), 0o600); err != nil {
+	if err := os.WriteFile(path, bytes.Replace(b, []byte(`\"1-2\"`), []byte(`\"1-3\"`), 1), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
@@ -184,3 +184,17 @@ func TestNewRefusesReservationsThatCannotWork(t *testing.T) {
 }
 
 func metaUID(uid string) metav1.ObjectMeta { return metav1.ObjectMeta{UID: types.UID(uid), Name: uid} }
+
+func TestReadsTheKubeletsCheckpoint(t *testing.T) {
+	// From the kubelet's state_checkpoint_test.go (v1.37.2): its checksum
+	// of the v4 payload.
+	path := filepath.Join(t.TempDir(), "cpu_manager_state")
+	kubelets := `{"policyName":"none","defaultCPUSet":"1-9","checksum":1234,"data":"{\"policyName\":\"none\",\"defaultCPUSet\":\"4-6\"}","dataChecksum":657950972}`
+	if err := os.WriteFile(path, []byte(kubelets), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	policy, _, err := readState(path)
+	if err != nil || policy != "none" {
+		t.Fatalf("policy %q, err %v", policy, err)
+	}
+}

@@ -2,10 +2,9 @@ package cpumanager
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
-	"maps"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/cpuset"
@@ -19,40 +18,49 @@ const maxStateFile = 4 << 20
 // assignments are the exclusive CPUs by pod UID and container name.
 type assignments map[types.UID]map[string]cpuset.CPUSet
 
-// stateFile is cpu_manager_state with the kubelet's field names. The
-// checksum is FNV-32a of the file with checksum 0 (the kubelet hashes a
-// Go-syntax dump of its struct), so a kubelet does not take nodeagent's
-// file for its own.
-type stateFile struct {
+// stateData is the kubelet's checkpoint payload (v4 "data").
+type stateData struct {
 	PolicyName    string                       `json:"policyName"`
 	DefaultCPUSet string                       `json:"defaultCpuSet"`
 	Entries       map[string]map[string]string `json:"entries,omitempty"`
-	Checksum      uint32                       `json:"checksum"`
+}
+
+// stateFile is cpu_manager_state in the kubelet's v4 layout: the payload
+// as a JSON string with its checksum, which is what a 1.37 kubelet
+// verifies, and the same fields outside it for older readers. Their
+// legacy checksum (a hash of a Go-syntax dump of the kubelet's struct) is
+// left 0: nodeagent reads and checks only the v4 one.
+type stateFile struct {
+	stateData
+	Checksum     uint64 `json:"checksum"`
+	Data         string `json:"data"`
+	DataChecksum uint64 `json:"dataChecksum"`
+}
+
+// dataChecksum is the kubelet's checksum of the payload: FNV-32a of the
+// string as its hash dump prints it.
+func dataChecksum(data string) uint64 {
+	h := fnv.New32a()
+	h.Write([]byte("(string)" + data))
+	return uint64(h.Sum32())
 }
 
 func encodeState(policy string, defaultSet cpuset.CPUSet, a assignments) ([]byte, error) {
-	f := stateFile{PolicyName: policy, DefaultCPUSet: defaultSet.String()}
-	for _, uid := range slices.Sorted(maps.Keys(a)) {
-		if f.Entries == nil {
-			f.Entries = map[string]map[string]string{}
+	d := stateData{PolicyName: policy, DefaultCPUSet: defaultSet.String()}
+	for uid, containers := range a {
+		if d.Entries == nil {
+			d.Entries = map[string]map[string]string{}
 		}
-		f.Entries[string(uid)] = map[string]string{}
-		for name, set := range a[uid] {
-			f.Entries[string(uid)][name] = set.String()
+		d.Entries[string(uid)] = map[string]string{}
+		for name, set := range containers {
+			d.Entries[string(uid)][name] = set.String()
 		}
 	}
-	body, err := json.Marshal(f)
+	body, err := json.Marshal(d)
 	if err != nil {
 		return nil, err
 	}
-	f.Checksum = checksum(body)
-	return json.Marshal(f)
-}
-
-func checksum(b []byte) uint32 {
-	h := fnv.New32a()
-	h.Write(b)
-	return h.Sum32()
+	return json.Marshal(stateFile{stateData: d, Data: string(body), DataChecksum: dataChecksum(string(body))})
 }
 
 // readState reads the checkpoint at path: its policy and assignments.
@@ -65,20 +73,21 @@ func readState(path string) (policy string, a assignments, err error) {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return "", nil, fmt.Errorf("decode: %w", err)
 	}
-	got := f.Checksum
-	f.Checksum = 0
-	body, err := json.Marshal(f)
-	if err != nil {
-		return "", nil, err
+	if f.Data == "" {
+		return "", nil, errors.New("no v4 data (written before kubelet 1.35?)")
 	}
-	if want := checksum(body); got != want {
-		return "", nil, fmt.Errorf("checksum %d, want %d: the file was changed or torn", got, want)
+	if want := dataChecksum(f.Data); f.DataChecksum != want {
+		return "", nil, fmt.Errorf("checksum %d, want %d: the file was changed or torn", f.DataChecksum, want)
 	}
-	if _, err := cpuset.Parse(f.DefaultCPUSet); err != nil {
-		return "", nil, fmt.Errorf("defaultCpuSet %q: %w", f.DefaultCPUSet, err)
+	var d stateData
+	if err := json.Unmarshal([]byte(f.Data), &d); err != nil {
+		return "", nil, fmt.Errorf("decode data: %w", err)
+	}
+	if _, err := cpuset.Parse(d.DefaultCPUSet); err != nil {
+		return "", nil, fmt.Errorf("defaultCpuSet %q: %w", d.DefaultCPUSet, err)
 	}
 	a = assignments{}
-	for uid, containers := range f.Entries {
+	for uid, containers := range d.Entries {
 		a[types.UID(uid)] = map[string]cpuset.CPUSet{}
 		for name, s := range containers {
 			set, err := cpuset.Parse(s)
@@ -88,7 +97,7 @@ func readState(path string) (policy string, a assignments, err error) {
 			a[types.UID(uid)][name] = set
 		}
 	}
-	return f.PolicyName, a, nil
+	return d.PolicyName, a, nil
 }
 
 func writeState(path, policy string, defaultSet cpuset.CPUSet, a assignments) error {

@@ -7,6 +7,10 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
+// Reserve picks the n CPUs the static policy keeps for the system when
+// reservedSystemCPUs is unset, as the kubelet does: by topology from all.
+func Reserve(t Topology, n int) (cpuset.CPUSet, error) { return take(t, t.All(), n) }
+
 // take picks n CPUs of avail packed, as the kubelet's static policy does
 // (takeByTopologyNUMAPacked): whole free sockets while n covers one, then
 // whole free cores while n covers one, then single CPUs from the sockets

@@ -86,6 +86,9 @@ func (r Root) ImagesPulled() string     { return filepath.Join(string(r), "image
 // allocated (in-place resize), the kubelet's file name.
 func (r Root) AllocatedPodsState() string { return filepath.Join(string(r), "allocated_pods_state") }
 
+// CPUManagerState is the CPU manager's checkpoint of exclusive CPUs.
+func (r Root) CPUManagerState() string { return filepath.Join(string(r), "cpu_manager_state") }
+
 // Seccomp holds the localhost seccomp profiles.
 func (r Root) Seccomp() string { return filepath.Join(string(r), "seccomp") }
 

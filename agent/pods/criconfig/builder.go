@@ -9,7 +9,9 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/cpuset"
 
 	"nodeagent/internal/qos"
 )
@@ -45,6 +47,15 @@ type Options struct {
 	// RecursiveReadOnlyMounts: the runtime's default handler makes
 	// read-only mounts recursively read-only (recursiveReadOnly).
 	RecursiveReadOnlyMounts bool
+	// CPUs is where the CPU manager's static policy runs each container
+	// (nil: policy none, the runtime's default).
+	CPUs CPUSets
+}
+
+// CPUSets gives a container its exclusive CPUs or the shared pool
+// (cpumanager.Manager).
+type CPUSets interface {
+	CPUs(uid types.UID, container string) (set cpuset.CPUSet, exclusive bool)
 }
 
 // Host makes what a container's mounts point at on the node.

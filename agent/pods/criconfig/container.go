@@ -246,6 +246,17 @@ func (b *Builder) containerResources(pod *corev1.Pod, c *corev1.Container, oomSc
 		r.CpuPeriod = period
 		r.CpuQuota = cgroups.MilliCPUToQuota(cpuLim, period)
 	}
+	if b.opts.CPUs != nil {
+		set, exclusive := b.opts.CPUs.CPUs(pod.UID, c.Name)
+		if !set.IsEmpty() {
+			r.CpusetCpus = set.String()
+		}
+		// No CFS quota on CPUs of its own (DisableCPUQuotaWithExclusiveCPUs,
+		// locked on in 1.37): a quota would only throttle it there.
+		if exclusive && b.opts.EnforceCPULimits {
+			r.CpuQuota = -1
+		}
+	}
 	return r
 }
 

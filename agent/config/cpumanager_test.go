@@ -1,0 +1,50 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestCPUManagerFieldsAreCheckedAndNamed(t *testing.T) {
+	for _, tc := range []struct {
+		body, want string
+	}{
+		{"cpuManagerPolicy: dynamic\n", `cpuManagerPolicy: invalid value "dynamic": want none or static`},
+		{"cpuManagerPolicy: static\n", "the static policy needs reserved CPUs"},
+		{"cpuManagerPolicy: static\nreservedSystemCPUs: 0-x\n", `reservedSystemCPUs: invalid value "0-x"`},
+		{"cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\ncpuManagerPolicyOptions:\n  full-pcpus-only: \"true\"\n", `cpuManagerPolicyOptions: invalid value "full-pcpus-only": nodeagent runs only strict-cpu-reservation`},
+		{"cpuManagerPolicyOptions:\n  strict-cpu-reservation: \"true\"\n", "options need cpuManagerPolicy: static"},
+		{"memoryManagerPolicy: Static\n", `memoryManagerPolicy: invalid value "Static": nodeagent has no memory manager`},
+		{"topologyManagerPolicy: single-numa-node\n", `topologyManagerPolicy: invalid value "single-numa-node"`},
+	} {
+		_, err := Load(write(t, header+tc.body))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v, want %q", tc.body, err, tc.want)
+		}
+	}
+}
+
+func TestStaticPolicyAcceptedWithReservedCPUs(t *testing.T) {
+	cfg, err := Load(write(t, header+"cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\nkubeReserved:\n  cpu: 500m\n  memory: 100Mi\nsystemReserved:\n  cpu: 200m\ncpuManagerPolicyOptions:\n  strict-cpu-reservation: \"true\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.CPUManagerStatic() || !cfg.StrictCPUReservation() || cfg.ReservedCPUs().String() != "0" || len(cfg.Warnings) > 0 {
+		t.Fatalf("static %v strict %v reserved %s warnings %q", cfg.CPUManagerStatic(), cfg.StrictCPUReservation(), cfg.ReservedCPUs(), cfg.Warnings)
+	}
+	// reservedSystemCPUs replaces the reserved cpu of both, as one CPU.
+	r := cfg.Reserved()
+	sys, kube := r[0][corev1.ResourceCPU], r[1][corev1.ResourceCPU]
+	if sys.String() != "1" || !kube.IsZero() || r[1].Memory().String() != "100Mi" {
+		t.Fatalf("reserved %v", r)
+	}
+	cfg, err = Load(write(t, header+"cpuManagerPolicy: static\nkubeReserved:\n  cpu: 500m\nsystemReserved:\n  cpu: 700m\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := cfg.ReservedCPUCount(); n != 2 {
+		t.Fatalf("1.2 reserved CPUs count as %d, want 2", n)
+	}
+}

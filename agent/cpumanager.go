@@ -1,0 +1,45 @@
+package agent
+
+import (
+	"fmt"
+
+	"nodeagent/agent/pods"
+	"nodeagent/cgroups/cpumanager"
+	"nodeagent/internal/layout"
+)
+
+// buildCPUManager makes the CPU manager of cpuManagerPolicy static (none
+// leaves p.cpus nil): the reserved CPUs are reservedSystemCPUs, else the
+// reserved cpu rounded up to whole CPUs taken by topology.
+func (a *Agent) buildCPUManager(p *parts) error {
+	if !a.cfg.CPUManagerStatic() {
+		return nil
+	}
+	topo, err := cpumanager.ReadTopology("/sys")
+	if err != nil {
+		return fmt.Errorf("cpuManagerPolicy static: read the CPU topology: %w", err)
+	}
+	reserved := a.cfg.ReservedCPUs()
+	if reserved.IsEmpty() {
+		if reserved, err = cpumanager.Reserve(topo, a.cfg.ReservedCPUCount()); err != nil {
+			return fmt.Errorf("cpuManagerPolicy static: reserve %d CPUs for kubeReserved and systemReserved cpu: %w", a.cfg.ReservedCPUCount(), err)
+		}
+	}
+	m, err := cpumanager.New(cpumanager.Options{Topology: topo, Reserved: reserved, StrictReservation: a.cfg.StrictCPUReservation(),
+		StateFile: layout.Root(a.opts.RootDir).CPUManagerState(), Log: a.log.With("component", "cpumanager")})
+	if err != nil {
+		return fmt.Errorf("cpuManagerPolicy static: %w", err)
+	}
+	p.cpus = m
+	a.log.Info("CPU manager static policy", "reserved", reserved.String(), "shared_pool", m.Shared().String(), "strict_reservation", a.cfg.StrictCPUReservation())
+	return nil
+}
+
+// podCPUs is the CPU manager for the pod manager: a nil interface under
+// policy none.
+func (p *parts) podCPUs() pods.CPUs {
+	if p.cpus == nil {
+		return nil
+	}
+	return p.cpus
+}
