@@ -152,7 +152,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if p.api != nil {
 		wg.Go(func() { a.serve(p.api, "read-only API") })
-		a.log.Info("read-only API listening", "addr", "http://"+p.api.srv.Addr, "endpoints", "/healthz /pods /pods/{ns}/{name}/probes /node /events /evictions /configz /metrics /metrics/resource /metrics/cadvisor /stats/summary /cgroups")
+		a.log.Info("read-only API listening", "addr", "http://"+p.api.srv.Addr, "endpoints", "/healthz /pods /pods/{ns}/{name}/probes /node /events /evictions /configz /metrics /metrics/resource /metrics/cadvisor /stats/summary /cgroups /cpus")
 	}
 	if p.healthz != nil {
 		wg.Go(func() { a.serve(p.healthz, "healthz") })

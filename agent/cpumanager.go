@@ -2,8 +2,12 @@ package agent
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"nodeagent/agent/pods"
+	"nodeagent/agent/status"
+	"nodeagent/api"
 	"nodeagent/cgroups/cpumanager"
 	"nodeagent/internal/layout"
 )
@@ -42,4 +46,24 @@ func (p *parts) podCPUs() pods.CPUs {
 		return nil
 	}
 	return p.cpus
+}
+
+// cpuManagerView is /cpus: the policy, and under static the reserved CPUs,
+// the shared pool and each exclusive assignment with its pod's name.
+func cpuManagerView(cpus *cpumanager.Manager, store *status.Store) api.CPUManager {
+	if cpus == nil {
+		return api.CPUManager{Policy: "none"}
+	}
+	v := api.CPUManager{Policy: cpumanager.PolicyStatic, Reserved: cpus.Reserved().String(), SharedPool: cpus.Shared().String(), StrictReservation: cpus.Strict()}
+	all := cpus.All()
+	for _, uid := range slices.Sorted(maps.Keys(all)) {
+		pod := ""
+		if p, ok := store.Get(uid); ok {
+			pod = p.Namespace + "/" + p.Name
+		}
+		for _, name := range slices.Sorted(maps.Keys(all[uid])) {
+			v.Exclusive = append(v.Exclusive, api.CPUAssignment{PodUID: uid, Pod: pod, Container: name, CPUs: all[uid][name].String()})
+		}
+	}
+	return v
 }

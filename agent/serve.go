@@ -68,6 +68,7 @@ func (a *Agent) buildServers(_ context.Context, p *parts) error {
 			{Name: "eviction", Check: p.evictor.Healthy},
 		}, p.clusterChecks()...),
 		Cgroups: func() (any, error) { return cgroupTree(p.tree, p.store) },
+		CPUs:    func() any { return cpuManagerView(p.cpus, p.store) },
 	}
 	if p.api != nil {
 		p.api.srv = server.NewServer(p.apiAddr, server.Handler(src))

@@ -123,3 +123,22 @@ type CgroupEntry struct {
 	Pod    string    `json:"pod,omitempty"`    // namespace/name
 	QOS    string    `json:"qos,omitempty"`
 }
+
+// CPUManager is the CPU manager's state (GET /cpus): its policy, the
+// reserved CPUs, the shared pool and each exclusive assignment. Under
+// policy none only Policy is set.
+type CPUManager struct {
+	Policy            string          `json:"policy"` // none or static
+	Reserved          string          `json:"reserved,omitempty"`
+	SharedPool        string          `json:"sharedPool,omitempty"`
+	StrictReservation bool            `json:"strictReservation,omitempty"`
+	Exclusive         []CPUAssignment `json:"exclusive,omitempty"`
+}
+
+// CPUAssignment is one container's exclusive CPUs.
+type CPUAssignment struct {
+	PodUID    types.UID `json:"podUID"`
+	Pod       string    `json:"pod,omitempty"` // namespace/name
+	Container string    `json:"container"`
+	CPUs      string    `json:"cpus"`
+}

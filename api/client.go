@@ -219,3 +219,10 @@ func (c *Client) Delete(ctx context.Context, namespace, name string, grace *int6
 	}
 	return Decode(resp, "delete "+namespace+"/"+name, nil)
 }
+
+// CPUs is the CPU manager's state.
+func (c *Client) CPUs(ctx context.Context) (CPUManager, error) {
+	var out CPUManager
+	err := c.Get(ctx, "/cpus", &out)
+	return out, err
+}

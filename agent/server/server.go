@@ -44,6 +44,8 @@ type Sources struct {
 	ResourceMetrics, CadvisorMetrics, ProbeMetrics prometheus.Gatherer
 	// Cgroups is /cgroups, the QoS tree's values; nil: not served.
 	Cgroups func() (any, error)
+	// CPUs is /cpus, the CPU manager's assignments; nil: not served.
+	CPUs func() any
 	// Summary is /stats/summary (the Summary API); nil: not served.
 	Summary func(ctx context.Context) (any, error)
 	// Evictions lists the eviction decisions; nil: none.
@@ -138,6 +140,9 @@ func routes(mux *http.ServeMux, src Sources, show func(corev1.Pod) corev1.Pod) {
 			}
 			writeJSON(w, tree)
 		})
+	}
+	if src.CPUs != nil {
+		mux.HandleFunc("GET /cpus", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, src.CPUs()) })
 	}
 	if src.Summary != nil {
 		mux.HandleFunc("GET /stats/summary", func(w http.ResponseWriter, r *http.Request) {

@@ -282,6 +282,20 @@ func (m *Manager) sharedLocked() cpuset.CPUSet {
 // Reserved are the CPUs kept for the system.
 func (m *Manager) Reserved() cpuset.CPUSet { return m.opts.Reserved }
 
+// Strict reports strict-cpu-reservation.
+func (m *Manager) Strict() bool { return m.opts.StrictReservation }
+
+// All is a copy of every exclusive assignment, by pod and container.
+func (m *Manager) All() map[types.UID]map[string]cpuset.CPUSet {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[types.UID]map[string]cpuset.CPUSet, len(m.assigned))
+	for uid, containers := range m.assigned {
+		out[uid] = maps.Clone(containers)
+	}
+	return out
+}
+
 // Assigned is a copy of the pod's exclusive CPUs by container.
 func (m *Manager) Assigned(uid types.UID) map[string]cpuset.CPUSet {
 	m.mu.Lock()

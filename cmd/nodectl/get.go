@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"nodeagent/api"
 	"nodeagent/internal/cli"
 )
 
@@ -324,7 +325,7 @@ func (c *client) getNode(o output) error {
 	tw := tabwriter.NewWriter(c.out, 0, 8, 3, ' ', 0)
 	header := "NAME\tSTATUS\tROLES\tAGE\tVERSION"
 	if o.format == "wide" {
-		header += "\tINTERNAL-IP\tOS-IMAGE\tKERNEL-VERSION\tCONTAINER-RUNTIME\tCGROUPS"
+		header += "\tINTERNAL-IP\tOS-IMAGE\tKERNEL-VERSION\tCONTAINER-RUNTIME\tCGROUPS\tSHARED-CPUS"
 	}
 	fmt.Fprintln(tw, header)
 	row := []string{n.Name, nodeReadyWord(&n), nodeRoles(&n), ageText(&n.CreationTimestamp, time.Now()), n.Status.NodeInfo.KubeletVersion}
@@ -335,7 +336,13 @@ func (c *client) getNode(o output) error {
 				ip = a.Address
 			}
 		}
-		row = append(row, ip, n.Status.NodeInfo.OSImage, n.Status.NodeInfo.KernelVersion, n.Status.NodeInfo.ContainerRuntimeVersion, cgroupsText(&n))
+		// The CPU manager's shared pool: <none> under policy none.
+		var cpus api.CPUManager
+		shared := "<unknown>"
+		if c.fetch("/cpus", &cpus) == nil {
+			shared = orNone(cpus.SharedPool)
+		}
+		row = append(row, ip, n.Status.NodeInfo.OSImage, n.Status.NodeInfo.KernelVersion, n.Status.NodeInfo.ContainerRuntimeVersion, cgroupsText(&n), shared)
 	}
 	fmt.Fprintln(tw, strings.Join(row, "\t"))
 	return tw.Flush()

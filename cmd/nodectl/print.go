@@ -133,9 +133,15 @@ func (c *client) describePod(p *corev1.Pod, shared describeShared) error {
 	if err := c.fetch("/pods/"+p.Namespace+"/"+p.Name+"/probes", &reports); err != nil {
 		fmt.Fprintf(c.errOut, "warning: probe results unavailable: %v\n", err)
 	}
-	describeContainers(c.out, "Init Containers", p.Spec.InitContainers, p.Status.InitContainerStatuses, reports)
-	describeContainers(c.out, "Containers", p.Spec.Containers, p.Status.ContainerStatuses, reports)
-	describeContainers(c.out, "Ephemeral Containers", ephemeralAsContainers(p), p.Status.EphemeralContainerStatuses, reports)
+	exclusive := map[string]string{}
+	for _, a := range shared.cpus.Exclusive {
+		if a.PodUID == p.UID {
+			exclusive[a.Container] = a.CPUs
+		}
+	}
+	describeContainers(c.out, "Init Containers", p.Spec.InitContainers, p.Status.InitContainerStatuses, reports, exclusive)
+	describeContainers(c.out, "Containers", p.Spec.Containers, p.Status.ContainerStatuses, reports, exclusive)
+	describeContainers(c.out, "Ephemeral Containers", ephemeralAsContainers(p), p.Status.EphemeralContainerStatuses, reports, nil)
 	if len(p.Status.Conditions) > 0 {
 		fmt.Fprintln(c.out, "Conditions:")
 		tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
@@ -361,17 +367,21 @@ type describeShared struct {
 	cgroups    []api.CgroupEntry
 	cgroupsErr error // shown in the Cgroup line; describe goes on
 	events     []corev1.Event
+	cpus       api.CPUManager // zero from an agent without /cpus
 }
 
 func (c *client) describeShared() (describeShared, error) {
 	var s describeShared
 	s.cgroupsErr = c.fetch("/cgroups", &s.cgroups)
+	_ = c.fetch("/cpus", &s.cpus) // an older agent has none: no line
 	var err error
 	s.events, err = c.events()
 	return s, err
 }
 
-func describeContainers(out io.Writer, title string, specs []corev1.Container, statuses []corev1.ContainerStatus, reports []api.ProbeReport) {
+// describeContainers prints each container; exclusive are the CPUs the
+// CPU manager gave containers to themselves, by name.
+func describeContainers(out io.Writer, title string, specs []corev1.Container, statuses []corev1.ContainerStatus, reports []api.ProbeReport, exclusive map[string]string) {
 	if len(specs) == 0 {
 		return
 	}
@@ -445,6 +455,9 @@ func describeContainers(out io.Writer, title string, specs []corev1.Container, s
 		}
 		if len(s.Resources.Limits) > 0 {
 			kv("Limits", resourceText(s.Resources.Limits))
+		}
+		if cpus := exclusive[s.Name]; cpus != "" {
+			kv("Exclusive CPUs", cpus)
 		}
 		// What the runtime holds, when it is not yet what was allocated
 		// (an in-place resize under way or refused).
@@ -621,6 +634,13 @@ func (c *client) describeNode() error {
 	kv("Container Runtime", info.ContainerRuntimeVersion)
 	kv("Agent Version", info.KubeletVersion)
 	kv("Cgroups", cgroupsText(&n)+" (kubepods "+orNone(n.Annotations[api.AnnotationCgroupRoot])+")")
+	var cpus api.CPUManager
+	if c.fetch("/cpus", &cpus) == nil && cpus.Policy != "" {
+		kv("CPU Manager", cpuManagerText(cpus))
+		for _, a := range cpus.Exclusive {
+			kv("Exclusive CPUs", a.CPUs+" (pod "+orNone(a.Pod)+", container "+a.Container+")")
+		}
+	}
 	w.Flush()
 	fmt.Fprintln(c.out, "Conditions:")
 	tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
@@ -629,6 +649,19 @@ func (c *client) describeNode() error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", cond.Type, cond.Status, cond.Reason, cond.Message)
 	}
 	return tw.Flush()
+}
+
+// cpuManagerText is the policy and, under static, its CPUs:
+// "static (reserved 0, shared pool 0, strict)".
+func cpuManagerText(m api.CPUManager) string {
+	if m.Policy != "static" {
+		return m.Policy
+	}
+	s := fmt.Sprintf("static (reserved %s, shared pool %s", m.Reserved, orNone(m.SharedPool))
+	if m.StrictReservation {
+		s += ", strict"
+	}
+	return s + ")"
 }
 
 // cgroupsText is the node's cgroup version and driver, "v1/cgroupfs".

@@ -86,6 +86,8 @@ func fakeAgent(t *testing.T) (*httptest.Server, *atomic.Int32) {
 		"/pods/default/web-node1/probes": []api.ProbeReport{},
 		"/pods/default/db-node1/probes":  []api.ProbeReport{},
 		"/events":                        corev1.EventList{Items: []corev1.Event{event}},
+		"/cpus": api.CPUManager{Policy: "static", Reserved: "0", SharedPool: "0,3", Exclusive: []api.CPUAssignment{
+			{PodUID: "uid-web", Pod: "default/web-node1", Container: "main", CPUs: "1-2"}}},
 	}
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -192,6 +194,7 @@ func TestDescribeShowsWhatKubectlShows(t *testing.T) {
 		// An in-place resize refused: what it is, and what still runs.
 		"Resize:              in progress, Error: cannot decrease memory limits", "(generation 3)",
 		"Running With:", "limits memory=128Mi", "Resize Restarts For: memory",
+		"Exclusive CPUs:      1-2", // from /cpus
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("describe pod web lacks %q:\n%s", want, out)
@@ -202,9 +205,9 @@ func TestDescribeShowsWhatKubectlShows(t *testing.T) {
 	golden(t, "describe-node.txt", mustRun(t, srv, "describe", "node"))
 	before := calls.Load()
 	all := mustRun(t, srv, "describe", "pods")
-	// The pods, cgroups and events once; each pod's probes.
-	if n := calls.Load() - before; n != 3+2 {
-		t.Errorf("describe pods of 2 pods asked the agent %d times, want 5", n)
+	// The pods, cgroups, CPUs and events once; each pod's probes.
+	if n := calls.Load() - before; n != 4+2 {
+		t.Errorf("describe pods of 2 pods asked the agent %d times, want 6", n)
 	}
 	if strings.Count(all, "\nNamespace:") != 2 || !strings.Contains(all, "Name:") {
 		t.Errorf("describe pods does not describe both pods:\n%s", all)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -91,6 +92,12 @@ func TestCPUManagerStaticExclusiveCPUs(t *testing.T) {
 		if q := cgroupValues(t, dir).CPUQuota; q >= 0 {
 			t.Errorf("cgroup %s has CFS quota %d; exclusive CPUs have none", dir, q)
 		}
+	}
+	if out, err := n.nodectl("get", "node", "-o", "wide"); err != nil || !strings.HasSuffix(strings.TrimSpace(out), " 0") {
+		t.Errorf("nodectl get node -o wide does not show the shared pool 0: %v\n%s", err, out)
+	}
+	if out, err := n.nodectl("describe", "pod", "pinned"); err != nil || !regexp.MustCompile(`Exclusive CPUs:\s+1\n`).MatchString(out) {
+		t.Errorf("nodectl describe pod pinned does not show its exclusive CPU 1: %v\n%s", err, out)
 	}
 	state, err := os.ReadFile(filepath.Join(n.agent.RootDir, "cpu_manager_state"))
 	if err != nil || !strings.Contains(string(state), `"`+string(pinned.UID)+`":{"pinned":"1"}`) {
