@@ -5,6 +5,9 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/cpuset"
+
 	"nodeagent/agent/pods"
 	"nodeagent/agent/status"
 	"nodeagent/api"
@@ -66,4 +69,49 @@ func cpuManagerView(cpus *cpumanager.Manager, store *status.Store) api.CPUManage
 		}
 	}
 	return v
+}
+
+var (
+	cpuPinningRequestsDesc = prometheus.NewDesc("kubelet_cpu_manager_pinning_requests_total",
+		"The number of cpu core allocations which required pinning.", nil, nil)
+	cpuPinningErrorsDesc = prometheus.NewDesc("kubelet_cpu_manager_pinning_errors_total",
+		"The number of cpu core allocations which required pinning failed.", nil, nil)
+	cpuSharedPoolDesc = prometheus.NewDesc("kubelet_cpu_manager_shared_pool_size_millicores",
+		"The size of the shared CPU pool for non-guaranteed QoS pods, in millicores.", nil, nil)
+	cpuExclusiveDesc = prometheus.NewDesc("kubelet_cpu_manager_exclusive_cpu_allocation_count",
+		"The total number of CPUs exclusively allocated to containers running on this node", nil, nil)
+)
+
+// cpuManagerCollector is the kubelet's CPU manager metrics, read at scrape
+// time from the static policy's manager.
+type cpuManagerCollector struct{ m *cpumanager.Manager }
+
+func (c cpuManagerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- cpuPinningRequestsDesc
+	ch <- cpuPinningErrorsDesc
+	ch <- cpuSharedPoolDesc
+	ch <- cpuExclusiveDesc
+}
+
+func (c cpuManagerCollector) Collect(ch chan<- prometheus.Metric) {
+	requests, errors := c.m.Pinning()
+	exclusive := cpuset.New()
+	for _, containers := range c.m.All() {
+		for _, set := range containers {
+			exclusive = exclusive.Union(set)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(cpuPinningRequestsDesc, prometheus.CounterValue, float64(requests))
+	ch <- prometheus.MustNewConstMetric(cpuPinningErrorsDesc, prometheus.CounterValue, float64(errors))
+	ch <- prometheus.MustNewConstMetric(cpuSharedPoolDesc, prometheus.GaugeValue, float64(c.m.Shared().Size()*1000))
+	ch <- prometheus.MustNewConstMetric(cpuExclusiveDesc, prometheus.GaugeValue, float64(exclusive.Size()))
+}
+
+// cpuMetrics are the CPU manager's collectors for /metrics, under the
+// static policy only (the kubelet's read 0 under none).
+func (p *parts) cpuMetrics() []prometheus.Collector {
+	if p.cpus == nil {
+		return nil
+	}
+	return []prometheus.Collector{cpuManagerCollector{p.cpus}}
 }

@@ -47,6 +47,9 @@ type Manager struct {
 	mu       sync.Mutex
 	assigned assignments
 	onChange []func()
+	// pinned and failed count the containers that asked for exclusive
+	// CPUs and those refused (the kubelet's pinning metrics).
+	pinned, failed uint64
 }
 
 // New loads the checkpoint. One that does not read back, was written for
@@ -151,7 +154,9 @@ func (m *Manager) Allocate(pod *corev1.Pod, prefer func(container string) cpuset
 			delete(have, c.Name)
 			free := m.freeLocked(pod.UID, have).Union(reuse)
 			var err error
+			m.pinned++
 			if set, err = m.pick(free, n, prefer, c.Name); err != nil {
+				m.failed++
 				m.mu.Unlock()
 				return err
 			}
@@ -294,6 +299,14 @@ func (m *Manager) All() map[types.UID]map[string]cpuset.CPUSet {
 		out[uid] = maps.Clone(containers)
 	}
 	return out
+}
+
+// Pinning counts the containers that asked for exclusive CPUs since the
+// start, and those refused.
+func (m *Manager) Pinning() (requests, errors uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pinned, m.failed
 }
 
 // Assigned is a copy of the pod's exclusive CPUs by container.

@@ -99,6 +99,13 @@ func TestCPUManagerStaticExclusiveCPUs(t *testing.T) {
 	if out, err := n.nodectl("describe", "pod", "pinned"); err != nil || !regexp.MustCompile(`Exclusive CPUs:\s+1\n`).MatchString(out) {
 		t.Errorf("nodectl describe pod pinned does not show its exclusive CPU 1: %v\n%s", err, out)
 	}
+	metrics := n.metricFamilies()
+	for name, want := range map[string]float64{"kubelet_cpu_manager_exclusive_cpu_allocation_count": 1,
+		"kubelet_cpu_manager_shared_pool_size_millicores": 1000, "kubelet_cpu_manager_pinning_requests_total": 1} {
+		if got, ok := metricValue(metrics, name); !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
+		}
+	}
 	state, err := os.ReadFile(filepath.Join(n.agent.RootDir, "cpu_manager_state"))
 	if err != nil || !strings.Contains(string(state), `"`+string(pinned.UID)+`":{"pinned":"1"}`) {
 		t.Fatalf("cpu_manager_state: %s (%v)", state, err)
