@@ -41,7 +41,7 @@ var Honoured = []string{
 	"serializeImagePulls",
 	// The CPU manager (none, static); the memory and topology managers'
 	// fields are checked and refused unless off.
-	"cpuManagerPolicy", "cpuManagerPolicyOptions", "cpuManagerReconcilePeriod", "reservedSystemCPUs",
+	"cpuManagerPolicy", "cpuManagerPolicyOptions", "reservedSystemCPUs",
 	"memoryManagerPolicy", "topologyManagerPolicy", "topologyManagerPolicyOptions", "reservedMemory",
 }
 
@@ -269,6 +269,7 @@ func isZeroValue(v reflect.Value) bool {
 // does not implement (pkg/kubelet/apis/config/v1beta1/defaults.go): a
 // file that spells one out asks for what nodeagent does anyway.
 var kubeletDefaults = map[string]any{
+	"cpuManagerReconcilePeriod":      "10s",
 	"topologyManagerScope":           "container",
 	"hairpinMode":                    "promiscuous-bridge",
 	"httpCheckFrequency":             "20s",
