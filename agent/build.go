@@ -25,6 +25,7 @@ import (
 	"nodeagent/agent/node"
 	"nodeagent/agent/pleg"
 	"nodeagent/agent/pods"
+	"nodeagent/agent/pods/criconfig"
 	"nodeagent/agent/server"
 	"nodeagent/agent/source"
 	"nodeagent/agent/stats"
@@ -84,6 +85,7 @@ type parts struct {
 	healthz    *served       // nil when healthzPort is 0 or taken
 	devices    *devices.Manager
 	cpus       *cpumanager.Manager // nil: cpuManagerPolicy none
+	swap       criconfig.SwapOptions
 	kubelet    *served             // the authenticated server; nil when standalone
 	control    *served             // nil without a control socket
 	pages      *residency.Releaser // nil with --release-binary-pages=false
@@ -222,6 +224,9 @@ func (a *Agent) buildNode(ctx context.Context, p *parts) error {
 	if err := a.buildCgroups(ctx, p); err != nil {
 		return err
 	}
+	if p.swap, err = a.swapOptions(p); err != nil {
+		return err
+	}
 	p.network = newPodNetwork(a.opts, p.rtStatus.Info, p.rt, log.With("component", "network"))
 	if a.opts.Cluster != nil {
 		p.network.ensure(ctx, "") // the Node's pod CIDRs come once it joined
@@ -328,6 +333,7 @@ func (a *Agent) buildPods(ctx context.Context, p *parts) error {
 		DeclaredFeatures:         node.DeclaredFeatures(),
 		VolumeContentLimit:       a.opts.VolumeContentLimit,
 		ContainerLogLinks:        "/var/log/containers",
+		Swap:                     p.swap,
 	}, pods.Deps{Runtime: p.rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		Probes: p.prober, Hooks: hooks, Pressure: p.pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,
 		PodStarted: p.metrics.podStarted, PodSynced: p.metrics.podSynced, SandboxCreated: p.metrics.sandboxCreated, Gone: gone, Objects: objects, Devices: p.devices,
@@ -472,17 +478,6 @@ func (a *Agent) buildCgroups(ctx context.Context, p *parts) error {
 	}
 	a.log.Info("QoS cgroup tree ready", "cgroups", "v"+strconv.Itoa(mgr.Version()), "kubepods", mgr.Path(p.tree.Kubepods()))
 	return nil
-}
-
-// absoluteAllocatableMemory is the node's memory less the reserved, what
-// memoryQoS throttles a container without a limit towards (the kubelet's
-// GetNodeAllocatableAbsolute).
-func absoluteAllocatableMemory(capacity corev1.ResourceList, reserved []corev1.ResourceList) int64 {
-	rc := cgroups.NodeAllocatableConfig(capacity, reserved, true)
-	if rc == nil || rc.Memory == nil {
-		return 0
-	}
-	return *rc.Memory
 }
 
 // machine is the injected machine facts, else the host's.

@@ -103,7 +103,9 @@ func (c cpuManagerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(cpuPinningRequestsDesc, prometheus.CounterValue, float64(requests))
 	ch <- prometheus.MustNewConstMetric(cpuPinningErrorsDesc, prometheus.CounterValue, float64(errors))
-	ch <- prometheus.MustNewConstMetric(cpuSharedPoolDesc, prometheus.GaugeValue, float64(c.m.Shared().Size()*1000))
+	// The kubelet's figure leaves the reserved CPUs out (GetAvailableCPUs).
+	available := c.m.Shared().Difference(c.m.Reserved())
+	ch <- prometheus.MustNewConstMetric(cpuSharedPoolDesc, prometheus.GaugeValue, float64(available.Size()*1000))
 	ch <- prometheus.MustNewConstMetric(cpuExclusiveDesc, prometheus.GaugeValue, float64(exclusive.Size()))
 }
 

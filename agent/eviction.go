@@ -120,3 +120,14 @@ func (p *parts) killPod(perQOS, graceful bool) func(*corev1.Pod) (int, error) {
 	}
 	return p.tree.KillPod
 }
+
+// absoluteAllocatableMemory is the node's memory less the reserved, what
+// memoryQoS throttles a container without a limit towards (the kubelet's
+// GetNodeAllocatableAbsolute).
+func absoluteAllocatableMemory(capacity corev1.ResourceList, reserved []corev1.ResourceList) int64 {
+	rc := cgroups.NodeAllocatableConfig(capacity, reserved, true)
+	if rc == nil || rc.Memory == nil {
+		return 0
+	}
+	return *rc.Memory
+}

@@ -191,3 +191,18 @@ func TestNodeAllocatableConfig(t *testing.T) {
 		t.Errorf("over-reserved memory must clamp to 0, got %d", *rc.Memory)
 	}
 }
+
+// A pod with exclusive CPUs has no CFS quota on its cgroup, as the kubelet
+// 1.37 (DisableCPUQuotaWithExclusiveCPUs); another keeps its quota.
+func TestPodConfigWithoutQuotaOnExclusiveCPUs(t *testing.T) {
+	g := pod("g", corev1.ResourceRequirements{Requests: rl("cpu", "2", "memory", "128Mi"), Limits: rl("cpu", "2", "memory", "128Mi")})
+	opts := PodOptions{EnforceCPULimits: true, ExclusiveCPUs: func(uid types.UID) bool { return uid == g.UID }}
+	if q := PodConfig(g, opts).CPUQuota; q == nil || *q != -1 {
+		t.Errorf("pinned pod quota %v, want -1", q)
+	}
+	other := pod("o", corev1.ResourceRequirements{Requests: rl("cpu", "2", "memory", "128Mi"), Limits: rl("cpu", "2", "memory", "128Mi")})
+	other.UID = "other"
+	if q := PodConfig(other, opts).CPUQuota; q == nil || *q != 200000 {
+		t.Errorf("other pod quota %v, want 200000", q)
+	}
+}

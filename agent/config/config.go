@@ -43,6 +43,7 @@ var Honoured = []string{
 	// fields are checked and refused unless off.
 	"cpuManagerPolicy", "cpuManagerPolicyOptions", "reservedSystemCPUs",
 	"memoryManagerPolicy", "topologyManagerPolicy", "topologyManagerPolicyOptions", "reservedMemory",
+	"memorySwap", "failSwapOn",
 }
 
 // Config is a loaded, defaulted and validated configuration.
@@ -280,7 +281,6 @@ var kubeletDefaults = map[string]any{
 	"maxOpenFiles":                   1000000.0,
 	"contentType":                    "application/vnd.kubernetes.protobuf",
 	"volumePluginDir":                "/usr/libexec/kubernetes/kubelet-plugins/volume/exec/",
-	"failSwapOn":                     true,
 	"enableControllerAttachDetach":   true,
 	"makeIPTablesUtilChains":         true,
 	"enableServer":                   true,

@@ -195,6 +195,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validateCluster()...)
 	errs = append(errs, c.validateServer()...)
 	errs = append(errs, c.validateCPUManager()...)
+	errs = append(errs, c.validateSwap()...)
 	return errors.Join(errs...)
 }
 

@@ -27,6 +27,7 @@ import (
 type Machine struct {
 	CPUs          int
 	MemoryBytes   int64
+	SwapBytes     int64 // SwapTotal: the swap the host has on
 	PIDMax        int64
 	KernelVersion string
 	OSImage       string
@@ -45,11 +46,12 @@ type Machine struct {
 // size of the filesystem holding rootDir.
 func ReadMachine(rootDir string) (Machine, error) {
 	m := Machine{CPUs: runtime.NumCPU()}
-	mem, err := memTotal("/proc/meminfo")
+	mem, err := meminfo("/proc/meminfo", "MemTotal")
 	if err != nil {
 		return m, err
 	}
 	m.MemoryBytes = mem
+	m.SwapBytes, _ = meminfo("/proc/meminfo", "SwapTotal") // absent: no swap
 	m.PIDMax = readInt("/proc/sys/kernel/pid_max")
 	if threads := readInt("/proc/sys/kernel/threads-max"); threads > 0 && threads < m.PIDMax {
 		m.PIDMax = threads
@@ -71,7 +73,8 @@ func ReadMachine(rootDir string) (Machine, error) {
 	return m, nil
 }
 
-func memTotal(path string) (int64, error) {
+// meminfo reads one of /proc/meminfo's fields, in bytes.
+func meminfo(path, field string) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
@@ -79,7 +82,7 @@ func memTotal(path string) (int64, error) {
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "MemTotal:"); ok {
+		if rest, ok := strings.CutPrefix(s.Text(), field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			if err != nil {
 				return 0, fmt.Errorf("parse %s: %w", path, err)
@@ -87,7 +90,7 @@ func memTotal(path string) (int64, error) {
 			return kb * 1024, nil
 		}
 	}
-	return 0, fmt.Errorf("no MemTotal in %s", path)
+	return 0, fmt.Errorf("no %s in %s", field, path)
 }
 
 // bootTime is the kernel's btime in /proc/stat.

@@ -40,14 +40,17 @@ func TestAllocatable(t *testing.T) {
 	}
 }
 
-func TestMemTotal(t *testing.T) {
+func TestMeminfo(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "meminfo")
-	os.WriteFile(p, []byte("MemFree: 1 kB\nMemTotal:       24684084 kB\n"), 0o644)
-	if got, err := memTotal(p); err != nil || got != 24684084*1024 {
-		t.Errorf("memTotal = %d, %v", got, err)
+	os.WriteFile(p, []byte("MemFree: 1 kB\nMemTotal:       24684084 kB\nSwapTotal:       1048572 kB\n"), 0o644)
+	if got, err := meminfo(p, "MemTotal"); err != nil || got != 24684084*1024 {
+		t.Errorf("MemTotal = %d, %v", got, err)
+	}
+	if got, err := meminfo(p, "SwapTotal"); err != nil || got != 1048572*1024 {
+		t.Errorf("SwapTotal = %d, %v", got, err)
 	}
 	os.WriteFile(p, []byte("nothing\n"), 0o644)
-	if _, err := memTotal(p); err == nil || !strings.Contains(err.Error(), p) {
+	if _, err := meminfo(p, "MemTotal"); err == nil || !strings.Contains(err.Error(), p) {
 		t.Errorf("want an error naming the file, got %v", err)
 	}
 }

@@ -82,6 +82,9 @@ func NewStatus(f Facts) *Status {
 			},
 		},
 	}
+	if m.SwapBytes > 0 { // as the kubelet: no swap, no field
+		s.node.Status.NodeInfo.Swap = &corev1.NodeSwapStatus{Capacity: &m.SwapBytes}
+	}
 	return s
 }
 

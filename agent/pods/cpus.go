@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"nodeagent/agent/pleg"
+	"nodeagent/cgroups/cpumanager"
 	"nodeagent/internal/qos"
 )
 
@@ -66,12 +67,21 @@ func (w *worker) syncCPUSets(ctx context.Context, pod *corev1.Pod, rt *pleg.PodR
 	if w.m.cpus == nil {
 		return
 	}
+	// What runs now: syncResize may have changed it after rt was read, and
+	// an old view sent back would undo the resize.
+	if fresh := w.m.cache.Get(w.uid); fresh != nil {
+		rt = fresh
+	}
 	updated := false
 	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range cs {
 			c := &cs[i]
 			recs := rt.ContainersNamed(c.Name)
-			if len(recs) == 0 || recs[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING || recs[0].GetResources().GetLinux() == nil {
+			if len(recs) == 0 || recs[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+				continue
+			}
+			if recs[0].GetResources().GetLinux() == nil {
+				w.log.Debug("container's CPUs unknown: the runtime reports no resources", "container", c.Name)
 				continue
 			}
 			have, err := cpuset.Parse(recs[0].GetResources().GetLinux().GetCpusetCpus())
@@ -134,4 +144,42 @@ func (m *Manager) cpuResizeInfeasibleLocked(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// retainCPUsLocked frees, once every source has synced, the CPUs of pods
+// that are neither desired nor known (gone while the agent was away), as
+// the kubelet's removeStaleState: before anything new is admitted.
+func (m *Manager) retainCPUsLocked(desired map[types.UID]*corev1.Pod) {
+	if m.cpus == nil {
+		return
+	}
+	m.cpus.Retain(func(uid types.UID) bool {
+		_, want := desired[uid]
+		_, admitted := m.pods[uid]
+		_, working := m.workers[uid]
+		return want || admitted || working
+	})
+}
+
+// reassignCPUsLocked assigns a pod's CPUs again as its worker starts: a
+// pod re-added under the same UID while its predecessor terminated had
+// them freed by that predecessor. A pod that holds them is left alone.
+func (m *Manager) reassignCPUsLocked(pod *corev1.Pod) {
+	if m.cpus == nil || pod == nil {
+		return
+	}
+	missing := false
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			if _, held := m.cpus.CPUs(pod.UID, cs[i].Name); !held && cpumanager.ExclusiveCPUs(pod, &cs[i]) > 0 {
+				missing = true
+			}
+		}
+	}
+	if !missing {
+		return
+	}
+	if r := m.admitCPUsLocked(pod); r != nil {
+		m.log.Warn("pod runs on the shared CPU pool: its exclusive CPUs went while it restarted", "pod", fullName(pod), "pod_uid", pod.UID, "err", r.Message)
+	}
 }

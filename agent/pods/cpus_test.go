@@ -70,7 +70,8 @@ func TestStaticCPUManagerMakesGuaranteedCPUResizesInfeasible(t *testing.T) {
 func TestStaticCPUManagerRefusesWhatItCannotPin(t *testing.T) {
 	m, _ := newTestManager(t, critest.New(), nil)
 	m.cpus = staticCPUs(t)
-	m.opts.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("4Gi")}
+	// Allocatable is short too: the CPU manager's refusal comes first.
+	m.opts.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("4Gi")}
 	pod := guaranteedCPUs(testPod(corev1.RestartPolicyAlways, "a"), "4")
 	m.mu.Lock()
 	defer m.mu.Unlock()

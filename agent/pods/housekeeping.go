@@ -22,8 +22,6 @@ func (m *Manager) collectOrphans() {
 	}
 }
 
-// Reconcile rewrites the whole cgroup tree for the admitted pods and
-// removes pod cgroups that belong to no pod.
 // housekeep is the manager's periodic cleanup: orphans, their
 // directories, and forgotten back-off and pull records.
 func (m *Manager) housekeep() {
@@ -33,6 +31,8 @@ func (m *Manager) housekeep() {
 	m.imagePulls.GC()
 }
 
+// Reconcile rewrites the whole cgroup tree for the admitted pods and
+// removes pod cgroups that belong to no pod.
 func (m *Manager) Reconcile() {
 	m.mu.Lock()
 	active := m.admittedLocked()

@@ -126,7 +126,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 			EnforceCPULimits: opts.EnforceCPULimits, CPUPeriod: opts.CPUPeriod, OOMGroupKill: opts.OOMGroupKill, CPUs: deps.CPUs,
 			MemoryQoS: opts.MemoryQoS, TieredMemory: opts.TieredMemory, MemoryThrottlingFactor: opts.MemoryThrottlingFactor, AllocatableMemory: opts.AllocatableMemory,
 			ClusterDNS: opts.ClusterDNS, ClusterDomain: opts.ClusterDomain, ResolvConf: opts.ResolvConf,
-			SeccompRoot: layout.Root(opts.RootDir).Seccomp(), RecursiveReadOnlyMounts: opts.RecursiveReadOnlyMounts,
+			SeccompRoot: layout.Root(opts.RootDir).Seccomp(), RecursiveReadOnlyMounts: opts.RecursiveReadOnlyMounts, Swap: opts.Swap,
 		}, files, deps.Objects),
 		volumes:      vols,
 		files:        files,
@@ -243,8 +243,9 @@ func (m *Manager) apply(u source.Update, complete bool) {
 			}
 		} else if !running[uid] {
 			// Never started (it waited for a predecessor): only its
-			// placeholder status is left.
+			// placeholder status and its CPUs are left.
 			m.store.Delete(uid)
+			m.releaseCPUsLocked(uid)
 		}
 	}
 	for uid := range m.rejected {
@@ -266,6 +267,9 @@ func (m *Manager) apply(u source.Update, complete bool) {
 		default:
 			m.goneLocked(p)
 		}
+	}
+	if complete && !m.synced {
+		m.retainCPUsLocked(desired) // pods gone while the agent was away
 	}
 	var added []*corev1.Pod
 	for uid, p := range desired {
@@ -392,6 +396,7 @@ func (m *Manager) rejectLocked(p *corev1.Pod, r *Rejection) {
 }
 
 func (m *Manager) startWorkerLocked(uid types.UID, pod *corev1.Pod) {
+	m.reassignCPUsLocked(pod)
 	m.launchLocked(newWorker(m, uid, pod))
 }
 

@@ -67,6 +67,8 @@ type Options struct {
 	// RecursiveReadOnlyMounts: the runtime's default handler can make
 	// read-only mounts recursively so (recursiveReadOnly).
 	RecursiveReadOnlyMounts bool
+	// Swap is memorySwap's behaviour and the node's swap.
+	Swap criconfig.SwapOptions
 	// StrictSupplementalGroups: the runtime takes supplementalGroupsPolicy
 	// Strict; without it such pods are refused.
 	StrictSupplementalGroups bool

@@ -102,10 +102,13 @@ func (m *Manager) resizeLocked(p *corev1.Pod) *corev1.Pod {
 }
 
 // resizeVerdictLocked is "" when the resize fits, else the pending reason
-// and message, in the kubelet's words: Infeasible for a CPU change of a
-// Guaranteed pod under the static CPU manager, Deferred for one that does
-// not fit now.
+// and message, in the kubelet's words: Infeasible for a memory change of
+// a container that swaps, or a CPU change of a Guaranteed pod under the
+// static CPU manager; Deferred for one that does not fit now.
 func (m *Manager) resizeVerdictLocked(p *corev1.Pod) (string, string) {
+	if msg := m.swapResizeInfeasibleLocked(p); msg != "" {
+		return corev1.PodReasonInfeasible, msg
+	}
 	if msg := m.cpuResizeInfeasibleLocked(p); msg != "" {
 		return corev1.PodReasonInfeasible, msg
 	}
@@ -201,9 +204,6 @@ func (m *Manager) forgetAllocations() {
 	m.mu.Unlock()
 	if err := m.allocated.Retain(func(uid types.UID) bool { return keep[uid] }); err != nil {
 		m.log.Warn("allocation checkpoint not pruned", "err", err)
-	}
-	if m.cpus != nil {
-		m.cpus.Retain(func(uid types.UID) bool { return keep[uid] })
 	}
 }
 

@@ -183,6 +183,10 @@ func (w *worker) finish(ctx context.Context, rt *pleg.PodRuntime) time.Duration 
 			retry = time.Second
 		}
 	}
+	if !hasRunning(rt) && w.m.cpus != nil {
+		// As the kubelet drops a terminal pod's CPUs: nothing of it runs.
+		w.m.cpus.Release(w.uid)
+	}
 	if !w.volumesReleased && !hasRunning(rt) {
 		// As the kubelet tears down a terminated pod's volumes: an
 		// eviction gives back the space it was for, a finished pod

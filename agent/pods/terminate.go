@@ -201,9 +201,12 @@ func (w *worker) terminatePod(ctx context.Context) {
 			if w.m.devices != nil {
 				w.m.devices.Release(w.uid)
 			}
-			if w.m.cpus != nil {
-				w.m.cpus.Release(w.uid)
-			}
+			// A pod added back under the same UID meanwhile (a static
+			// pod's manifest moved out and in) assigns them again as its
+			// worker starts.
+			w.m.mu.Lock()
+			w.m.releaseCPUsLocked(w.uid)
+			w.m.mu.Unlock()
 			w.log.Info("pod terminated and cleaned up")
 			if w.pod != nil {
 				if final == nil || final.UID != w.uid {

@@ -13,7 +13,9 @@ import (
 )
 
 // mountTmpfs mounts a tmpfs of at most size bytes (0: the kernel's
-// default, half the RAM) at dir unless one is already there.
+// default, half the RAM) at dir unless one is already there. It is
+// noswap where the kernel knows the option (6.4 and later), as the
+// kubelet mounts memory-backed volumes: secrets never reach swap.
 func mountTmpfs(dir string, size int64) error {
 	if mounted, err := isMountPoint(dir); err != nil || mounted {
 		return err
@@ -22,7 +24,11 @@ func mountTmpfs(dir string, size int64) error {
 	if size > 0 {
 		opts += fmt.Sprintf(",size=%d", size)
 	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+	err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts+",noswap")
+	if errors.Is(err, unix.EINVAL) { // an older kernel
+		err = unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts)
+	}
+	if err != nil {
 		return fmt.Errorf("mount tmpfs on %s: %w", dir, err)
 	}
 	return nil

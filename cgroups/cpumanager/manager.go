@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"sync"
 
@@ -75,7 +76,11 @@ func New(opts Options) (*Manager, error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		opts.Log.Warn("CPU manager checkpoint unreadable; the running pods' CPUs are assigned again", "file", opts.StateFile, "err", err)
+		kept := opts.StateFile + ".corrupt"
+		if os.Rename(opts.StateFile, kept) != nil {
+			kept = ""
+		}
+		opts.Log.Warn("CPU manager checkpoint unreadable; the running pods' CPUs are assigned again", "file", opts.StateFile, "err", err, "kept_as", kept)
 	case policy != PolicyStatic:
 		opts.Log.Warn("CPU manager checkpoint is of another policy; the running pods' CPUs are assigned again", "file", opts.StateFile, "policy", policy)
 	default:
@@ -149,12 +154,12 @@ func (m *Manager) Allocate(pod *corev1.Pod, prefer func(container string) cpuset
 		if n == 0 {
 			continue
 		}
+		m.pinned++ // as the kubelet counts: before it finds one assigned
 		set, ok := have[c.Name]
 		if !ok || set.Size() != n {
 			delete(have, c.Name)
 			free := m.freeLocked(pod.UID, have).Union(reuse)
 			var err error
-			m.pinned++
 			if set, err = m.pick(free, n, prefer, c.Name); err != nil {
 				m.failed++
 				m.mu.Unlock()

@@ -150,6 +150,9 @@ func TestAssignmentsSurviveARestartAndACorruptFileIsDropped(t *testing.T) {
 	if torn.HasExclusive("a") || !strings.Contains(log.String(), path) || !strings.Contains(log.String(), "checksum") {
 		t.Fatalf("an edited checkpoint was taken, or not logged with its path: %s", log.String())
 	}
+	if _, err := os.Stat(path + ".corrupt"); err != nil {
+		t.Errorf("the corrupt checkpoint was not kept aside: %v", err)
+	}
 	// The runtime's view puts the pod back on the CPUs it runs on.
 	prefer := func(string) cpuset.CPUSet { return cpuset.New(2, 3) }
 	if err := torn.Allocate(guaranteed("a", container("app", "2")), prefer); err != nil {

@@ -50,6 +50,8 @@ type Options struct {
 	// CPUs is where the CPU manager's static policy runs each container
 	// (nil: policy none, the runtime's default).
 	CPUs CPUSets
+	// Swap is memorySwap's behaviour and the node's swap.
+	Swap SwapOptions
 }
 
 // CPUSets gives a container its exclusive CPUs or the shared pool

@@ -211,6 +211,7 @@ func (b *Builder) containerResources(pod *corev1.Pod, c *corev1.Container, oomSc
 	if b.opts.OOMGroupKill {
 		r.Unified = map[string]string{"memory.oom.group": "1"}
 	}
+	b.setSwap(r, pod, c)
 	if b.opts.MemoryQoS {
 		request, limit := sat.Value(*c.Resources.Requests.Memory()), sat.Value(*c.Resources.Limits.Memory())
 		set := func(file string, v int64) {
