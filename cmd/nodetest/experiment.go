@@ -48,7 +48,7 @@ func (t *tester) runExperiment(file string, o experimentOptions) error {
 	if env.AgentBin, err = agentBinary(o.agentBin); err != nil {
 		return err
 	}
-	if err := o.peerBinaries(&env); err != nil {
+	if err := o.peerBinaries(&env, s.NeedsAPIServer()); err != nil {
 		return err
 	}
 	out := o.out
@@ -129,13 +129,20 @@ func (t *tester) compareExperiments(dirs []string, svg string) error {
 	return nil
 }
 
-// peerBinaries checks and fills what --agent kubelet or earlyoom needs:
-// each flag's value, else what sits beside nodetest in bin/ (the
+// peerBinaries checks and fills what --agent kubelet or earlyoom needs,
+// and the control plane nodeagent joins for a scenario that resizes pods
+// (api): each flag's value, else what sits beside nodetest in bin/ (the
 // kubelet in bin/upstream, the runtime in bin/runtime, the control
 // plane), else PATH for earlyoom.
-func (o experimentOptions) peerBinaries(env *experiment.Env) error {
+func (o experimentOptions) peerBinaries(env *experiment.Env, api bool) error {
 	switch o.agent {
 	case "nodeagent":
+		if !api {
+			return nil
+		}
+		if env.ControlplaneBin = besideNodetest(o.controlplaneBin, "controlplane"); env.ControlplaneBin == "" || !fileExists(env.ControlplaneBin) {
+			return fmt.Errorf("the scenario resizes pods, which runs nodeagent joined to a control plane: --controlplane-bin %q not found (make controlplane builds it)", env.ControlplaneBin)
+		}
 		return nil
 	case "kubelet":
 		env.KubeletBin, env.RuntimeBin, env.ControlplaneBin = besideNodetest(o.kubeletBin, "upstream/kubelet"),

@@ -58,10 +58,21 @@ type agent struct {
 	manifests, cgroupRoot, nodeName string
 }
 
-func startAgent(ctx context.Context, env Env, dir, settings string, args ...string) (*agent, error) {
+// startAgent starts nodeagent in dir; joined to cp when it is set.
+func startAgent(ctx context.Context, env Env, dir, settings string, cp *launch.ControlPlane, args ...string) (*agent, error) {
 	b := make([]byte, 4)
 	rand.Read(b)
 	suffix := hex.EncodeToString(b)
+	if cp != nil {
+		kubeconfig := dir + ".kubeconfig"
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return nil, err
+		}
+		if err := cp.NodeKubeconfig("experiment-"+suffix, kubeconfig); err != nil {
+			return nil, err
+		}
+		args = append(args, "--kubeconfig", kubeconfig)
+	}
 	l, err := launch.New(launch.Options{Bin: env.AgentBin, RuntimeEndpoint: env.RuntimeEndpoint, Dir: dir,
 		NodeName: "experiment-" + suffix, CgroupRoot: "/nodeagent-experiment-" + suffix, Config: settings, Args: args})
 	if err != nil {
@@ -123,7 +134,13 @@ func (a *agent) collect(r *Run) error {
 	a.get("/events", &events)
 	for _, e := range events.Items {
 		if e.Reason == "OOMKilling" {
-			r.Events = append(r.Events, Event{T: Elapsed(r.Start, e.LastTimestamp.Time), Kind: "oom-kill", By: "kernel", Pod: oomPod(e.Message, a.nodeName), Note: e.Message})
+			// The node's event names the pod in its message; the pod's own
+			// is about the pod.
+			pod := oomPod(e.Message, a.nodeName)
+			if pod == "" && e.InvolvedObject.Kind == "Pod" {
+				pod = podGroupName(e.InvolvedObject.Name, a.nodeName)
+			}
+			r.Events = append(r.Events, Event{T: Elapsed(r.Start, e.LastTimestamp.Time), Kind: "oom-kill", By: "kernel", Pod: pod, Note: e.Message})
 		}
 	}
 	return nil

@@ -75,7 +75,7 @@ func startEarlyoom(ctx context.Context, s *Scenario, env Env, dir string, nodeMe
 	if err != nil {
 		return nil, err
 	}
-	a, err := startAgent(ctx, env, filepath.Join(dir, "agent"), earlyoomSettings(s, nodeMemory), "--eviction-ranking", s.Agent.EvictionRanking)
+	a, err := startAgent(ctx, env, filepath.Join(dir, "agent"), earlyoomSettings(s, nodeMemory), nil, "--eviction-ranking", s.Agent.EvictionRanking)
 	if err != nil {
 		return nil, err
 	}

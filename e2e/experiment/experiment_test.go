@@ -16,8 +16,8 @@ const nodeMemory = 16 << 30
 
 func TestBuiltInScenariosLoad(t *testing.T) {
 	files, _ := filepath.Glob("../../examples/experiments/*.yaml")
-	if len(files) < 8 {
-		t.Fatalf("want the 8 built-in scenarios, found %v", files)
+	if len(files) < 9 {
+		t.Fatalf("want the 9 built-in scenarios, found %v", files)
 	}
 	for _, f := range files {
 		if _, err := Load(f, nodeMemory); err != nil {

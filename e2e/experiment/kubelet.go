@@ -113,6 +113,11 @@ func (p *kubeletPeer) pods() ([]corev1.Pod, error) {
 	return list.Items, nil
 }
 
+// resize resizes the pod in place through the API.
+func (p *kubeletPeer) resize(ctx context.Context, pod string, r *Resize) error {
+	return resizeAPIPod(ctx, p.client, pod, r)
+}
+
 // collect has nothing of the kubelet's own: its evictions and the
 // kernel's kills are read from the pods' statuses and the samples.
 func (p *kubeletPeer) collect(*Run) error { return nil }

@@ -24,6 +24,9 @@ func Applies(s *Scenario, agent string) error {
 		}
 		return nil
 	case "earlyoom":
+		if s.NeedsAPIServer() {
+			return errors.New("resize steps need pods in the API server; earlyoom's pods are static")
+		}
 		if s.Agent.EvictionRanking == "qos" {
 			return errors.New("evictionRanking qos is nodeagent's; earlyoom kills the largest oom_score")
 		}
@@ -44,7 +47,10 @@ func startPeer(ctx context.Context, s *Scenario, env Env, cp *launch.ControlPlan
 	case "earlyoom":
 		return startEarlyoom(ctx, s, env, dir, nodeMemory)
 	}
-	return startAgent(ctx, env, filepath.Join(dir, "agent"), s.Settings(nodeMemory), "--eviction-ranking", s.Agent.EvictionRanking)
+	if cp != nil { // resize steps: the pods are the API server's
+		return startAPIAgent(ctx, env, cp, filepath.Join(dir, "agent"), s.Settings(nodeMemory), "--eviction-ranking", s.Agent.EvictionRanking)
+	}
+	return startAgent(ctx, env, filepath.Join(dir, "agent"), s.Settings(nodeMemory), nil, "--eviction-ranking", s.Agent.EvictionRanking)
 }
 
 // agentName is how reports name env's agent.

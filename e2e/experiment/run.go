@@ -28,6 +28,8 @@ type Run struct {
 	Start   time.Time `json:"start"`
 	Samples []Sample  `json:"samples"`
 	Events  []Event   `json:"events"`
+	// Steps are the scenario's steps as this run did them.
+	Steps []StepRecord `json:"steps,omitempty"`
 	// Pods are the run's pods at their end.
 	Pods []PodOutcome `json:"pods"`
 	// Evictions are the agent's decisions, as /evictions traced them.
@@ -96,7 +98,7 @@ func Execute(ctx context.Context, s *Scenario, env Env, out string, nodeMemory i
 		return nil, err
 	}
 	var cp *launch.ControlPlane
-	if env.Agent == "kubelet" {
+	if env.Agent == "kubelet" || s.NeedsAPIServer() {
 		if cp, err = startControlPlane(env, filepath.Join(out, "controlplane")); err != nil {
 			return nil, err
 		}
@@ -196,7 +198,15 @@ func runOnce(ctx context.Context, s *Scenario, env Env, cp *launch.ControlPlane,
 	waitBefore, waitErr := runQueueWait(a.pid())
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		runSteps(runCtx, s, a, r.Start, groups, func(rec StepRecord) {
+			mu.Lock()
+			r.Steps = append(r.Steps, rec)
+			mu.Unlock()
+		})
+	}()
 	go func() {
 		defer wg.Done()
 		smp.run(runCtx, time.Second/time.Duration(s.SampleHz), func(x Sample) {

@@ -34,6 +34,8 @@ type Scenario struct {
 	Pods        []Pod           `json:"pods"`
 	// HostLoad runs on the host, outside kubepods, for every run.
 	HostLoad *Background `json:"hostLoad,omitempty"`
+	// Steps are done to the pods while a run goes on (resize).
+	Steps []Step `json:"steps,omitempty"`
 	// Expect is the outcome the scenario is written for; the report
 	// judges each run against it, beside the fixed checks.
 	Expect Expect `json:"expect,omitempty"`
@@ -282,6 +284,7 @@ func (s *Scenario) Validate(nodeMemory int64) error {
 	if k := s.Expect.KernelOOMKills; k != "none" && k != "allowed" && k != "expected" {
 		bad("expect.kernelOOMKills", "%q: want none, allowed or expected", k)
 	}
+	s.validateSteps(nodeMemory, bad)
 	if requested > podsMemory {
 		bad("pods", "memory requests add up to %s, more than the %s left to pods: the agent would reject some", quantity(requested), quantity(podsMemory))
 	}

@@ -31,10 +31,12 @@ type Summary struct {
 
 // RunSummary is one run's outcome.
 type RunSummary struct {
-	Run       int      `json:"run"`
-	Kills     []Event  `json:"kills"` // in order
-	Evicted   []string `json:"evicted"`
-	OOMKilled []string `json:"oomKilled"`
+	Run int `json:"run"`
+	// Steps are the scenario's steps as the run did them.
+	Steps     []StepRecord `json:"steps,omitempty"`
+	Kills     []Event      `json:"kills"` // in order
+	Evicted   []string     `json:"evicted"`
+	OOMKilled []string     `json:"oomKilled"`
 	// Latencies of the agent's decisions, in milliseconds: from the kernel
 	// notification to the agent awake (detection), to the decision, to the
 	// first victim's processes killed through its cgroup (hard memory
@@ -105,7 +107,7 @@ func Summarize(s *Scenario, runs []Run) Summary {
 	sum := Summary{Scenario: s.Name, Latencies: map[string]Dist{}}
 	all := map[string][]float64{}
 	for _, r := range runs {
-		rs := RunSummary{Run: r.Index, SampleHz: r.SampleHz, Error: r.Error, Kills: []Event{}, Evicted: []string{}, OOMKilled: []string{},
+		rs := RunSummary{Run: r.Index, SampleHz: r.SampleHz, Error: r.Error, Kills: []Event{}, Evicted: []string{}, OOMKilled: []string{}, Steps: r.Steps,
 			AgentRunQueueMs: ms(r.AgentRunQueueWait)}
 		for _, e := range r.Events {
 			rs.Kills = append(rs.Kills, e)
@@ -352,6 +354,15 @@ func Report(s *Scenario, sum Summary) string {
 		}
 		fmt.Fprintf(&b, "| %d | %s | %d | %s | %s | %s | %.2f | %.2f | %.1f | %.0f Hz |\n", r.Run, text, r.KernelOOMKills, quantityMiB(r.PeakPodsWorkingSet), peak, toKill,
 			dist(r.DecisionMs).P50, dist(r.KillMs).Max, r.AgentRunQueueMs, r.SampleHz)
+	}
+	if len(s.Steps) > 0 {
+		b.WriteString("\n## Steps\n\n")
+		for _, st := range s.Steps {
+			fmt.Fprintf(&b, "- at %s: resize %s to %s\n", st.At.Duration, st.Resize.Pods, st.Resize)
+		}
+		for _, r := range sum.Runs {
+			fmt.Fprintf(&b, "- run %d:\n%s", r.Run, stepsText(r.Steps))
+		}
 	}
 	b.WriteString("\n## Latencies across runs (ms)\n\n| stage | n | p50 | p99 | max |\n|---|---|---|---|---|\n")
 	for _, k := range append(append([]string(nil), Stages...), OutsideStages...) {

@@ -196,3 +196,44 @@ func runShortExperiment(t *testing.T, scenario, duration string) (out string, ou
 	}
 	return out, output
 }
+
+// The resize step, end to end: nodeagent joins a control plane of the
+// experiment's own, the hog's memory limit is shrunk in place 4 s in, the
+// agent shows it in the pod's status, and the hog then meets its own limit
+// (a kernel OOM kill in its container) instead of evicting anyone; the
+// Guaranteed pod survives and the report lists the step.
+func TestResizeStepExperimentEndToEnd(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "resize")
+	cmd := exec.Command(nodectlBin, "experiment", "run", "../../examples/experiments/resize-shrinks-a-hog.yaml", "--duration", "25s", "--repetitions", "1",
+		"--out", out, "--agent-bin", agentBin, "--runtime-endpoint", criEndpoint, "--image", testImage, "--controlplane-bin", controlplaneBin)
+	output, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("nodectl experiment run resize-shrinks-a-hog: %v\n%s", err, output)
+	}
+	var timeline struct {
+		Runs []experiment.Run `json:"runs"`
+	}
+	if err := json.Unmarshal(mustRead(t, filepath.Join(out, "timeline.json")), &timeline); err != nil || len(timeline.Runs) != 1 {
+		t.Fatalf("timeline.json: %v, %d runs", err, len(timeline.Runs))
+	}
+	r := timeline.Runs[0]
+	if len(r.Steps) != 1 || r.Steps[0].Pod != "hog" || r.Steps[0].Error != "" || r.Steps[0].Done <= r.Steps[0].T {
+		t.Fatalf("steps %+v: want the hog resized and shown in its status", r.Steps)
+	}
+	fates := map[string]string{}
+	for _, p := range r.Pods {
+		fates[p.Name] = p.Fate
+	}
+	if fates["hog"] != "oom-killed" || fates["guaranteed"] != "survived" {
+		t.Errorf("fates %v: want the hog OOM-killed at its new limit and the Guaranteed pod alive", fates)
+	}
+	for _, e := range r.Events {
+		if e.Pod == "" {
+			t.Errorf("a kill without its pod: %+v", e)
+		}
+	}
+	report := string(mustRead(t, filepath.Join(out, "report.md")))
+	if !strings.Contains(report, "## Steps") || !strings.Contains(report, "resize hog (requests -, limits memory=128Mi): in the pod's status") {
+		t.Errorf("report.md lacks the step:\n%s", report)
+	}
+}
