@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	info "github.com/google/cadvisor/info/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -68,5 +69,22 @@ func TestReadNetDevIsBounded(t *testing.T) {
 	os.WriteFile(path, []byte(b.String()), 0o644)
 	if ifaces, ok := readNetDev(path); !ok || len(ifaces) != maxInterfaces {
 		t.Errorf("read %d interfaces of %d, want the first %d", len(ifaces), 10*maxInterfaces, maxInterfaces)
+	}
+}
+
+// Swap as the kubelet reports it: the use, and what is left under a limit.
+func TestSwapStats(t *testing.T) {
+	r := cgroupReading{Spec: info.ContainerSpec{HasMemory: true, Memory: info.MemorySpec{SwapLimit: 100 << 20}},
+		Stats: &info.ContainerStats{Memory: info.MemoryStats{Swap: 30 << 20}}}
+	s := swapStats(r)
+	if s == nil || *s.SwapUsageBytes != 30<<20 || s.SwapAvailableBytes == nil || *s.SwapAvailableBytes != 70<<20 {
+		t.Fatalf("limited: %+v", s)
+	}
+	r.Spec.Memory.SwapLimit = 1 << 63
+	if s := swapStats(r); s.SwapAvailableBytes != nil {
+		t.Fatalf("unlimited swap has an available figure: %d", *s.SwapAvailableBytes)
+	}
+	if s := swapStats(cgroupReading{Stats: &info.ContainerStats{}}); s != nil {
+		t.Fatalf("no memory controller: %+v", s)
 	}
 }

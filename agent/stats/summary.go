@@ -141,6 +141,7 @@ func (p *Provider) summary(ctx context.Context) (*statsapi.Summary, error) {
 		StartTime: metav1.NewTime(p.BootTime),
 		CPU:       cpuStats(r.Node),
 		Memory:    memoryStats(r.Node, uint64(p.MemoryCapacity)),
+		Swap:      swapStats(r.Node),
 		Network:   networkStats("/proc/net/dev", p.DefaultInterface, now),
 		Fs:        nodefs,
 		Runtime:   &statsapi.RuntimeStats{ImageFs: p.imageFs(ctx, now)},
@@ -166,6 +167,7 @@ func (p *Provider) podStats(pr podReading, rootfs map[string]*statsapi.FsStats, 
 		StartTime:  metav1.NewTime(pr.Cgroup.Spec.CreationTime),
 		CPU:        cpuStats(pr.Cgroup),
 		Memory:     memoryStats(pr.Cgroup, 0),
+		Swap:       swapStats(pr.Cgroup),
 		Containers: []statsapi.ContainerStats{},
 	}
 	if pod.Status.StartTime != nil {
@@ -192,7 +194,7 @@ func (p *Provider) podStats(pr podReading, rootfs map[string]*statsapi.FsStats, 
 	for _, name := range sortedKeys(pr.Containers) {
 		c := pr.Containers[name]
 		cs := statsapi.ContainerStats{Name: name, StartTime: metav1.NewTime(c.Spec.CreationTime),
-			CPU: cpuStats(c), Memory: memoryStats(c, 0)}
+			CPU: cpuStats(c), Memory: memoryStats(c, 0), Swap: swapStats(c)}
 		if fs, ok := rootfs[ids[name]]; ok {
 			cs.Rootfs = withCapacity(fs, nodefs)
 			ephemeral += deref(fs.UsedBytes)
@@ -248,6 +250,24 @@ func memoryStats(c cgroupReading, limit uint64) *statsapi.MemoryStats {
 	}
 	if psi := m.PSI; psi.Some.Total > 0 || psi.Full.Total > 0 {
 		out.PSI = psiStats(psi)
+	}
+	return out
+}
+
+// swapStats is the cgroup's swap use and, under a swap limit, what is
+// left of it, as the kubelet's cadvisorInfoToSwapStats.
+func swapStats(c cgroupReading) *statsapi.SwapStats {
+	if !c.Spec.HasMemory {
+		return nil
+	}
+	used := c.Stats.Memory.Swap
+	out := &statsapi.SwapStats{Time: metav1.NewTime(c.Stats.Timestamp), SwapUsageBytes: &used}
+	if limit := c.Spec.Memory.SwapLimit; limit < 1<<62 {
+		avail := uint64(0)
+		if limit > used {
+			avail = limit - used
+		}
+		out.SwapAvailableBytes = &avail
 	}
 	return out
 }

@@ -204,7 +204,7 @@ func runShortExperiment(t *testing.T, scenario, duration string) (out string, ou
 // Guaranteed pod survives and the report lists the step.
 func TestResizeStepExperimentEndToEnd(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "resize")
-	cmd := exec.Command(nodectlBin, "experiment", "run", "../../examples/experiments/resize-shrinks-a-hog.yaml", "--duration", "25s", "--repetitions", "1",
+	cmd := exec.Command(nodectlBin, "experiment", "run", "../../examples/experiments/resize-shrinks-a-hog.yaml", "--duration", "15s", "--repetitions", "1",
 		"--out", out, "--agent-bin", agentBin, "--runtime-endpoint", criEndpoint, "--image", testImage, "--controlplane-bin", controlplaneBin)
 	output, err := cmd.CombinedOutput()
 	if err != nil {
