@@ -32,35 +32,35 @@ func meminfoBytes(t *testing.T, field string) int64 {
 	return 0
 }
 
-// withSwap turns a 64 MiB swap file on for the test, unless the host has
-// swap already.
+// withSwap turns 64 MiB of swap on for the test, unless the host has swap
+// already: a loop device over a file, which works whatever the file's
+// filesystem (the v2 VM's root cannot hold a swap file; nothing swaps in
+// these tests, only the limits are read).
 func withSwap(t *testing.T) {
 	t.Helper()
 	if meminfoBytes(t, "SwapTotal") > 0 {
 		return
 	}
-	// Not on tmpfs, which cannot hold swap: beside the test binary's
-	// temporary directory on the disk (/var/tmp in the v2 VM).
-	dir, err := os.MkdirTemp("/var/tmp", "nodeagent-swap-")
-	if err != nil {
-		t.Fatal(err)
+	file := filepath.Join(t.TempDir(), "swapfile")
+	if out, err := exec.Command("dd", "if=/dev/zero", "of="+file, "bs=1M", "count=64", "status=none").CombinedOutput(); err != nil {
+		t.Fatalf("turning swap on for the test: dd: %v\n%s", err, out)
 	}
-	file := filepath.Join(dir, "swapfile")
-	for _, cmd := range [][]string{
-		{"dd", "if=/dev/zero", "of=" + file, "bs=1M", "count=64", "status=none"},
-		{"chmod", "600", file}, {"mkswap", file}, {"swapon", file},
-	} {
+	out, err := exec.Command("losetup", "--find", "--show", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("turning swap on for the test: losetup: %v\n%s", err, out)
+	}
+	loop := strings.TrimSpace(string(out))
+	t.Cleanup(func() {
+		exec.Command("swapoff", loop).Run() // not on when mkswap or swapon failed
+		if out, err := exec.Command("losetup", "-d", loop).CombinedOutput(); err != nil {
+			t.Errorf("losetup -d %s: %v\n%s", loop, err, out)
+		}
+	})
+	for _, cmd := range [][]string{{"mkswap", loop}, {"swapon", loop}} {
 		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
-			os.RemoveAll(dir)
 			t.Fatalf("turning swap on for the test: %v: %v\n%s", cmd, err, out)
 		}
 	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("swapoff", file).CombinedOutput(); err != nil {
-			t.Errorf("swapoff %s: %v\n%s", file, err, out)
-		}
-		os.RemoveAll(dir)
-	})
 }
 
 func swapPod(name, request, limit string) string {
