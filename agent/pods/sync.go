@@ -65,6 +65,11 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 		return w.finish(ctx, rt)
 	}
 
+	if _, listed := w.m.store.Get(w.uid); !listed {
+		// Pending from the first sync on, as the kubelet sets the status
+		// before SyncPod acts: the sandbox's image pull may take a while.
+		w.publish(rt)
+	}
 	before := w.actions
 	refresh, blocked := w.setUpVolumes(ctx, pod)
 	var retry time.Duration

@@ -73,9 +73,12 @@ echo "== Go integration tests on cgroup v2: ${V2_GO_TESTS:-none}"
 # control plane: make test-v2-full runs the rest.
 if [ -n "${V2_GO_TESTS:-}" ]; then
 	mkdir -p /var/tmp/itest && mount -t tmpfs -o size=1g tmpfs /var/tmp/itest
+	cp=absent # the cluster tests' control plane, with V2_CONTROLPLANE=1
+	[ -n "${V2_CONTROLPLANE:-}" ] && cp=controlplane
 	t0=$(date +%s)
 	if TMPDIR=/var/tmp/itest CRI_ENDPOINT=unix:///run/nodeagent-runtime/containerd.sock \
-		NODEAGENT_BIN=$W/bin/nodeagent NODECTL_BIN=$W/bin/nodectl CONTROLPLANE_BIN=$W/bin/absent MIXIN_SERIES_BIN=$W/bin/absent \
+		NODEAGENT_BIN=$W/bin/nodeagent NODECTL_BIN=$W/bin/nodectl MIXIN_SERIES_BIN=$W/bin/absent \
+		CONTROLPLANE_BIN=$W/bin/$cp NODE_ADDRESS=10.0.2.15 \
 		TEST_IMAGE=$TEST_IMAGE PAUSE_IMAGE=$PAUSE_IMAGE \
 		$W/bin/integration.test -test.run "$V2_GO_TESTS" -test.v -test.timeout "${V2_GO_TIMEOUT:-20m}" >$W/integration.log 2>&1; then
 		pass "Go integration tests ($(($(date +%s) - t0)) s)"
