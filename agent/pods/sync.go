@@ -263,6 +263,10 @@ func (w *worker) syncRuntime(ctx context.Context, pod *corev1.Pod, rt *pleg.PodR
 			}
 			w.plan = plan
 		}
+		// Containers are made from the pod as it is now: a resize (the
+		// pod-level limits a container without its own takes) or labels
+		// changed since the sandbox.
+		w.plan.Pod = pod
 		if sandboxCfg, err = w.m.configs.Sandbox(w.plan, sb.GetMetadata().GetAttempt()); err != nil {
 			return 0, err
 		}
