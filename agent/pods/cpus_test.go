@@ -42,6 +42,7 @@ func TestStaticCPUManagerMakesGuaranteedCPUResizesInfeasible(t *testing.T) {
 	pod.Generation = 1
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.synced = true
 	if r := m.admitLocked(pod, nil); r != nil {
 		t.Fatalf("admission: %+v", r)
 	}

@@ -342,11 +342,11 @@ func (m *Manager) apply(u source.Update, complete bool) {
 		}
 		m.startIfFreeLocked(p)
 	}
-	if len(m.desired) > 0 && m.retryResizesLocked() { // pods went, or came back with a resize
-		changed = true
-	}
 	first := !m.synced && complete
 	m.synced = m.synced || complete
+	if len(m.desired) > 0 && m.retryResizesLocked() { // pods went, came back with a resize, or every source is in
+		changed = true
+	}
 	active := m.admittedLocked()
 	m.mu.Unlock()
 

@@ -3,9 +3,12 @@ package pods
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/agent/pods/allocation"
@@ -36,6 +39,7 @@ func TestResizeAdmission(t *testing.T) {
 	pod.Generation = 1
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.synced = true
 	for _, p := range []*corev1.Pod{other, pod} {
 		m.allocateLocked(p)
 		m.pods[p.UID] = p
@@ -96,6 +100,112 @@ func TestResizeAdmission(t *testing.T) {
 	m.resizeLocked(podLevel)
 	if w.resize.pending != nil {
 		t.Errorf("pending after the spec went back: %+v", w.resize.pending)
+	}
+}
+
+// Pending resizes are retried in the kubelet's order: those asking no
+// more first, then by priority, then Guaranteed, then the longest waiting.
+func TestPendingResizeOrder(t *testing.T) {
+	m, _ := newTestManager(t, critest.New(), nil)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	base := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	mk := func(uid string, prio int32, cpuFrom, cpuTo string, guaranteed bool, pendingFor time.Duration) *corev1.Pod {
+		lim := "2"
+		if guaranteed {
+			lim = cpuFrom
+		}
+		p := withResources(testPod(corev1.RestartPolicyAlways, "a"), cpuFrom, lim)
+		p.UID, p.Name, p.Spec.Priority = types.UID(uid), uid, &prio
+		if guaranteed {
+			c := &p.Spec.Containers[0]
+			c.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("64Mi")
+			c.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("64Mi")
+		}
+		m.pods[p.UID] = p
+		w := newWorker(m, p.UID, p)
+		m.workers[p.UID] = w
+		if pendingFor > 0 {
+			at := metav1.NewTime(base.Add(-pendingFor))
+			w.resize.pending = &corev1.PodCondition{Type: corev1.PodResizePending, Reason: corev1.PodReasonDeferred, LastTransitionTime: at}
+		}
+		want := p.DeepCopy()
+		want.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse(cpuTo)
+		if guaranteed {
+			want.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse(cpuTo)
+		}
+		return want
+	}
+	pending := []*corev1.Pod{
+		mk("grows-low", 0, "100m", "900m", false, time.Minute),
+		mk("grows-high", 1000, "100m", "900m", false, time.Second),
+		mk("grows-guaranteed", 0, "1", "2", true, time.Second),
+		mk("grows-waited-longest", 0, "100m", "900m", false, time.Hour),
+		mk("grows-not-pending-yet", 0, "100m", "900m", false, 0),
+		mk("shrinks", 0, "1", "500m", false, 0),
+	}
+	m.sortPendingResizesLocked(pending)
+	var got []string
+	for _, p := range pending {
+		got = append(got, p.Name)
+	}
+	want := "shrinks grows-high grows-guaranteed grows-waited-longest grows-low grows-not-pending-yet"
+	if strings.Join(got, " ") != want {
+		t.Errorf("order\n got %s\nwant %s", strings.Join(got, " "), want)
+	}
+}
+
+// A resize is not judged before every source has sent its pods (the
+// others' allocations are not all known): it waits, with no condition,
+// and is judged by the first complete sync.
+func TestResizeWaitsForSources(t *testing.T) {
+	m, _ := newTestManager(t, critest.New(), nil)
+	m.opts.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")}
+	pod := withResources(testPod(corev1.RestartPolicyAlways, "a"), "100m", "200m")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.allocateLocked(pod)
+	m.pods[pod.UID] = pod
+	w := newWorker(m, pod.UID, pod)
+	m.workers[pod.UID] = w
+	resized := withResources(pod, "500m", "1")
+	view := m.resizeLocked(resized)
+	if view == resized || w.resize.pending != nil || w.resize.inProgress != nil {
+		t.Fatalf("judged before the sources synced: pending %+v, in progress %+v", w.resize.pending, w.resize.inProgress)
+	}
+	if m.desired[pod.UID] != resized {
+		t.Fatal("not queued")
+	}
+	if m.retryResizesLocked() {
+		t.Error("retried before the sources synced")
+	}
+	m.synced = true
+	if !m.retryResizesLocked() || m.pods[pod.UID] != resized || w.resize.inProgress == nil {
+		t.Errorf("not admitted once synced: in progress %+v", w.resize.inProgress)
+	}
+}
+
+// An admitted pod whose checkpoint entry is lost is judged against what
+// it was admitted with, not given its spec unchecked.
+func TestResizeWithoutCheckpointEntryIsAdmitted(t *testing.T) {
+	m, _ := newTestManager(t, critest.New(), nil)
+	m.opts.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("4Gi")}
+	pod := withResources(testPod(corev1.RestartPolicyAlways, "a"), "100m", "200m")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.synced = true
+	m.pods[pod.UID] = pod // admitted; its checkpoint write failed
+	w := newWorker(m, pod.UID, pod)
+	m.workers[pod.UID] = w
+	tooBig := withResources(pod, "1500m", "2")
+	if view := m.resizeLocked(tooBig); view == tooBig {
+		t.Fatal("a resize above allocatable ran unjudged")
+	}
+	if c := w.resize.pending; c == nil || c.Reason != corev1.PodReasonDeferred {
+		t.Errorf("pending %+v", c)
+	}
+	if got, ok := m.allocated.Get(pod.UID); ok && got.Equal(allocation.Of(tooBig)) {
+		t.Error("the refused resize was checkpointed")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,6 +65,11 @@ func (m *Manager) updateLocked(old, p *corev1.Pod) bool {
 func (m *Manager) resizeLocked(p *corev1.Pod) *corev1.Pod {
 	want := allocation.Of(p)
 	have, ok := m.allocated.Get(p.UID)
+	if old := m.pods[p.UID]; !ok && old != nil {
+		// The checkpoint lost its entry (a failed write): what the pod
+		// was admitted with is what it runs, and a change is a resize.
+		have, ok = allocation.Of(old), true
+	}
 	w := m.workers[p.UID]
 	if !ok || have.Equal(want) {
 		if !ok {
@@ -79,8 +85,11 @@ func (m *Manager) resizeLocked(p *corev1.Pod) *corev1.Pod {
 		return have.Apply(p)
 	}
 	m.desired[p.UID] = p
-	if w == nil {
-		return have.Apply(p) // tried again once its worker runs
+	if w == nil || !m.synced {
+		// Tried again once its worker runs, and once every source has
+		// sent its pods: before that the others' allocations are not
+		// all known (the kubelet waits for sourcesReady alike).
+		return have.Apply(p)
 	}
 	reason, message := m.resizeVerdictLocked(p)
 	if reason == "" {
@@ -128,10 +137,14 @@ func (m *Manager) resizeVerdictLocked(p *corev1.Pod) (string, string) {
 	return "", ""
 }
 
-// retryResizesLocked tries the pending resizes again: pods asking less
-// first, then higher priority, then Guaranteed pods. It reports whether
-// one was admitted.
+// retryResizesLocked tries the pending resizes again in the kubelet's
+// order (sortPendingResizes): resizes that ask no more first, then higher
+// priority, then Guaranteed pods, then the longest pending. It reports
+// whether one was admitted.
 func (m *Manager) retryResizesLocked() bool {
+	if !m.synced {
+		return false
+	}
 	admitted := false
 	pending := make([]*corev1.Pod, 0, len(m.desired))
 	for uid, p := range m.desired {
@@ -141,20 +154,7 @@ func (m *Manager) retryResizesLocked() bool {
 		}
 		pending = append(pending, p)
 	}
-	sort.SliceStable(pending, func(i, j int) bool {
-		a, b := pending[i], pending[j]
-		ra, rb := qos.PodRequests(a), qos.PodRequests(b)
-		if c := ra.Cpu().Cmp(*rb.Cpu()); c != 0 {
-			return c < 0 // smaller first: a resize that shrinks frees room
-		}
-		if c := ra.Memory().Cmp(*rb.Memory()); c != 0 {
-			return c < 0
-		}
-		if pa, pb := priority(a), priority(b); pa != pb {
-			return pa > pb
-		}
-		return qos.Class(a) == corev1.PodQOSGuaranteed && qos.Class(b) != corev1.PodQOSGuaranteed
-	})
+	m.sortPendingResizesLocked(pending)
 	for _, p := range pending {
 		view := m.resizeLocked(p)
 		if old := m.pods[p.UID]; old != view {
@@ -166,6 +166,47 @@ func (m *Manager) retryResizesLocked() bool {
 		}
 	}
 	return admitted
+}
+
+// sortPendingResizesLocked orders pending resizes as the kubelet retries
+// them.
+func (m *Manager) sortPendingResizesLocked(pending []*corev1.Pod) {
+	increasing := map[types.UID]bool{}
+	since := map[types.UID]time.Time{}
+	for _, p := range pending {
+		increasing[p.UID] = m.asksMoreLocked(p)
+		if w := m.workers[p.UID]; w != nil {
+			since[p.UID] = w.pendingSince()
+		}
+	}
+	sort.SliceStable(pending, func(i, j int) bool {
+		a, b := pending[i], pending[j]
+		if increasing[a.UID] != increasing[b.UID] {
+			return !increasing[a.UID]
+		}
+		if pa, pb := priority(a), priority(b); pa != pb {
+			return pa > pb
+		}
+		if ga, gb := qos.Class(a) == corev1.PodQOSGuaranteed, qos.Class(b) == corev1.PodQOSGuaranteed; ga != gb {
+			return ga
+		}
+		ta, tb := since[a.UID], since[b.UID]
+		if ta.IsZero() != tb.IsZero() {
+			return !ta.IsZero() // never pending yet goes last
+		}
+		return ta.Before(tb)
+	})
+}
+
+// asksMoreLocked reports whether p's spec requests more CPU or memory than
+// the pod was allocated (isResizeIncreasingRequests).
+func (m *Manager) asksMoreLocked(p *corev1.Pod) bool {
+	old := m.pods[p.UID]
+	if old == nil {
+		return false
+	}
+	want, have := qos.PodRequests(p), qos.PodRequests(old)
+	return want.Memory().Cmp(*have.Memory()) > 0 || want.Cpu().Cmp(*have.Cpu()) > 0
 }
 
 // retryResizes is the periodic retry of the pending resizes.
@@ -237,6 +278,17 @@ func (w *worker) resizing() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.resize.inProgress != nil || !w.resize.checked
+}
+
+// pendingSince is when PodResizePending last turned to its reason (zero:
+// not pending).
+func (w *worker) pendingSince() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.resize.pending == nil {
+		return time.Time{}
+	}
+	return w.resize.pending.LastTransitionTime.Time
 }
 
 // resizePending sets PodResizePending, with an event when it is new or its
