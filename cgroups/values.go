@@ -77,6 +77,24 @@ func MilliCPUToQuota(milliCPU int64, period int64) int64 {
 	return quota
 }
 
+// SharesToMilliCPU is the cpu request shares stand for, rounded up (the
+// kubelet's SharesToMilliCPU); below the minimum shares, 0.
+func SharesToMilliCPU(shares uint64) int64 {
+	if shares < MinShares {
+		return 0
+	}
+	return int64((shares*MilliCPUToCPU + SharesPerCPU - 1) / SharesPerCPU)
+}
+
+// WeightToShares maps cpu.weight back to cpu.shares (the kubelet's
+// CpuWeightToCpuShares), the inverse of SharesToWeight up to rounding.
+func WeightToShares(weight uint64) uint64 {
+	if weight < 1 {
+		weight = 1
+	}
+	return (weight-1)*(MaxShares-MinShares)/(MaxWeight-1) + MinShares
+}
+
 // SharesToWeight is the kubelet's linear mapping of cpu.shares [2, 262144] to
 // cgroup v2 cpu.weight [1, 10000] (KEP-2254), used for pod, QoS and kubepods
 // cgroups. Container weights are the OCI runtime's business.

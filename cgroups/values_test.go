@@ -49,6 +49,17 @@ func TestCPUConversions(t *testing.T) {
 	if got := MilliCPUToQuota(5, 50000); got != MinQuotaPeriod {
 		t.Errorf("quota floor: %d", got)
 	}
+	// Back from shares and weights, as the kubelet reads a pod cgroup.
+	for shares, milli := range map[uint64]int64{1: 0, 2: 2, 102: 100, 1024: 1000, 870: 850} {
+		if got := SharesToMilliCPU(shares); got != milli {
+			t.Errorf("SharesToMilliCPU(%d) = %d, want %d", shares, got, milli)
+		}
+	}
+	for weight, shares := range map[uint64]uint64{1: 2, 39: 998, 10000: MaxShares} {
+		if got := WeightToShares(weight); got != shares {
+			t.Errorf("WeightToShares(%d) = %d, want %d", weight, got, shares)
+		}
+	}
 }
 
 // Values derived from the largest quantities validation lets through (and

@@ -137,6 +137,9 @@ type podResize struct {
 	memGrows  bool
 	cpuGrows  bool
 	perPodCgs bool
+	// current is what the runtime was last told of the pod cgroup: its
+	// values as found, then each resource as it is written.
+	current *cgroups.ResourceConfig
 }
 
 func (w *worker) podResize(pod *corev1.Pod) (podResize, error) {
@@ -149,6 +152,7 @@ func (w *worker) podResize(pod *corev1.Pod) (podResize, error) {
 		return r, fmt.Errorf("unable to get pod cgroup memory config for pod %q: %w", fullName(pod), err)
 	}
 	r.have, r.perPodCgs, r.v2 = have, true, have.CPUWeight != 0
+	r.current = configOf(have, r.v2)
 	// The kernel keeps memory limits in whole pages.
 	if m := r.want.Memory; m != nil && *m > 0 && *m/pageSize*pageSize != have.MemoryLimit {
 		r.memory = true
@@ -200,7 +204,7 @@ func (w *worker) actuateResize(ctx context.Context, pod *corev1.Pod, rt *pleg.Po
 	w.actions++
 	// Memory: the pod cgroup first when it grows, last when it shrinks.
 	if pr.memory && pr.memGrows {
-		if err := w.resizePod(ctx, pod, sandboxID, pr, corev1.ResourceMemory); err != nil {
+		if err := w.resizePod(ctx, pod, sandboxID, &pr, corev1.ResourceMemory); err != nil {
 			return true, err
 		}
 	}
@@ -214,13 +218,13 @@ func (w *worker) actuateResize(ctx context.Context, pod *corev1.Pod, rt *pleg.Po
 		}
 	}
 	if pr.memory && !pr.memGrows {
-		if err := w.resizePod(ctx, pod, sandboxID, pr, corev1.ResourceMemory); err != nil {
+		if err := w.resizePod(ctx, pod, sandboxID, &pr, corev1.ResourceMemory); err != nil {
 			return true, err
 		}
 	}
 	// CPU, in the same order.
 	if pr.cpu && pr.cpuGrows {
-		if err := w.resizePod(ctx, pod, sandboxID, pr, corev1.ResourceCPU); err != nil {
+		if err := w.resizePod(ctx, pod, sandboxID, &pr, corev1.ResourceCPU); err != nil {
 			return true, err
 		}
 	}
@@ -232,7 +236,7 @@ func (w *worker) actuateResize(ctx context.Context, pod *corev1.Pod, rt *pleg.Po
 		}
 	}
 	if pr.cpu && !pr.cpuGrows {
-		if err := w.resizePod(ctx, pod, sandboxID, pr, corev1.ResourceCPU); err != nil {
+		if err := w.resizePod(ctx, pod, sandboxID, &pr, corev1.ResourceCPU); err != nil {
 			return true, err
 		}
 	}
@@ -292,50 +296,12 @@ func (w *worker) containerMemoryUsage(ctx context.Context, sandboxID string) (ma
 	return out, nil
 }
 
-// resizePod writes one resource of the pod cgroup, telling the runtime
-// first (UpdatePodSandboxResources; a runtime without it is fine).
-func (w *worker) resizePod(ctx context.Context, pod *corev1.Pod, sandboxID string, pr podResize, which corev1.ResourceName) error {
-	if !pr.perPodCgs {
-		return nil
-	}
-	rc := &cgroups.ResourceConfig{}
-	if which == corev1.ResourceMemory {
-		rc.Memory = pr.want.Memory
-	} else {
-		rc.CPUShares, rc.CPUQuota, rc.CPUPeriod = pr.want.CPUShares, pr.want.CPUQuota, pr.want.CPUPeriod
-	}
-	if err := w.m.rt.UpdatePodSandboxResources(ctx, sandboxID, nil, sandboxResources(pr.want)); err != nil && !notImplemented(err) {
-		return fmt.Errorf("failed to notify runtime for UpdatePodSandboxResources (resource=%s); resize rejected: %w", which, err)
-	}
-	if err := w.m.tree.UpdatePod(pod, rc); err != nil {
-		return fmt.Errorf("update pod cgroup %s: %w", which, err)
-	}
-	return nil
-}
-
 // notImplemented: a runtime without UpdatePodSandboxResources answers
 // Unimplemented, or (containerd 2.2) Unknown "not implemented yet"; the
 // kubelet goes on with both.
 func notImplemented(err error) bool {
 	var e *cri.Error
 	return cri.IsUnimplemented(err) || (errors.As(err, &e) && e.Code == codes.Unknown && strings.Contains(e.Msg, "not implemented"))
-}
-
-func sandboxResources(rc *cgroups.ResourceConfig) *runtimeapi.LinuxContainerResources {
-	r := &runtimeapi.LinuxContainerResources{}
-	if rc.CPUShares != nil {
-		r.CpuShares = int64(*rc.CPUShares)
-	}
-	if rc.CPUQuota != nil {
-		r.CpuQuota = *rc.CPUQuota
-	}
-	if rc.CPUPeriod != nil {
-		r.CpuPeriod = int64(*rc.CPUPeriod)
-	}
-	if rc.Memory != nil {
-		r.MemoryLimitInBytes = *rc.Memory
-	}
-	return r
 }
 
 func cloneResources(r *runtimeapi.LinuxContainerResources) *runtimeapi.LinuxContainerResources {

@@ -1,6 +1,8 @@
 package pods
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 
 	"nodeagent/agent/pods/allocation"
 	"nodeagent/agent/pods/criconfig"
+	"nodeagent/cgroups"
 	"nodeagent/cri"
 	"nodeagent/cri/critest"
 	"nodeagent/internal/layout"
@@ -314,5 +317,55 @@ func TestResizeRestartFollowsThePolicy(t *testing.T) {
 	p.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
 	if !w.needsResizeRestart(p, &p.Spec.Containers[0], rec) {
 		t.Error("a new pod-level memory limit did not restart a container without its own")
+	}
+}
+
+// failingUpdates refuses every cgroup update.
+type failingUpdates struct{ nopCgroups }
+
+func (failingUpdates) Update(cgroups.Name, *cgroups.ResourceConfig) error {
+	return errors.New("write refused")
+}
+
+// The runtime hears of a pod cgroup resize before it is written, without
+// the overhead and with the overhead apart; a write that fails tells it
+// the old values back.
+func TestPodResizeTellsTheRuntime(t *testing.T) {
+	rt := critest.New()
+	m, _ := newTestManager(t, rt, nil)
+	pod := withResources(testPod(corev1.RestartPolicyAlways, "a"), "500m", "500m")
+	pod.Spec.Overhead = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")}
+	w := newWorker(m, pod.UID, pod)
+	oldMem, newMem, shares := int64(80<<20), int64(144<<20), uint64(512)
+	pr := &podResize{perPodCgs: true, want: &cgroups.ResourceConfig{Memory: &newMem, CPUShares: &shares},
+		current: &cgroups.ResourceConfig{Memory: &oldMem, CPUShares: &shares}}
+
+	m.tree = cgroups.NewTree(failingUpdates{}, cgroups.TreeConfig{PerQOS: true})
+	if err := w.resizePod(context.Background(), pod, "sb", pr, corev1.ResourceMemory); err == nil {
+		t.Fatal("a refused cgroup write was not an error")
+	}
+	calls := rt.Calls("UpdatePodSandboxResources")
+	if len(calls) != 2 {
+		t.Fatalf("%d calls, want the resize and its rollback", len(calls))
+	}
+	if got := calls[0].Resources.MemoryLimitInBytes; got != 128<<20 {
+		t.Errorf("told %d, want the new limit less the overhead (128Mi)", got)
+	}
+	if got := calls[0].Overhead.MemoryLimitInBytes; got != 16<<20 {
+		t.Errorf("overhead told %d, want 16Mi", got)
+	}
+	if got := calls[1].Resources.MemoryLimitInBytes; got != 64<<20 {
+		t.Errorf("rollback told %d, want the old 64Mi", got)
+	}
+	if *pr.current.Memory != oldMem {
+		t.Error("a failed step moved what the runtime was told")
+	}
+
+	m.tree = cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true})
+	if err := w.resizePod(context.Background(), pod, "sb", pr, corev1.ResourceMemory); err != nil {
+		t.Fatal(err)
+	}
+	if *pr.current.Memory != newMem {
+		t.Error("a step done is not what the runtime holds now")
 	}
 }

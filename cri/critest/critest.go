@@ -30,6 +30,7 @@ type Call struct {
 	Timeout int64                        // StopContainer's, seconds
 	// Resources are UpdateContainerResources' or UpdatePodSandboxResources'.
 	Resources *runtimeapi.LinuxContainerResources
+	Overhead  *runtimeapi.LinuxContainerResources // UpdatePodSandboxResources'
 }
 
 // Runtime is safe for concurrent use. Its zero value is not: use New.
@@ -310,10 +311,10 @@ func (r *Runtime) UpdateContainerResources(_ context.Context, id string, linux *
 }
 
 // UpdatePodSandboxResources records the call.
-func (r *Runtime) UpdatePodSandboxResources(_ context.Context, id string, _, resources *runtimeapi.LinuxContainerResources) error {
+func (r *Runtime) UpdatePodSandboxResources(_ context.Context, id string, overhead, resources *runtimeapi.LinuxContainerResources) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.record(Call{Op: "UpdatePodSandboxResources", ID: id, Resources: resources})
+	return r.record(Call{Op: "UpdatePodSandboxResources", ID: id, Resources: resources, Overhead: overhead})
 }
 
 func (r *Runtime) ContainerStatus(_ context.Context, id string) (*runtimeapi.ContainerStatus, error) {

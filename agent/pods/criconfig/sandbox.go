@@ -20,10 +20,10 @@ func LogDir(root string, pod *corev1.Pod) string {
 	return layout.Logs(root).Pod(pod.Namespace, pod.Name, pod.UID)
 }
 
-// sandboxConfig builds the PodSandboxConfig as the kubelet does: metadata
+// Sandbox builds the PodSandboxConfig as the kubelet does: metadata
 // with the attempt counter, hostname, log directory, DNS, host port
-// mappings, labels and annotations, the pod cgroup as parent and the
-// namespace options.
+// mappings, labels and annotations, the pod cgroup as parent, the
+// namespace options and the pod's resources and overhead.
 func (b *Builder) Sandbox(plan *Plan, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
 	pod, cgroupParent := plan.Pod, plan.CgroupParent
 	labels := map[string]string{}
@@ -60,7 +60,9 @@ func (b *Builder) Sandbox(plan *Plan, attempt uint32) (*runtimeapi.PodSandboxCon
 				Privileged:       anyPrivileged(pod),
 				Seccomp:          &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault},
 			},
-			Sysctls: sysctls(pod),
+			Sysctls:   sysctls(pod),
+			Overhead:  b.SandboxOverhead(pod),
+			Resources: b.SandboxResources(pod),
 		},
 	}
 	cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = plan.UserNamespace
