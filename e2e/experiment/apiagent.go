@@ -60,12 +60,18 @@ func (p *apiAgent) resize(ctx context.Context, pod string, r *Resize) error {
 // removePods deletes the pods in the API and waits until the agent has
 // let every one go.
 func (p *apiAgent) removePods(timeout time.Duration) error {
-	err := p.client.CoreV1().Pods(apiNamespace).DeleteCollection(context.Background(), metav1.DeleteOptions{},
-		metav1.ListOptions{FieldSelector: "spec.nodeName=" + p.nodeName})
+	return removeAPIPods(p.client, p.nodeName, p.manifests, timeout, p.pods)
+}
+
+// removeAPIPods deletes the node's pods in the API and its static pods'
+// manifests, and waits until list is empty.
+func removeAPIPods(client kubernetes.Interface, nodeName, manifests string, timeout time.Duration, list func() ([]corev1.Pod, error)) error {
+	err := client.CoreV1().Pods(apiNamespace).DeleteCollection(context.Background(), metav1.DeleteOptions{},
+		metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
 	if err != nil {
 		return err
 	}
-	return removeManifests(p.manifests, timeout, p.pods)
+	return removeManifests(manifests, timeout, list)
 }
 
 // stop ends the agent and removes its Node.

@@ -125,13 +125,7 @@ func (p *kubeletPeer) collect(*Run) error { return nil }
 // removePods deletes the pods in the API and waits until the kubelet has
 // confirmed every deletion.
 func (p *kubeletPeer) removePods(timeout time.Duration) error {
-	ctx := context.Background()
-	err := p.client.CoreV1().Pods(apiNamespace).DeleteCollection(ctx, metav1.DeleteOptions{},
-		metav1.ListOptions{FieldSelector: "spec.nodeName=" + p.nodeName})
-	if err != nil {
-		return err
-	}
-	return removeManifests(p.k.Manifests, timeout, p.pods)
+	return removeAPIPods(p.client, p.nodeName, p.k.Manifests, timeout, p.pods)
 }
 
 // stop ends the kubelet and its runtime (the host as it was), removes its

@@ -15,21 +15,9 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
-// pinnedPod is a Guaranteed pod whose container asks one whole CPU.
-func pinnedPod(name, command string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: pinned
-    image: %[2]s
-    command: %[3]s
-    resources: {limits: {cpu: "1", memory: 64Mi}}
-`, name, testImage, command)
-}
+// wholeCPU asks one whole CPU in a Guaranteed pod: the static policy
+// pins its container.
+const wholeCPU = "    resources: {limits: {cpu: \"1\", memory: 64Mi}}\n"
 
 // cpusAllowed is where the container's processes may run, as the kernel
 // says (Cpus_allowed_list of its first process).
@@ -90,9 +78,9 @@ func TestCPUManagerStaticExclusiveCPUs(t *testing.T) {
 	sharedPod := n.waitRunning("shared")
 	n.waitCPUs(sharedPod, "besteffort/", "main", all)
 
-	n.writeManifest("pinned.yaml", pinnedPod("pinned", `["sleep", "3600"]`))
+	n.writeManifest("pinned.yaml", podManifest("pinned", wholeCPU))
 	pinned := n.waitRunning("pinned")
-	n.waitCPUs(pinned, "", "pinned", "1")
+	n.waitCPUs(pinned, "", "main", "1")
 	n.waitCPUs(sharedPod, "besteffort/", "main", shared)
 	podDir := n.cgroupRoot + "/kubepods/pod" + string(pinned.UID)
 	for _, dir := range []string{podDir, podDir + "/" + strings.TrimPrefix(pinned.Status.ContainerStatuses[0].ContainerID, "containerd://")} {
@@ -115,12 +103,12 @@ func TestCPUManagerStaticExclusiveCPUs(t *testing.T) {
 		}
 	}
 	statePath := filepath.Join(n.agent.RootDir, "cpu_manager_state")
-	entry := `"` + string(pinned.UID) + `":{"pinned":"1"}`
+	entry := `"` + string(pinned.UID) + `":{"main":"1"}`
 	if state, err := os.ReadFile(statePath); err != nil || !strings.Contains(string(state), entry) {
 		t.Fatalf("cpu_manager_state: %s (%v)", state, err)
 	}
 
-	n.writeManifest("second.yaml", pinnedPod("second", `["sleep", "3600"]`))
+	n.writeManifest("second.yaml", podManifest("second", wholeCPU))
 	second := n.waitRejected("second")
 	want := fmt.Sprintf("not enough cpus available to satisfy request: requested=1, available=%d", online.Size()-2)
 	if online.Size() == 2 && (second.Status.Reason != "UnexpectedAdmissionError" || !strings.Contains(second.Status.Message, want)) {
@@ -135,7 +123,7 @@ func TestCPUManagerStaticExclusiveCPUs(t *testing.T) {
 	n.writeManifest("later.yaml", podManifest("later", ""))
 	later := n.waitRunning("later")
 	n.waitCPUs(later, "besteffort/", "main", shared)
-	n.waitCPUs(pinned, "", "pinned", "1")
+	n.waitCPUs(pinned, "", "main", "1")
 	if strings.Contains(n.logText(), "checkpoint unreadable") {
 		t.Errorf("the checkpoint did not read back after a SIGKILL:\n%s", n.logText())
 	}
@@ -146,7 +134,7 @@ func TestCPUManagerStaticExclusiveCPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	n.writeManifest("pinned.yaml", pinnedPod("pinned", `["sleep", "3600"]`))
+	n.writeManifest("pinned.yaml", podManifest("pinned", wholeCPU))
 	n.eventually("pinned back, running again", 90*time.Second, func() error {
 		p, err := n.pod("pinned")
 		if err != nil || p == nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].ContainerID == pinned.Status.ContainerStatuses[0].ContainerID {
@@ -156,7 +144,7 @@ func TestCPUManagerStaticExclusiveCPUs(t *testing.T) {
 		return nil
 	})
 	pinned = n.waitRunning("pinned")
-	n.waitCPUs(pinned, "", "pinned", "1")
+	n.waitCPUs(pinned, "", "main", "1")
 	n.waitCPUs(later, "besteffort/", "main", shared)
 
 	n.removeManifest("pinned.yaml")
@@ -164,7 +152,7 @@ func TestCPUManagerStaticExclusiveCPUs(t *testing.T) {
 	n.waitCPUs(sharedPod, "besteffort/", "main", all)
 
 	// A pinned pod that finishes gives its CPU back though it stays listed.
-	n.writeManifest("job.yaml", strings.Replace(pinnedPod("job", `["sleep", "3"]`), "spec:\n", "spec:\n  restartPolicy: Never\n", 1))
+	n.writeManifest("job.yaml", strings.NewReplacer("spec:\n", "spec:\n  restartPolicy: Never\n", `"3600"`, `"3"`).Replace(podManifest("job", wholeCPU)))
 	job := n.waitPod("job", 60*time.Second, "succeeded", func(p *corev1.Pod) error {
 		if p == nil || p.Status.Phase != corev1.PodSucceeded {
 			return fmt.Errorf("not succeeded: %+v", p)
