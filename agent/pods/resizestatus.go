@@ -47,21 +47,34 @@ func statusResources(alloc corev1.ResourceRequirements, rec *runtimeapi.Containe
 	return out
 }
 
-// podCgroupValues are what the agent wrote to the pod's cgroup for its
-// allocation (nil without pod cgroups).
+// podCgroupValues are the pod cgroup's values as the kernel holds them
+// (the kubelet's GetPodCgroupConfig; nil without pod cgroups, what the
+// allocation writes while the cgroup cannot be read). On v2 a weight the
+// allocation's shares round-trip to reads as those shares, as the kubelet
+// keeps the allocated request then.
 func (w *worker) podCgroupValues() *cgroups.ResourceConfig {
 	if _, ok := w.m.tree.PodCgroup(w.pod); !ok {
 		return nil
 	}
-	return w.m.tree.PodValues(w.pod)
+	written := w.m.tree.PodValues(w.pod)
+	have, err := w.m.tree.PodCurrent(w.pod)
+	if err != nil {
+		return written
+	}
+	v2 := have.CPUWeight != 0
+	rc := configOf(have, v2)
+	if s := written.CPUShares; v2 && s != nil && cgroups.WeightToShares(cgroups.SharesToWeight(*s)) == *rc.CPUShares {
+		rc.CPUShares = s
+	}
+	return rc
 }
 
 // podLevelStatus sets the pod's status.allocatedResources (its summed
 // requests) and status.resources, as the kubelet does for every pod once
 // pod-level resize is on: for a running pod, what its cgroup holds (cpu
 // request from the shares, cpu limit from the quota, the memory limit, at
-// the kernel's minimums the allocated value), else the summed spec. The
-// cgroup's values are the ones the agent wrote for the allocation (rc).
+// the kernel's minimums the allocated value), else the summed spec. rc is
+// what the pod cgroup holds (podCgroupValues).
 func podLevelStatus(pod *corev1.Pod, st *corev1.PodStatus, rc *cgroups.ResourceConfig) {
 	requests, limits := qos.PodRequests(pod), qos.PodLimits(pod)
 	if len(requests) > 0 {
