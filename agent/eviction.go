@@ -107,7 +107,11 @@ func (a *Agent) onKernelOOM(p *parts) func(eviction.OOMKill) {
 type evictedPods struct{ *pods.Manager }
 
 func (e evictedPods) Evict(uid types.UID, ev eviction.Eviction) (eviction.Kill, error) {
-	s, err := e.StopPod(uid, pods.StopOptions{Grace: &ev.Grace, Eviction: ev.Message, KillNow: ev.KillNow, Why: "evicted"})
+	f := &pods.Failure{Reason: eviction.Reason, Message: ev.Message, Event: eviction.Reason, Annotations: ev.Annotations}
+	if ev.Disruption {
+		f.Disruption = ev.Message
+	}
+	s, err := e.StopPod(uid, pods.StopOptions{Grace: &ev.Grace, Failure: f, KillNow: ev.KillNow, Why: "evicted"})
 	return eviction.Kill{Done: s.Killed, Sigkilled: s.Sigkilled, Err: s.KillErr}, err
 }
 

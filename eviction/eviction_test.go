@@ -168,6 +168,7 @@ type fakePods struct {
 	procs    map[types.UID]int64 // processes, in container "c"
 	evicted  map[types.UID]int64 // grace
 	msgs     map[types.UID]string
+	orders   map[types.UID]Eviction
 	killNow  map[types.UID]bool
 	// kill answers a KillNow eviction (nil: the node stops pods
 	// gracefully, nothing is killed at once).
@@ -191,6 +192,10 @@ func (f *fakePods) Evict(uid types.UID, e Eviction) (Kill, error) {
 	defer f.mu.Unlock()
 	f.evicted[uid] = e.Grace
 	f.msgs[uid] = e.Message
+	if f.orders == nil {
+		f.orders = map[types.UID]Eviction{}
+	}
+	f.orders[uid] = e
 	if f.killNow == nil {
 		f.killNow = map[types.UID]bool{}
 	}
@@ -259,6 +264,11 @@ func TestManagerEvictsTheSmallestSetAndReportsPressure(t *testing.T) {
 	}
 	if msg := pods.msgs["hog"]; msg != "The node was low on resource: memory. Threshold quantity: 100Mi, available: 60Mi. Container c was using 400Mi, request is 0, has larger consumption of memory. " {
 		t.Errorf("message %q", msg)
+	}
+	// The Evicted event's annotations, the kubelet's keys and formats.
+	if o := pods.orders["hog"]; !o.Disruption || o.Annotations["starved_resource"] != "memory" ||
+		o.Annotations["offending_containers"] != "c" || o.Annotations["offending_containers_usage"] != "400Mi" {
+		t.Errorf("eviction order %+v", o)
 	}
 	cond := m.opts.Pressure.Conditions(clock.Now())[0]
 	if cond.Type != corev1.NodeMemoryPressure || cond.Status != corev1.ConditionTrue || cond.Reason != "KubeletHasInsufficientMemory" {
@@ -467,6 +477,9 @@ func TestEmptyDirOverItsSizeLimitIsEvicted(t *testing.T) {
 	}
 	clock.Step(10 * time.Second)
 	m.Synchronize(context.Background())
+	if o := pods.orders["filler"]; o.Disruption || len(o.Annotations) != 0 {
+		t.Errorf("a local storage limit's eviction has a DisruptionTarget or annotations: %+v", o)
+	}
 	if pods.evicted["filler"] != 1 || pods.msgs["filler"] != `Usage of EmptyDir volume "scratch" exceeds the limit "100Mi". ` {
 		t.Errorf("evicted %v message %q", pods.evicted, pods.msgs["filler"])
 	}
@@ -555,6 +568,9 @@ func TestPIDAndImageFsPressureEvictByTheirOwnMeasure(t *testing.T) {
 	}
 	if msg := pods.msgs["forker"]; msg != "The node was low on resource: pids. Threshold quantity: 1k, available: 500. Pod forker was using 900, request is 0, has larger consumption of pids. " {
 		t.Errorf("message %q", msg)
+	}
+	if o := pods.orders["forker"]; !o.Disruption || o.Annotations["starved_resource"] != "pids" || o.Annotations["offending_containers"] != "" {
+		t.Errorf("pids eviction order %+v", o)
 	}
 
 	// imagefs ranks by writable layers: the 6 GiB of "layers" covers the

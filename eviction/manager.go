@@ -30,10 +30,19 @@ type Pods interface {
 	Evict(uid types.UID, e Eviction) (Kill, error)
 }
 
+// Reason is an evicted pod's status.reason and its event's.
+const Reason = "Evicted"
+
 // Eviction is how a pod is evicted.
 type Eviction struct {
 	Grace   int64
 	Message string
+	// Annotations go on the Evicted event, as the kubelet's: the starved
+	// resource and the offending containers with their usage.
+	Annotations map[string]string
+	// Disruption gives the pod a DisruptionTarget condition (node
+	// pressure; not a local storage limit).
+	Disruption bool
 	// KillNow: a hard memory threshold's victim, whose processes are
 	// SIGKILLed at once through its cgroup once its eviction is recorded
 	// (at 1 GiB/s a second of grace is a gigabyte), unless the node stops
@@ -435,11 +444,19 @@ func (m *Manager) execute(p *evictionPlan) {
 		// Read here, off the decision path: cadvisor takes a while per
 		// container.
 		v := p.trace.Victims[i]
-		if res == corev1.ResourceMemory {
-			v.Message += containersMessage(p.victims[i].Pod, m.usage.Containers(p.victims[i].Pod))
+		var annotations map[string]string
+		if res != "" {
+			var usage map[string]ContainerUsage
+			if res == corev1.ResourceMemory {
+				usage = m.usage.Containers(p.victims[i].Pod)
+			}
+			var text string
+			text, annotations = offendingContainers(p.victims[i].Pod, res, usage, p.victims[i].HasStats)
+			v.Message += text
 			p.trace.Victims[i].Message = v.Message
 		}
-		kill, err := m.pods.Evict(v.UID, Eviction{Grace: v.Grace, Message: v.Message, KillNow: p.killNow})
+		kill, err := m.pods.Evict(v.UID, Eviction{Grace: v.Grace, Message: v.Message, KillNow: p.killNow,
+			Annotations: annotations, Disruption: res != ""})
 		results[i] = err
 		if kill.Done {
 			p.trace.Victims[i].KilledAt = m.opts.Clock.Now()
@@ -579,23 +596,45 @@ func message(res corev1.ResourceName, t Threshold, o Observation, v Candidate) s
 	return b.String()
 }
 
-// containersMessage is the kubelet's line for each container using more
-// memory than it requests.
-func containersMessage(pod *corev1.Pod, usage map[string]ContainerUsage) string {
+// offendingContainers is the kubelet's line for each container using
+// more memory than it requests, and the Evicted event's annotations: the
+// starved resource and those containers with their usage, comma-separated
+// (none without the pod's stats). Disk is measured per pod, so no
+// container is named for it.
+func offendingContainers(pod *corev1.Pod, res corev1.ResourceName, usage map[string]ContainerUsage, hasStats bool) (string, map[string]string) {
+	annotations := map[string]string{}
+	if !hasStats && len(usage) == 0 {
+		return "", annotations
+	}
 	var b strings.Builder
-	for _, c := range pod.Spec.Containers {
-		u, ok := usage[c.Name]
-		if !ok {
-			continue
-		}
-		request := sat.Value(*c.Resources.Requests.Memory())
-		if u.WorkingSet > request {
-			fmt.Fprintf(&b, "Container %s was using %s, request is %s, has larger consumption of memory. ", c.Name,
-				quantity(corev1.ResourceMemory, u.WorkingSet), quantity(corev1.ResourceMemory, request))
+	var names, used []string
+	for _, cs := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for _, c := range cs {
+			u, ok := usage[c.Name]
+			if !ok {
+				continue
+			}
+			request := sat.Value(*c.Resources.Requests.Memory())
+			if u.WorkingSet > request {
+				q := quantity(corev1.ResourceMemory, u.WorkingSet)
+				fmt.Fprintf(&b, "Container %s was using %s, request is %s, has larger consumption of memory. ", c.Name,
+					q, quantity(corev1.ResourceMemory, request))
+				names, used = append(names, c.Name), append(used, q)
+			}
 		}
 	}
-	return b.String()
+	annotations[annotationOffendingContainers] = strings.Join(names, ",")
+	annotations[annotationOffendingContainersUsage] = strings.Join(used, ",")
+	annotations[annotationStarvedResource] = string(res)
+	return b.String(), annotations
 }
+
+// The Evicted event's annotations, the kubelet's keys.
+const (
+	annotationStarvedResource          = "starved_resource"
+	annotationOffendingContainers      = "offending_containers"
+	annotationOffendingContainersUsage = "offending_containers_usage"
+)
 
 func quantity(res corev1.ResourceName, v int64) string {
 	if res == corev1.ResourceMemory || res == corev1.ResourceEphemeralStorage {

@@ -26,8 +26,13 @@ type sink struct{ record.EventRecorder }
 func NewAPISink(node string) *APISink { return &APISink{node: node} }
 
 // Forward is the Recorder's hook.
-func (e *APISink) Forward(ref corev1.ObjectReference, eventType, reason, message string) {
-	if r := e.recorder.Load(); r != nil {
+func (e *APISink) Forward(ref corev1.ObjectReference, annotations map[string]string, eventType, reason, message string) {
+	r := e.recorder.Load()
+	switch {
+	case r == nil:
+	case len(annotations) > 0:
+		r.AnnotatedEventf(&ref, annotations, eventType, reason, "%s", message)
+	default:
 		r.Event(&ref, eventType, reason, message)
 	}
 }

@@ -8,6 +8,7 @@ package events
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"sync"
@@ -40,8 +41,9 @@ type Recorder struct {
 	byKey  map[string]*corev1.Event
 }
 
-// Forward receives every event recorded; it must not block.
-type Forward func(ref corev1.ObjectReference, eventType, reason, message string)
+// Forward receives every event recorded, with its annotations (nil for
+// most); it must not block.
+type Forward func(ref corev1.ObjectReference, annotations map[string]string, eventType, reason, message string)
 
 // NewRecorder returns a recorder for node keeping up to capacity events.
 func NewRecorder(clk clock.PassiveClock, node string, capacity int) *Recorder {
@@ -89,8 +91,19 @@ func (r *Recorder) Event(ref corev1.ObjectReference, eventType, reason, message 
 // from the kubelet; the events kept here, which the unauthenticated
 // read-only port serves, say api.Redacted in its place.
 func (r *Recorder) EventOutput(ref corev1.ObjectReference, eventType, reason, message, output string) {
+	r.record(ref, nil, eventType, reason, message, output)
+}
+
+// AnnotatedEvent records an event with annotations, as the kubelet's
+// Evicted event carries the starved resource and the offending
+// containers.
+func (r *Recorder) AnnotatedEvent(ref corev1.ObjectReference, annotations map[string]string, eventType, reason, message string) {
+	r.record(ref, annotations, eventType, reason, message, "")
+}
+
+func (r *Recorder) record(ref corev1.ObjectReference, annotations map[string]string, eventType, reason, message, output string) {
 	if r.forward != nil {
-		r.forward(ref, eventType, reason, message+output)
+		r.forward(ref, annotations, eventType, reason, message+output)
 	}
 	if output != "" {
 		message += api.Redacted
@@ -107,7 +120,7 @@ func (r *Recorder) EventOutput(ref corev1.ObjectReference, eventType, reason, me
 	r.seq++
 	e := &corev1.Event{
 		TypeMeta:       metav1.TypeMeta{Kind: "Event", APIVersion: "v1"},
-		ObjectMeta:     metav1.ObjectMeta{Name: ref.Name + "." + strconv.Itoa(r.seq), Namespace: ref.Namespace},
+		ObjectMeta:     metav1.ObjectMeta{Name: ref.Name + "." + strconv.Itoa(r.seq), Namespace: ref.Namespace, Annotations: maps.Clone(annotations)},
 		InvolvedObject: ref,
 		Reason:         reason,
 		Message:        message,

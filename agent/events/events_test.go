@@ -50,7 +50,7 @@ func TestRecorderFoldsRepeatsAndBoundsMemory(t *testing.T) {
 // port serves.
 func TestEventOutputIsRedactedLocally(t *testing.T) {
 	var forwarded []string
-	r := NewForwardingRecorder(clocktesting.NewFakePassiveClock(time.Unix(100, 0)), "n1", 10, func(_ corev1.ObjectReference, _, _, message string) {
+	r := NewForwardingRecorder(clocktesting.NewFakePassiveClock(time.Unix(100, 0)), "n1", 10, func(_ corev1.ObjectReference, _ map[string]string, _, _, message string) {
 		forwarded = append(forwarded, message)
 	})
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "u"}}
@@ -62,6 +62,26 @@ func TestEventOutputIsRedactedLocally(t *testing.T) {
 	}
 	list := r.List()
 	if len(list) != 2 || list[0].Message != `Liveness probe failed: command "cat" exited with 1: (redacted)` || list[1].Message != want[1] {
+		t.Errorf("kept %+v", list)
+	}
+}
+
+// An annotated event (Evicted) keeps its annotations, here and on the way
+// to the API server.
+func TestAnnotatedEvent(t *testing.T) {
+	var got map[string]string
+	r := NewForwardingRecorder(clocktesting.NewFakePassiveClock(time.Unix(100, 0)), "n1", 10, func(_ corev1.ObjectReference, a map[string]string, _, _, _ string) {
+		got = a
+	})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "u"}}
+	a := map[string]string{"starved_resource": "memory", "offending_containers": "app", "offending_containers_usage": "300Mi"}
+	r.AnnotatedEvent(PodRef(pod, ""), a, corev1.EventTypeWarning, "Evicted", "The node was low on resource: memory. ")
+	if got["starved_resource"] != "memory" {
+		t.Errorf("forwarded annotations %v", got)
+	}
+	a["starved_resource"] = "changed"
+	list := r.List()
+	if len(list) != 1 || list[0].Annotations["starved_resource"] != "memory" || list[0].Annotations["offending_containers_usage"] != "300Mi" {
 		t.Errorf("kept %+v", list)
 	}
 }

@@ -308,6 +308,31 @@ func TestTerminalReasonWins(t *testing.T) {
 	}
 }
 
+// A pod the node stops for pressure, preemption or shutdown gets the
+// DisruptionTarget condition with the kubelet's reason; one evicted for a
+// local storage limit does not.
+func TestDisruptionTargetCondition(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()},
+		Containers: []*runtimeapi.ContainerStatus{record("a", runtimeapi.ContainerState_CONTAINER_EXITED, 137, "0", t0)}}
+	disruption := func(term *terminalReason) *corev1.PodCondition {
+		st := computeStatus(statusInput{pod: pod, rt: rt, startTime: metav1.NewTime(t0), now: t0, terminal: term})
+		for i := range st.Conditions {
+			if st.Conditions[i].Type == corev1.DisruptionTarget {
+				return &st.Conditions[i]
+			}
+		}
+		return nil
+	}
+	c := disruption(&terminalReason{Reason: "Preempting", Message: "Preempted in order to admit critical pod", Disruption: "Pod was preempted by Kubelet to accommodate a critical pod."})
+	if c == nil || c.Status != corev1.ConditionTrue || c.Reason != "TerminationByKubelet" || c.Message != "Pod was preempted by Kubelet to accommodate a critical pod." {
+		t.Errorf("preempted: %+v", c)
+	}
+	if c := disruption(&terminalReason{Reason: "Evicted", Message: `Usage of EmptyDir volume "v" exceeds the limit "1Mi". `}); c != nil {
+		t.Errorf("a local storage limit's eviction: %+v", c)
+	}
+}
+
 func TestTerminationMessage(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "msg")

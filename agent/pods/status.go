@@ -26,6 +26,8 @@ type waitingReason struct {
 // terminalReason is why the agent itself ended a pod.
 type terminalReason struct {
 	Reason, Message string
+	// Disruption is the DisruptionTarget condition's message ("": none).
+	Disruption string
 }
 
 // statusInput is everything a pod's status is computed from.
@@ -142,10 +144,10 @@ func computeStatus(in statusInput) corev1.PodStatus {
 	setReadyConditions(pod, &st, in.previous.Conditions, in.now)
 	cond(corev1.PodScheduled, true, "", "")
 	restartingCondition(pod, &st, in.resetting, in.previous.Conditions, in.now)
-	if in.terminal != nil && in.terminal.Reason == "Evicted" {
+	if in.terminal != nil && in.terminal.Disruption != "" {
 		setCondition(&st, in.previous.Conditions, in.now, corev1.DisruptionTarget, true, "", "")
 		c := &st.Conditions[len(st.Conditions)-1]
-		c.Reason, c.Message = "TerminationByKubelet", in.terminal.Message
+		c.Reason, c.Message = corev1.PodReasonTerminationByKubelet, in.terminal.Disruption
 	}
 	observeGeneration(pod, &st, in.previous.ObservedGeneration)
 	if !terminalPhase(st.Phase) {

@@ -14,15 +14,30 @@ type StopOptions struct {
 	Grace *int64
 	// Why is logged.
 	Why string
-	// Eviction, when set, is the eviction manager's message: the pod stays
-	// listed, Failed with reason Evicted, until its source changes it.
-	// Otherwise the pod leaves the node and its status goes.
-	Eviction string
+	// Failure, when set, leaves the pod listed, Failed with its reason
+	// and message, until its source changes it: an eviction, a
+	// preemption, a node shutdown. Otherwise the pod leaves the node and
+	// its status goes.
+	Failure *Failure
 	// KillNow SIGKILLs every process of the pod through its cgroup at once,
 	// after the stop is recorded (so its worker restarts nothing that
 	// dies): a hard memory threshold's victim, for which a second of grace
-	// is a gigabyte. Only with Eviction.
+	// is a gigabyte. Only with Failure.
 	KillNow bool
+}
+
+// Failure is why the node stops a pod and leaves it Failed, in the
+// kubelet's words.
+type Failure struct {
+	Reason  string // status.reason: Evicted, Preempting, Terminated
+	Message string // status.message
+	// Disruption is the message of the DisruptionTarget condition (reason
+	// TerminationByKubelet) the pod gets; "" gives none.
+	Disruption string
+	// Event is the reason of the Warning event the pod gets, with Message
+	// and Annotations; "" sends none.
+	Event       string
+	Annotations map[string]string
 }
 
 // Stopped is what StopPod did at once.
@@ -48,7 +63,7 @@ func (m *Manager) StopPod(uid types.UID, opts StopOptions) (Stopped, error) {
 	m.stopLocked(uid, w.pod, opts)
 	m.mu.Unlock()
 	var s Stopped
-	if opts.KillNow && opts.Eviction != "" && m.killPod != nil && w.pod != nil {
+	if opts.KillNow && opts.Failure != nil && m.killPod != nil && w.pod != nil {
 		s.Killed = true
 		s.Sigkilled, s.KillErr = m.killPod(w.pod)
 	}
@@ -67,7 +82,7 @@ func (m *Manager) stopLocked(uid types.UID, pod *corev1.Pod, opts StopOptions) {
 	if opts.Grace != nil {
 		args = append(args, "grace_period", *opts.Grace)
 	}
-	if opts.Eviction == "" {
+	if opts.Failure == nil {
 		m.log.Info("stopping pod", args...)
 	}
 	switch {
@@ -75,8 +90,8 @@ func (m *Manager) stopLocked(uid types.UID, pod *corev1.Pod, opts StopOptions) {
 		w = newWorker(m, uid, pod)
 		w.terminating, w.grace = true, opts.Grace
 		m.launchLocked(w)
-	case opts.Eviction != "":
-		w.evict(opts.Eviction, gracePeriod(pod, opts.Grace))
+	case opts.Failure != nil:
+		w.stopFailed(*opts.Failure, gracePeriod(pod, opts.Grace))
 	default:
 		w.terminate(opts.Grace)
 	}

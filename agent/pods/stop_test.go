@@ -24,7 +24,7 @@ func TestStopPodKillsNowOnlyAnEvictionRecordedFirst(t *testing.T) {
 	m.workers[pod.UID] = w // not run: the test reads what it was told
 	m.mu.Unlock()
 
-	if _, err := m.StopPod(pod.UID, StopOptions{Grace: ptr.To[int64](0), Eviction: "memory", KillNow: true}); err != nil {
+	if _, err := m.StopPod(pod.UID, StopOptions{Grace: ptr.To[int64](0), Failure: &Failure{Reason: "Evicted", Message: "memory"}, KillNow: true}); err != nil {
 		t.Fatal(err)
 	}
 	if len(killed) != 0 {
@@ -34,7 +34,7 @@ func TestStopPodKillsNowOnlyAnEvictionRecordedFirst(t *testing.T) {
 		killed = append(killed, w.evicting())
 		return 3, errors.New("one cgroup gone")
 	}
-	s, err := m.StopPod(pod.UID, StopOptions{Grace: ptr.To[int64](0), Eviction: "memory", KillNow: true})
+	s, err := m.StopPod(pod.UID, StopOptions{Grace: ptr.To[int64](0), Failure: &Failure{Reason: "Evicted", Message: "memory"}, KillNow: true})
 	if err != nil || !s.Killed || s.Sigkilled != 3 || s.KillErr == nil {
 		t.Errorf("stopped %+v (%v), want killed, 3 processes, the kill's error", s, err)
 	}

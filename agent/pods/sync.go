@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"nodeagent/agent/events"
 	"nodeagent/agent/pleg"
 	"nodeagent/agent/pods/criconfig"
 	"nodeagent/cri"
@@ -29,13 +30,15 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 		w.startTime = recoveredStartTime(rt, w.m.clock.Now())
 	}
 	w.mu.Lock()
-	ev := w.eviction
+	f := w.failure
 	w.mu.Unlock()
-	if ev != nil && w.failed == nil {
-		w.failed = &terminalReason{Reason: "Evicted", Message: ev.message}
-		w.stopGrace = &ev.grace
-		w.log.Warn("pod evicted", "message", ev.message, "grace_seconds", ev.grace)
-		w.event("", corev1.EventTypeWarning, "Evicted", ev.message)
+	if f != nil && w.failed == nil {
+		w.failed = &terminalReason{Reason: f.Reason, Message: f.Message, Disruption: f.Disruption}
+		w.stopGrace = &f.grace
+		w.log.Warn("pod stopped by the node", "reason", f.Reason, "message", f.Message, "grace_seconds", f.grace)
+		if f.Event != "" && w.pod != nil {
+			w.m.events.AnnotatedEvent(events.PodRef(w.pod, ""), f.Annotations, corev1.EventTypeWarning, f.Event, f.Message)
+		}
 	}
 	var untilDeadline time.Duration
 	if d := pod.Spec.ActiveDeadlineSeconds; d != nil && w.failed == nil {

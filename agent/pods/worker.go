@@ -28,7 +28,7 @@ type worker struct {
 	terminating bool
 	grace       *int64               // overrides the pod's grace period
 	cancelSync  context.CancelFunc   // interrupts a sync in progress on terminate
-	eviction    *evictionRequest     // set by the eviction manager, taken by the worker
+	failure     *failureRequest      // set by an eviction, preemption or shutdown, taken by the worker
 	kernelOOM   map[string]time.Time // containers the kernel log shows OOM killed, and when
 	resize      resizeStatus         // the resize conditions (resizeadmit.go)
 
@@ -124,16 +124,16 @@ func (w *worker) terminate(grace *int64) {
 	w.wake()
 }
 
-// evictionRequest is the eviction manager's order for a pod.
-type evictionRequest struct {
-	message string
-	grace   int64
+// failureRequest is an order to stop the pod and leave it Failed.
+type failureRequest struct {
+	Failure
+	grace int64
 }
 
-// evict makes the pod Failed/Evicted and stops it with grace seconds.
-func (w *worker) evict(message string, grace int64) {
+// stopFailed makes the pod Failed as f says and stops it with grace seconds.
+func (w *worker) stopFailed(f Failure, grace int64) {
 	w.mu.Lock()
-	w.eviction = &evictionRequest{message: message, grace: grace}
+	w.failure = &failureRequest{Failure: f, grace: grace}
 	if w.cancelSync != nil {
 		w.cancelSync()
 	}
@@ -144,7 +144,7 @@ func (w *worker) evict(message string, grace int64) {
 func (w *worker) evicting() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.eviction != nil
+	return w.failure != nil
 }
 
 func (w *worker) isTerminating() bool {

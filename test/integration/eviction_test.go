@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"nodeagent/eviction"
 )
@@ -107,8 +108,21 @@ func TestMemoryAllocatableEviction(t *testing.T) {
 	if !disruption {
 		t.Errorf("no DisruptionTarget condition: %+v", p.Status.Conditions)
 	}
-	if !n.hasEvent(p, "Evicted", "The node was low on resource: memory") {
-		t.Error("no Evicted event")
+	// One Evicted event, annotated as the kubelet's (the upstream eviction
+	// specs read these): the starved resource, the container over its
+	// request and its usage.
+	var evicted []corev1.Event
+	for _, e := range n.events(string(p.UID)) {
+		if e.Reason == "Evicted" {
+			evicted = append(evicted, e)
+		}
+	}
+	if len(evicted) != 1 || !strings.Contains(evicted[0].Message, "The node was low on resource: memory") {
+		t.Errorf("Evicted events %+v, want one about memory", evicted)
+	} else if a := evicted[0].Annotations; a["starved_resource"] != "memory" || a["offending_containers"] != "main" {
+		t.Errorf("Evicted event annotations %v, want starved_resource memory and offending_containers main", a)
+	} else if q, err := resource.ParseQuantity(a["offending_containers_usage"]); err != nil || q.Value() <= 0 {
+		t.Errorf("offending_containers_usage %q: %v", a["offending_containers_usage"], err)
 	}
 	if c := n.condition(corev1.NodeMemoryPressure); c.Status != corev1.ConditionTrue || c.Reason != "KubeletHasInsufficientMemory" {
 		t.Errorf("MemoryPressure %+v", c)
