@@ -336,7 +336,7 @@ func (a *Agent) buildPods(ctx context.Context, p *parts) error {
 		Swap:                     p.swap,
 	}, pods.Deps{Runtime: p.rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		Probes: p.prober, Hooks: hooks, Pressure: p.pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,
-		PodStarted: p.metrics.podStarted, PodSynced: p.metrics.podSynced, SandboxCreated: p.metrics.sandboxCreated, Gone: gone, Objects: objects, Devices: p.devices,
+		PodStarted: p.metrics.podStarted, PodSynced: p.metrics.podSynced, Preempted: p.metrics.preempted, SandboxCreated: p.metrics.sandboxCreated, Gone: gone, Objects: objects, Devices: p.devices,
 		KillPod: p.killPod(cfg.PerQOS(), a.opts.EvictionGracefulHardMemory), UserNamespaces: usernsPods, PullRecords: p.pulled, CPUs: p.podCPUs(),
 	})
 	if p.cpus != nil {

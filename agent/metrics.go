@@ -29,6 +29,7 @@ type nodeMetrics struct {
 	runtimeErrors   *prometheus.CounterVec
 	kernelOOMKills  *prometheus.CounterVec
 	apiRequests     *prometheus.CounterVec
+	preemptions     *prometheus.CounterVec
 	// Sandboxes created and failed, of all pods and of user-namespaced ones.
 	startedPods, startedPodsErrors             prometheus.Counter
 	startedUsernsPods, startedUsernsPodsErrors prometheus.Counter
@@ -66,6 +67,8 @@ func newNodeMetrics(nodeName string) *nodeMetrics {
 		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rest_client_requests_total",
 			Help: "Number of HTTP requests to the API server, partitioned by status code, method, and host."},
 			[]string{"code", "method", "host"}),
+		preemptions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kubelet_preemptions",
+			Help: "Cumulative number of pod preemptions by preemption resource"}, []string{"preemption_signal"}),
 		startedPods: prometheus.NewCounter(prometheus.CounterOpts{Name: "kubelet_started_pods_total",
 			Help: "Cumulative number of pods started"}),
 		startedPodsErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "kubelet_started_pods_errors_total",
@@ -84,6 +87,12 @@ func newNodeMetrics(nodeName string) *nodeMetrics {
 // podSynced records one pod worker pass (pods.Deps.PodSynced).
 func (m *nodeMetrics) podSynced(operation string, took time.Duration) {
 	m.podWorker.WithLabelValues(operation).Observe(took.Seconds())
+}
+
+// preempted counts one pod stopped to admit a critical pod
+// (pods.Deps.Preempted).
+func (m *nodeMetrics) preempted(signal string) {
+	m.preemptions.WithLabelValues(signal).Inc()
 }
 
 // apiRequest counts one request to the API server (cluster.Connection.Observe).
@@ -126,7 +135,7 @@ func (m *nodeMetrics) podStarted(total, sli time.Duration) {
 func (m *nodeMetrics) registry(cache *pleg.Cache, components ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.relist, m.relistInterval, m.podWorker, m.podStart, m.podStartSLI, m.runtimeOps, m.runtimeDuration, m.runtimeErrors,
-		m.kernelOOMKills, m.apiRequests, m.clientRenewErrors, m.serverRenewErrors,
+		m.kernelOOMKills, m.apiRequests, m.preemptions, m.clientRenewErrors, m.serverRenewErrors,
 		m.startedPods, m.startedPodsErrors, m.startedUsernsPods, m.startedUsernsPodsErrors)
 	reg.MustRegister(nodeNameCollector(m.nodeName), certTTLCollector{m})
 	reg.MustRegister(components...)

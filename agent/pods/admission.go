@@ -72,7 +72,7 @@ func admit(pod *corev1.Pod, admitted []*corev1.Pod, maxPods int, allocatable, ex
 func (m *Manager) admitLocked(p *corev1.Pod, extended corev1.ResourceList) *Rejection {
 	checks := []func() *Rejection{
 		func() *Rejection { return m.admitCPUsLocked(p) },
-		func() *Rejection { return admit(p, m.admittedLocked(), m.opts.MaxPods, m.opts.Allocatable, extended) },
+		func() *Rejection { return m.admitResourcesLocked(p, extended) },
 		func() *Rejection { return osAdmit(p) },
 		func() *Rejection { return supplementalGroupsAdmit(p, m.opts.StrictSupplementalGroups) },
 		func() *Rejection { return sysctlAdmit(p, m.opts.AllowedUnsafeSysctls) },

@@ -64,6 +64,7 @@ type Manager struct {
 	pullSlot     chan struct{} // nil: pulls run in parallel
 	housekeeping time.Duration
 	allocated    *allocation.Store // what admitted pods' containers hold (resizeadmit.go)
+	preempted    func(signal string)
 
 	mu       sync.Mutex
 	ctx      context.Context // the agent's lifetime; set by Run
@@ -75,6 +76,7 @@ type Manager struct {
 	goneTold map[types.UID]bool // deleted pods Gone was told about
 	removed  map[types.UID]removedPod
 	desired  map[types.UID]*corev1.Pod // specs whose resize waits (PodResizePending)
+	preempt  preemptions
 	wg       sync.WaitGroup
 
 	// sweeping: a goroutine removes set-aside pod directories; only it
@@ -118,7 +120,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 	files := nodeFiles{root: layout.Root(opts.RootDir), volumes: vols}
 	return &Manager{
 		pullSlot: pullSlot,
-		opts:     opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, onPodSynced: deps.PodSynced, onSandbox: deps.SandboxCreated, gone: deps.Gone, devices: deps.Devices, cpus: deps.CPUs, cpuPool: notify.NewSet[string](), killPod: deps.KillPod, clock: deps.Clock,
+		opts:     opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, onPodSynced: deps.PodSynced, onSandbox: deps.SandboxCreated, gone: deps.Gone, devices: deps.Devices, cpus: deps.CPUs, cpuPool: notify.NewSet[string](), killPod: deps.KillPod, clock: deps.Clock, preempted: deps.Preempted,
 		log: deps.Log,
 		configs: criconfig.New(criconfig.Options{
 			NodeName: opts.NodeName, NodeIP: opts.NodeIP, PodLogsDir: opts.PodLogsDir,
@@ -327,12 +329,14 @@ func (m *Manager) apply(u source.Update, complete bool) {
 			}
 		}
 		if r != nil {
+			delete(m.preempt.planned, p.UID)
 			m.releaseCPUsLocked(p.UID)
 			delete(m.desired, p.UID)
 			m.rejected[p.UID] = true
 			m.rejectLocked(p, r)
 			continue
 		}
+		m.preemptPlannedLocked(p)
 		m.allocateLocked(p)
 		m.pods[p.UID] = p
 		changed = true
@@ -373,8 +377,10 @@ func (m *Manager) goneLocked(p *corev1.Pod) {
 
 func (m *Manager) admittedLocked() []*corev1.Pod {
 	out := make([]*corev1.Pod, 0, len(m.pods))
-	for _, p := range m.pods {
-		out = append(out, p)
+	for uid, p := range m.pods {
+		if !m.leavingLocked(uid) {
+			out = append(out, p)
+		}
 	}
 	return out
 }
@@ -432,6 +438,7 @@ func (m *Manager) workerDone(w *worker) {
 		delete(m.workers, w.uid)
 		m.probes.RemovePod(w.uid, false)
 		m.volumes.Forget(w.uid)
+		m.victimStoppedLocked(w.uid)
 	}
 	// Pods that waited for this one (same UID re-added, or same full name)
 	// may start now.
@@ -444,16 +451,14 @@ func (m *Manager) workerDone(w *worker) {
 // a pod of the same full name is still terminating: as the kubelet does
 // for static pods, an edited manifest's new pod waits for the old one.
 func (m *Manager) startIfFreeLocked(p *corev1.Pod) {
-	if m.workers[p.UID] != nil {
+	if m.workers[p.UID] != nil || m.waitsForVictimsLocked(p) {
 		return
 	}
 	for _, w := range m.workers {
 		if w.pod != nil && w.pod.Namespace == p.Namespace && w.pod.Name == p.Name && w.isTerminating() {
 			if _, listed := m.store.Get(p.UID); !listed {
 				m.log.Info("pod waits for its predecessor of the same name to terminate", "pod", fullName(p), "pod_uid", p.UID, "predecessor", w.uid)
-				waiting := p.DeepCopy()
-				waiting.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: qos.Class(p), HostIP: m.opts.NodeIP}
-				m.store.Set(waiting)
+				m.store.Set(pendingCopy(p, m.opts.NodeIP))
 			}
 			return
 		}

@@ -122,6 +122,9 @@ type Deps struct {
 	// by the kubelet's operation type: create (the first), update (a new
 	// spec), sync, kill (termination).
 	PodSynced func(operation string, took time.Duration)
+	// Preempted, if set, is told of each pod stopped to admit a critical
+	// pod, with the first resource it lacked (kubelet_preemptions).
+	Preempted func(signal string)
 	// SandboxCreated, if set, is told of each sandbox the agent tries to
 	// create: whether the pod has a user namespace, whether the sandbox
 	// failed, and whether anything of that sync failed (the kubelet's

@@ -333,6 +333,30 @@ func TestDisruptionTargetCondition(t *testing.T) {
 	}
 }
 
+// A pod the node stopped is Succeeded once every container exited 0, as
+// the kubelet's getPhase of a terminal pod (the preempted pause pods of
+// the upstream CriticalPod specs); Failed with the reason otherwise, and
+// always for a static pod.
+func TestNodeStoppedPodPhaseFollowsExits(t *testing.T) {
+	preempted := &terminalReason{Reason: "Preempting", Message: "Preempted in order to admit critical pod", Disruption: "Pod was preempted by Kubelet to accommodate a critical pod.", ByExits: true}
+	phase := func(pod *corev1.Pod, exit int32) corev1.PodStatus {
+		rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()},
+			Containers: []*runtimeapi.ContainerStatus{record("a", runtimeapi.ContainerState_CONTAINER_EXITED, exit, "0", t0)}}
+		return computeStatus(statusInput{pod: pod, rt: rt, startTime: metav1.NewTime(t0), now: t0, terminal: preempted})
+	}
+	api := testPod(corev1.RestartPolicyAlways, "a")
+	api.Annotations = map[string]string{manifest.AnnotationConfigSource: source.SourceAPI}
+	if st := phase(api, 0); st.Phase != corev1.PodSucceeded || st.Reason != "" {
+		t.Errorf("exit 0: %s %q, want Succeeded without a reason", st.Phase, st.Reason)
+	}
+	if st := phase(api, 143); st.Phase != corev1.PodFailed || st.Reason != "Preempting" {
+		t.Errorf("exit 143: %s %q, want Failed Preempting", st.Phase, st.Reason)
+	}
+	if st := phase(testPod(corev1.RestartPolicyAlways, "a"), 0); st.Phase != corev1.PodFailed {
+		t.Errorf("a static pod: %s, want Failed", st.Phase)
+	}
+}
+
 func TestTerminationMessage(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "msg")

@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"nodeagent/internal/qos"
 )
 
 // Named is the admitted pod namespace/name.
@@ -67,16 +69,29 @@ func (m *Manager) Active() []*corev1.Pod {
 	defer m.mu.Unlock()
 	out := make([]*corev1.Pod, 0, len(m.pods))
 	for uid, p := range m.pods {
-		w := m.workers[uid]
-		if w == nil || w.isTerminating() || w.evicting() {
-			continue
+		if m.workers[uid] != nil && !m.leavingLocked(uid) {
+			out = append(out, p)
 		}
-		if phase, ok := m.store.Phase(uid); ok && (phase == corev1.PodSucceeded || phase == corev1.PodFailed) {
-			continue
-		}
-		out = append(out, p)
 	}
 	return out
+}
+
+// leavingLocked reports whether an admitted pod is on its way out:
+// stopping, stopped by the node, or finished. Admission and the QoS
+// cgroups count only the others, as the kubelet's active pods.
+func (m *Manager) leavingLocked(uid types.UID) bool {
+	if w := m.workers[uid]; w != nil && (w.isTerminating() || w.evicting()) {
+		return true
+	}
+	phase, ok := m.store.Phase(uid)
+	return ok && terminalPhase(phase)
+}
+
+// pendingCopy is the status of an admitted pod whose start waits.
+func pendingCopy(p *corev1.Pod, nodeIP string) *corev1.Pod {
+	waiting := p.DeepCopy()
+	waiting.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: qos.Class(p), HostIP: nodeIP}
+	return waiting
 }
 
 // ReclaimContainers is the dead-container half of the reclaim that comes

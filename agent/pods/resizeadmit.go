@@ -122,8 +122,8 @@ func (m *Manager) resizeVerdictLocked(p *corev1.Pod) (string, string) {
 		return corev1.PodReasonInfeasible, msg
 	}
 	var others []*corev1.Pod
-	for uid, o := range m.pods {
-		if uid != p.UID {
+	for _, o := range m.admittedLocked() {
+		if o.UID != p.UID {
 			others = append(others, o)
 		}
 	}

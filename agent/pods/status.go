@@ -12,6 +12,7 @@ import (
 
 	"nodeagent/agent/pleg"
 	"nodeagent/agent/pods/criconfig"
+	"nodeagent/agent/source"
 	"nodeagent/cgroups"
 	"nodeagent/cri"
 	"nodeagent/internal/qos"
@@ -28,6 +29,11 @@ type terminalReason struct {
 	Reason, Message string
 	// Disruption is the DisruptionTarget condition's message ("": none).
 	Disruption string
+	// ByExits: the node stopped the pod (eviction, preemption, shutdown),
+	// so once nothing runs its phase follows the exits, as the kubelet's
+	// getPhase of a terminal pod: Succeeded, without the reason, when
+	// every container exited 0 (not for static pods, kubernetes#116484).
+	ByExits bool
 }
 
 // statusInput is everything a pod's status is computed from.
@@ -126,8 +132,15 @@ func computeStatus(in statusInput) corev1.PodStatus {
 	if in.stopped {
 		endStates(pod, &st)
 	}
-	if in.terminal != nil {
-		st.Phase, st.Reason, st.Message = corev1.PodFailed, in.terminal.Reason, in.terminal.Message
+	if t := in.terminal; t != nil {
+		switch {
+		case t.ByExits && terminalPhase(in.previous.Phase):
+			st.Phase, st.Reason, st.Message = in.previous.Phase, in.previous.Reason, in.previous.Message // decided once
+		case t.ByExits && source.FromAPI(pod) && endedInSuccess(&st):
+			st.Phase, st.Reason, st.Message = corev1.PodSucceeded, "", ""
+		default:
+			st.Phase, st.Reason, st.Message = corev1.PodFailed, t.Reason, t.Message
+		}
 	}
 	// A pod that ended keeps the IP it had, its sandbox stopped or not, as
 	// the kubelet's terminal status does.
@@ -497,4 +510,19 @@ func podInitialized(pod *corev1.Pod, st *corev1.PodStatus) bool {
 		}
 	}
 	return false
+}
+
+// endedInSuccess: nothing runs and every app container exited 0.
+func endedInSuccess(st *corev1.PodStatus) bool {
+	for _, cs := range st.InitContainerStatuses {
+		if cs.State.Running != nil {
+			return false
+		}
+	}
+	for _, cs := range st.ContainerStatuses {
+		if t := cs.State.Terminated; t == nil || t.ExitCode != 0 {
+			return false
+		}
+	}
+	return len(st.ContainerStatuses) > 0
 }

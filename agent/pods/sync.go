@@ -33,7 +33,7 @@ func (w *worker) sync(ctx context.Context) time.Duration {
 	f := w.failure
 	w.mu.Unlock()
 	if f != nil && w.failed == nil {
-		w.failed = &terminalReason{Reason: f.Reason, Message: f.Message, Disruption: f.Disruption}
+		w.failed = &terminalReason{Reason: f.Reason, Message: f.Message, Disruption: f.Disruption, ByExits: true}
 		w.stopGrace = &f.grace
 		w.log.Warn("pod stopped by the node", "reason", f.Reason, "message", f.Message, "grace_seconds", f.grace)
 		if f.Event != "" && w.pod != nil {
@@ -191,9 +191,12 @@ func (w *worker) finish(ctx context.Context, rt *pleg.PodRuntime) time.Duration 
 			retry = time.Second
 		}
 	}
-	if !hasRunning(rt) && w.m.cpus != nil {
-		// As the kubelet drops a terminal pod's CPUs: nothing of it runs.
-		w.m.cpus.Release(w.uid)
+	if !hasRunning(rt) {
+		w.m.victimStopped(w.uid) // a critical pod that preempted it may start
+		if w.m.cpus != nil {
+			// As the kubelet drops a terminal pod's CPUs: nothing of it runs.
+			w.m.cpus.Release(w.uid)
+		}
 	}
 	if !w.volumesReleased && !hasRunning(rt) {
 		// As the kubelet tears down a terminated pod's volumes: an
