@@ -290,8 +290,7 @@ func (a *Agent) reload(p *parts) {
 		a.log.Error("config reload refused; the running configuration stays", "err", err)
 		return
 	}
-	high, low := eff.ImageGCThresholds()
-	p.imageGC.SetPolicy(images.Policy{HighThresholdPercent: high, LowThresholdPercent: low, MinAge: eff.ImageMinimumGCAge.Duration})
+	p.imageGC.SetPolicy(imageGCPolicy(eff))
 	p.rotator.SetLimits(eff.LogMaxSize(), eff.LogMaxFiles())
 	a.effective.Store(eff)
 	a.log.Info("config reloaded", "file", cur.File, "applied", reloadable)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"nodeagent/agent/config"
 	"nodeagent/agent/devices"
 	"nodeagent/agent/events"
 	"nodeagent/agent/images"
@@ -349,13 +350,17 @@ func (a *Agent) buildPods(ctx context.Context, p *parts) error {
 	return nil
 }
 
+// imageGCPolicy is the config's image GC settings.
+func imageGCPolicy(cfg *config.Config) images.Policy {
+	high, low := cfg.ImageGCThresholds()
+	return images.Policy{HighThresholdPercent: high, LowThresholdPercent: low, MinAge: cfg.ImageMinimumGCAge.Duration, MaxAge: cfg.ImageMaximumGCAge.Duration}
+}
+
 // buildHousekeeping makes image GC, log rotation and the eviction
 // manager, which reclaims through the first two.
 func (a *Agent) buildHousekeeping(ctx context.Context, p *parts) error {
 	cfg, log := a.cfg, a.log
-	high, low := cfg.ImageGCThresholds()
-	p.imageGC = images.NewGC(p.rt, images.Policy{HighThresholdPercent: high, LowThresholdPercent: low, MinAge: cfg.ImageMinimumGCAge.Duration},
-		sandboxImage(p.rtStatus.Info), a.opts.Clock, log.With("component", "images"))
+	p.imageGC = images.NewGC(p.rt, imageGCPolicy(cfg), sandboxImage(p.rtStatus.Info), a.opts.Clock, log.With("component", "images"))
 	p.imageGC.OnPresent(p.pulled.Prune)
 	p.rotator = logs.NewRotator(p.rt, p.cache, cfg.LogMaxSize(), cfg.LogMaxFiles(), a.opts.Clock, log.With("component", "logs"))
 	p.evictor = eviction.NewManager(eviction.Options{

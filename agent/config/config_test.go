@@ -106,6 +106,8 @@ func TestErrorsNameFieldAndValue(t *testing.T) {
 		{"crashLoopBackOff:\n  maxContainerRestartPeriod: 500ms\n", `crashLoopBackOff.maxContainerRestartPeriod: invalid value "500ms"`},
 		{"imageGCHighThresholdPercent: 101\n", `imageGCHighThresholdPercent: invalid value "101"`},
 		{"imageGCHighThresholdPercent: 50\nimageGCLowThresholdPercent: 60\n", `imageGCLowThresholdPercent: invalid value "60": must be between 0 and 100 and below imageGCHighThresholdPercent (50)`},
+		{"imageMaximumGCAge: 1m\nimageMinimumGCAge: 2m\n", `imageMaximumGCAge: invalid value "1m0s": must be greater than imageMinimumGCAge (2m0s)`},
+		{"imageMaximumGCAge: -1m\n", `imageMaximumGCAge: invalid value "-1m0s": must be >= 0`},
 		{"containerLogMaxSize: huge\n", `containerLogMaxSize: invalid value "huge"`},
 		{"containerLogMaxFiles: 1\n", `containerLogMaxFiles: invalid value "1": must be >= 2`},
 		{"containerLogMonitorInterval: 0s\n", `containerLogMonitorInterval: invalid value "0s"`},

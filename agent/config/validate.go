@@ -143,6 +143,11 @@ func (c *Config) Validate() error {
 	if c.ImageMinimumGCAge.Duration < 0 {
 		bad("imageMinimumGCAge", c.ImageMinimumGCAge.Duration, "must be >= 0")
 	}
+	if maxAge := c.ImageMaximumGCAge.Duration; maxAge < 0 {
+		bad("imageMaximumGCAge", maxAge, "must be >= 0")
+	} else if maxAge > 0 && maxAge <= c.ImageMinimumGCAge.Duration {
+		bad("imageMaximumGCAge", maxAge, fmt.Sprintf("must be greater than imageMinimumGCAge (%v)", c.ImageMinimumGCAge.Duration))
+	}
 	if c.ContainerLogMaxFiles != nil && *c.ContainerLogMaxFiles < 2 {
 		bad("containerLogMaxFiles", *c.ContainerLogMaxFiles, "must be >= 2")
 	}
@@ -234,7 +239,7 @@ func (c *Config) validateCluster() []error {
 // Reloadable are the honoured fields a running agent takes on SIGHUP; the
 // others need a restart.
 var Reloadable = []string{
-	"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
+	"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "imageMaximumGCAge",
 	"containerLogMaxSize", "containerLogMaxFiles",
 }
 

@@ -1,20 +1,25 @@
 // Package images garbage-collects the runtime's unused images as the
-// kubelet's image manager does: when the image filesystem is fuller than
-// the high threshold, the least recently used images that no container
-// uses and that are old enough are removed until usage is back at the low
-// threshold. The sandbox (pause) image and pinned images are never removed.
+// kubelet's image manager does: images unused for longer than the maximum
+// age go first (imageMaximumGCAge); then, when the image filesystem is
+// fuller than the high threshold, the least recently used images that no
+// container uses and that are old enough are removed until usage is back
+// at the low threshold. The sandbox (pause) image and pinned images are
+// never removed.
 package images
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
@@ -36,6 +41,10 @@ type Policy struct {
 	HighThresholdPercent int           // imageGCHighThresholdPercent
 	LowThresholdPercent  int           // imageGCLowThresholdPercent
 	MinAge               time.Duration // imageMinimumGCAge
+	// MaxAge is imageMaximumGCAge: an image unused that long is removed
+	// whatever the usage (0: never). Not before MaxAge after the agent
+	// started, which has not seen the images used before.
+	MaxAge time.Duration
 }
 
 // Period is how often the kubelet checks (ImageGCPeriod).
@@ -49,6 +58,10 @@ type GC struct {
 	clock   clock.WithTicker
 	log     *slog.Logger
 	statfs  func(path string) (capacity, available uint64, err error)
+	began   time.Time // when the records began: ages count from here
+	// collected counts removals by reason (age, space), as the kubelet's
+	// kubelet_image_garbage_collected_total.
+	collected *prometheus.CounterVec
 
 	mu      sync.Mutex         // one collection at a time (periodic or for eviction)
 	records map[string]*record // by image ID
@@ -72,8 +85,13 @@ type record struct {
 
 // NewGC returns an image collector.
 func NewGC(rt Runtime, policy Policy, sandboxImage string, clk clock.WithTicker, log *slog.Logger) *GC {
-	return &GC{rt: rt, policy: policy, sandbox: sandboxImage, clock: clk, log: log, records: map[string]*record{}, statfs: room}
+	return &GC{rt: rt, policy: policy, sandbox: sandboxImage, clock: clk, log: log, records: map[string]*record{}, statfs: room, began: clk.Now(),
+		collected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kubelet_image_garbage_collected_total",
+			Help: "Total number of images garbage collected by the kubelet, whether through disk usage or image age."}, []string{"reason"})}
 }
+
+// Metrics is the collector of the removals.
+func (g *GC) Metrics() prometheus.Collector { return g.collected }
 
 // room is a filesystem's capacity and available bytes.
 func room(path string) (capacity, available uint64, err error) {
@@ -107,6 +125,11 @@ func (g *GC) Once(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	old, err := g.freeOld(ctx, images, inUse, now)
+	if err != nil {
+		return old, err
+	}
+	images = slices.DeleteFunc(images, func(img *runtimeapi.Image) bool { return g.records[img.Id] == nil })
 	fss, err := g.rt.ImageFsInfo(ctx)
 	if err != nil || len(fss) == 0 {
 		return nil, fmt.Errorf("image filesystem info: %v", err)
@@ -121,12 +144,51 @@ func (g *GC) Once(ctx context.Context) ([]string, error) {
 	}
 	usage := int(100 - available*100/capacity)
 	if usage < g.policy.HighThresholdPercent {
-		return nil, nil
+		return old, nil
 	}
 	toFree := int64(capacity*uint64(100-g.policy.LowThresholdPercent)/100) - int64(available)
 	g.log.Info("image filesystem above the high threshold; removing unused images",
 		"usage_percent", usage, "high_threshold", g.policy.HighThresholdPercent, "bytes_to_free", toFree)
-	return g.free(ctx, images, inUse, toFree, now)
+	removed, err := g.free(ctx, images, inUse, toFree, now)
+	return append(old, removed...), err
+}
+
+// freeOld removes the images unused for longer than MaxAge (the kubelet's
+// freeOldImages; the minimum age does not apply), once the agent has
+// watched that long.
+func (g *GC) freeOld(ctx context.Context, images []*runtimeapi.Image, inUse map[string]bool, now time.Time) ([]string, error) {
+	maxAge := g.policy.MaxAge
+	if maxAge <= 0 || now.Sub(g.began) <= maxAge {
+		return nil, nil
+	}
+	var removed []string
+	var errs []error
+	for _, img := range images {
+		if r := g.records[img.Id]; g.used(img, inUse) || now.Sub(r.lastUsed) <= maxAge {
+			continue
+		}
+		ref := imageRef(img)
+		if err := g.rt.RemoveImage(ctx, img.Id); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", ref, err))
+			continue
+		}
+		g.log.Info("removed an image unused for longer than imageMaximumGCAge", "image", ref, "max_age", maxAge)
+		g.collected.WithLabelValues("age").Inc()
+		removed = append(removed, ref)
+		delete(g.records, img.Id)
+	}
+	if len(errs) > 0 {
+		return removed, fmt.Errorf("wanted to free images older than %v, encountered errors in image deletion: %w", maxAge, errors.Join(errs...))
+	}
+	return removed, nil
+}
+
+// imageRef names an image in logs: its first tag, else its ID.
+func imageRef(img *runtimeapi.Image) string {
+	if len(img.RepoTags) > 0 {
+		return img.RepoTags[0]
+	}
+	return img.Id
 }
 
 // DeleteUnused removes every unused image old enough, whatever the
@@ -228,15 +290,13 @@ func (g *GC) free(ctx context.Context, images []*runtimeapi.Image, inUse map[str
 		if freed >= toFree {
 			break
 		}
-		ref := img.Id
-		if len(img.RepoTags) > 0 {
-			ref = img.RepoTags[0]
-		}
+		ref := imageRef(img)
 		if err := g.rt.RemoveImage(ctx, img.Id); err != nil {
 			g.log.Warn("remove image", "image", ref, "err", err)
 			continue
 		}
 		g.log.Info("removed unused image", "image", ref, "bytes", img.Size)
+		g.collected.WithLabelValues("space").Inc()
 		freed += int64(img.Size)
 		removed = append(removed, ref)
 		delete(g.records, img.Id)

@@ -10,6 +10,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"nodeagent/cri/critest"
 )
 
@@ -67,5 +69,39 @@ func TestGCRemovesLeastRecentlyUsedUnusedImages(t *testing.T) {
 		if id == "sha256:pause" || id == "sha256:used" || id == "sha256:fresh" {
 			t.Errorf("removed %s: the sandbox image, an image in use and a new image must stay", id)
 		}
+	}
+}
+
+// imageMaximumGCAge: an image unused for longer goes whatever the disk's
+// usage and the minimum age, but not before the agent has watched that
+// long (it has not seen the images used before it started).
+func TestGCRemovesImagesUnusedLongerThanMaxAge(t *testing.T) {
+	rt := critest.New()
+	for _, i := range []*runtimeapi.Image{img("sha256:pause", "registry/pause:1", 100), img("sha256:used", "registry/app:1", 100),
+		img("sha256:left", "registry/left:1", 100), img("sha256:idle", "registry/idle:1", 100)} {
+		rt.PutImage(i)
+	}
+	rt.PutContainer(&runtimeapi.ContainerStatus{Id: "app", ImageRef: "sha256:used"})
+	rt.PutContainer(&runtimeapi.ContainerStatus{Id: "was", ImageRef: "sha256:left"})
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	g := NewGC(rt, Policy{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: time.Hour, MaxAge: time.Minute}, "registry/pause:1", clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	g.statfs = func(string) (uint64, uint64, error) { return 1000, 900, nil } // 10% full
+
+	clk.Step(50 * time.Second)
+	if removed, err := g.Once(context.Background()); err != nil || len(removed) != 0 {
+		t.Fatalf("within MaxAge of the start: removed %v (%v)", removed, err)
+	}
+	rt.DeleteContainer("was")
+	clk.Step(20 * time.Second) // 70 s after the start: "idle" was never seen used, "left" 20 s ago
+	if removed, err := g.Once(context.Background()); err != nil || len(removed) != 1 || removed[0] != "registry/idle:1" {
+		t.Errorf("removed %v (%v), want only the image never used", removed, err)
+	}
+	clk.Step(time.Minute)
+	if removed, err := g.Once(context.Background()); err != nil || len(removed) != 1 || removed[0] != "registry/left:1" {
+		t.Errorf("removed %v (%v), want the image left a minute ago", removed, err)
+	}
+	var m dto.Metric
+	if g.collected.WithLabelValues("age").Write(&m); m.GetCounter().GetValue() != 2 {
+		t.Errorf("kubelet_image_garbage_collected_total{reason=age} = %v, want 2", m.GetCounter().GetValue())
 	}
 }

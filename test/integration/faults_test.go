@@ -147,13 +147,13 @@ func TestContainerdRestartIsRiddenOut(t *testing.T) {
 	}
 }
 
-func TestImageGCRemovesOnlyUnusedImages(t *testing.T) {
-	ctx := context.Background()
-	pause := envOr("PAUSE_IMAGE", "127.0.0.1:5050/nodeagent/pause:1.0")
-	// The victim is the pause image with a label of its own: a plain copy
-	// would share the pause image's ID, and so its protection.
+// pushVictim pushes a copy of the pause image with a label of its own to
+// the local registry, for image GC to remove: a plain copy would share the
+// pause image's ID, and so its protection.
+func pushVictim(t *testing.T) string {
+	t.Helper()
 	victim := "127.0.0.1:5050/nodeagent/gc-victim:" + randomHex(3)
-	base, err := crane.Pull(pause, crane.Insecure)
+	base, err := crane.Pull(envOr("PAUSE_IMAGE", "127.0.0.1:5050/nodeagent/pause:1.0"), crane.Insecure)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +167,46 @@ func TestImageGCRemovesOnlyUnusedImages(t *testing.T) {
 	if err := crane.Push(distinct, victim, crane.Insecure); err != nil {
 		t.Fatalf("push %s: %v", victim, err)
 	}
+	return victim
+}
+
+// imageMaximumGCAge: an image unused that long goes though the disk is
+// far below the threshold, and not before the agent has run that long.
+func TestImageGCRemovesImagesUnusedPastMaxAge(t *testing.T) {
+	ctx := context.Background()
+	victim := pushVictim(t)
+	n := newNode(t, "imageMaximumGCAge: 8s\nimageMinimumGCAge: 1s\n")
+	if _, err := n.cri.PullImage(ctx, victim, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	n.args = []string{"--image-gc-period", "1s"}
+	n.writeManifest("user.yaml", podManifest("user", ""))
+	n.start()
+	started := time.Now()
+	n.waitRunning("user")
+	n.eventually("the image unused past imageMaximumGCAge removed", 30*time.Second, func() error {
+		img, err := n.cri.ImageStatus(ctx, victim)
+		if err != nil || img != nil {
+			return fmt.Errorf("still present (%v)", err)
+		}
+		return nil
+	})
+	if took := time.Since(started); took < 8*time.Second {
+		t.Errorf("removed %v after the start, before imageMaximumGCAge", took)
+	}
+	if img, err := n.cri.ImageStatus(ctx, testImage); err != nil || img == nil {
+		t.Errorf("%s, in use, was removed", testImage)
+	}
+	// Other unused images of the shared runtime go too.
+	if v, _ := metricValue(n.metricFamilies(), "kubelet_image_garbage_collected_total", "reason=age"); v < 1 {
+		t.Errorf("kubelet_image_garbage_collected_total{reason=age} = %v, want at least 1", v)
+	}
+}
+
+func TestImageGCRemovesOnlyUnusedImages(t *testing.T) {
+	ctx := context.Background()
+	pause := envOr("PAUSE_IMAGE", "127.0.0.1:5050/nodeagent/pause:1.0")
+	victim := pushVictim(t)
 	// imageMinimumGCAge: 0s would mean the kubelet's default (2m), as in
 	// the kubelet: 1ns is "no minimum age".
 	n := newNode(t, "imageGCHighThresholdPercent: 1\nimageGCLowThresholdPercent: 0\nimageMinimumGCAge: 1ns\n")
