@@ -11,12 +11,15 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
+	"nodeagent/e2e/standin"
 	"nodeagent/internal/cli"
 )
 
@@ -65,7 +68,36 @@ its first run, and exits non-zero when a run fails or a verdict does.
 nodectl conformance and nodectl experiment run this command with the same arguments.
 `
 
-func main() { cli.Exit("nodetest", run(os.Args[1:], os.Stdout)) }
+func main() {
+	// Under the names of the tools the upstream suite runs, the stand-ins.
+	switch filepath.Base(os.Args[0]) {
+	case "systemctl":
+		os.Exit(systemctl(os.Args[1:]))
+	case "sudo":
+		cli.Exit("sudo", standin.Sudo(os.Args[1:]))
+	}
+	cli.Exit("nodetest", run(os.Args[1:], os.Stdout))
+}
+
+// systemctl is the stand-in systemctl, on the unit $NODETEST_UNIT names.
+func systemctl(args []string) int {
+	u, err := standin.LoadUnit(os.Getenv(standin.EnvUnit))
+	if err == nil {
+		err = standin.Systemctl(u, args, os.Stdout)
+	}
+	var exit *standin.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		if exit.Msg != "" {
+			fmt.Fprintln(os.Stderr, exit.Msg)
+		}
+		return exit.Code
+	}
+	fmt.Fprintln(os.Stderr, "systemctl:", err)
+	return 1
+}
 
 // tester is where results go and which agent the suite talks to.
 type tester struct {
