@@ -24,7 +24,7 @@ LDFLAGS  := -X nodeagent/internal/version.Version=$(VERSION)
 export RUNTIME_DIR RUNTIME_RUN_DIR REGISTRY PAUSE_IMAGE TEST_IMAGE BIN_DIR NODE_ADDRESS
 
 .DEFAULT_GOAL := help
-.PHONY: kubelet integration-loaded mixin-series controlplane conformance-upstream conformance-upstream-quick upstream-build cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 test-v2-full vm-image bench lint clean
+.PHONY: kubelet integration-loaded mixin-series controlplane conformance-upstream conformance-upstream-quick conformance-upstream-serial conformance-upstream-serial-quick upstream-build cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 test-v2-full vm-image bench lint clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -85,6 +85,12 @@ conformance-upstream: build runtime-up ## run the upstream [NodeConformance] spe
 
 conformance-upstream-quick: build runtime-up ## the upstream specs CI runs: a named subset of conformance-upstream (hack/upstream.sh QUICK_GROUPS), a few minutes
 	@GO=$(GO) BIN_DIR=$(BIN_DIR) AGENT=$(AGENT) hack/upstream.sh quick
+
+conformance-upstream-serial: build runtime-up ## the upstream [Serial] specs that reconfigure and restart the node (eviction, OOM, PIDs, critical pods, restarts, log rotation, image GC), one at a time, through sudo and systemctl stand-ins (results in bin/conformance-upstream-serial; hours)
+	@GO=$(GO) BIN_DIR=$(BIN_DIR) hack/upstream.sh serial
+
+conformance-upstream-serial-quick: build runtime-up ## the serial specs CI runs: OOMKiller, PodPidsLimit and one memory eviction spec (hack/upstream.sh SERIAL_QUICK)
+	@GO=$(GO) BIN_DIR=$(BIN_DIR) hack/upstream.sh serial-quick
 
 upstream-build: ## build the upstream node e2e suite (e2e_node.test, ginkgo, agnhost) from k8s.io/kubernetes into bin/upstream (hack/e2enode; cached by release)
 	@GO=$(GO) hack/upstream.sh build

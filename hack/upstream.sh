@@ -8,6 +8,13 @@
 #                            and nodeagent joined to them, run the focused
 #                            specs; results in bin/conformance-upstream/
 #   hack/upstream.sh quick   run, on the QUICK subset below (CI runs it)
+#   hack/upstream.sh serial  the [Serial] specs that reconfigure and restart
+#                            the node (eviction, OOM, PIDs, critical pods,
+#                            restarts, log rotation, image GC), one at a
+#                            time, nodeagent driven through the sudo and
+#                            systemctl stand-ins; results in
+#                            bin/conformance-upstream-serial
+#   hack/upstream.sh serial-quick  serial, on the SERIAL_QUICK subset (CI)
 #   hack/upstream.sh kubelet build bin/upstream/kubelet, the real kubelet
 #                            (the peer of make bench; cached likewise)
 #   hack/upstream.sh busybox build bin/upstream/busybox, the images' base
@@ -141,6 +148,52 @@ QUICK_GROUPS=(
 )
 QUICK_SKIP='\[Slow\]'
 
+# SERIAL_FOCUS: the specs that restart the node with another configuration
+# (test/e2e_node/util.go's updateKubeletConfig and restartKubelet), which
+# the stand-ins make possible here.
+SERIAL_FOCUS='\[Feature:Eviction\]|OOMKiller|PodPidsLimit|SystemNodeCriticalPod|CriticalPod|Restart (Kubelet|Container Runtime)|ContainerLogRotation|ImageGarbageCollect|POD Resources API .*podresources metrics|Kubelet Endpoints when config is updated|KubletTLS certificate reload|ReloadKubeletClientCAFileTest|MirrorPod when kubelet restarts|StaticPod when the static pod has .* kubelet restarts|A node running restartable init containers reboots'
+SERIAL_SKIPS=(
+	'\[Feature:NodeSwap\]' "the nodes here have no swap"
+	'\[Flaky\]' "upstream marks it flaky"
+	'Restart Container Runtime Network should recover from ip leak' "kills containerd and expects a supervisor to start it again, which the runtime scripts do not do yet (issue 36)"
+)
+# SERIAL_QUICK: the serial specs CI runs, a few minutes.
+SERIAL_QUICK='OOMKiller \[LinuxOnly\] (single process|init) container|PodPidsLimit|MemoryAllocatableEviction \[Feature:Eviction\]'
+
+# SERIAL_CONFIG: upstream's node e2e eviction settings
+# (test/e2e_node/jenkins/default-kubelet-config.yaml), which the eviction
+# specs are written against.
+SERIAL_CONFIG='evictionPressureTransitionPeriod: 30s
+evictionHard: {memory.available: 250Mi, nodefs.available: 10%, nodefs.inodesFree: 5%}
+evictionMinimumReclaim: {nodefs.available: 5%, nodefs.inodesFree: 5%}
+fileCheckFrequency: 10s
+volumeStatsAggPeriod: 10s'
+
+# serial: the serial specs with the stand-ins on the suite's PATH and the
+# unit they drive; the suite writes its configurations to
+# $OUT/kubelet-config (its working directory), which the unit then starts
+# the agent with.
+serial() {
+	[ "$AGENT" = nodeagent ] || die "serial runs against nodeagent only (the control run needs a real systemd)"
+	RUN_OUT=$HERE/$BIN_DIR/conformance-upstream-serial
+	SKIPS=("${SERIAL_SKIPS[@]}")
+	UPSTREAM_FOCUS=${UPSTREAM_FOCUS:-$SERIAL_FOCUS}
+	UPSTREAM_PROCS=1
+	SUITE_TITLE="upstream serial"
+	EXTRA_CONFIG=$SERIAL_CONFIG
+	local shims=$OUT/standin
+	rm -rf "$shims" && mkdir -p "$shims"
+	ln -s "$HERE/$BIN_DIR/nodetest" "$shims/systemctl"
+	ln -s "$HERE/$BIN_DIR/nodetest" "$shims/sudo"
+	rm -f "$OUT/kubelet-config"
+	SUITE_ENV=(PATH="$shims:$PATH" NODETEST_UNIT="$RUN_OUT/agent/unit.json")
+	run
+}
+
+serial_quick() {
+	UPSTREAM_FOCUS=$SERIAL_QUICK serial
+}
+
 quick() {
 	local groups
 	groups=$(IFS='|'; echo "${QUICK_GROUPS[*]}")
@@ -163,6 +216,9 @@ AGENT_ROOT=/var/lib/kubelet
 TOKEN=nodeagent-upstream-token
 NODE_NAME=${UPSTREAM_NODE:-$(hostname | tr '[:upper:]' '[:lower:]')}
 API=https://127.0.0.1:6443
+SUITE_TITLE="upstream NodeConformance"
+SUITE_ENV=()
+EXTRA_CONFIG=""
 
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root (the agent runs pods)"; }
 
@@ -246,9 +302,16 @@ agent_up() {
 	authorization: {mode: AlwaysAllow}
 	failCgroupV1: false
 	EOF
-	setsid nohup "$HERE/$BIN_DIR/nodeagent" --config "$RUN_OUT/agent/config.yaml" --kubeconfig "$RUN_OUT/agent/kubeconfig" \
-		--hostname-override "$NODE_NAME" --node-ip "$NODE_ADDRESS" --root-dir "$AGENT_ROOT" \
-		--control-socket "$RUN_OUT/agent/control.sock" >"$RUN_OUT/nodeagent.log" 2>&1 </dev/null &
+	[ -n "$EXTRA_CONFIG" ] && printf '%s\n' "$EXTRA_CONFIG" >>"$RUN_OUT/agent/config.yaml"
+	local argv=("$HERE/$BIN_DIR/nodeagent" --config "$RUN_OUT/agent/config.yaml" --kubeconfig "$RUN_OUT/agent/kubeconfig"
+		--hostname-override "$NODE_NAME" --node-ip "$NODE_ADDRESS" --root-dir "$AGENT_ROOT"
+		--control-socket "$RUN_OUT/agent/control.sock")
+	# The unit the stand-ins drive (serial): the same agent, restarted on
+	# the configuration the suite writes.
+	printf '{"name": "kubelet-nodeagent", "argv": [%s], "config": "%s", "pidFile": "%s", "log": "%s"}\n' \
+		"$(printf '"%s",' "${argv[@]}" | sed 's/,$//')" "$OUT/kubelet-config" "$RUN_OUT/nodeagent.pid" "$RUN_OUT/nodeagent.log" \
+		>"$RUN_OUT/agent/unit.json"
+	setsid nohup "${argv[@]}" >"$RUN_OUT/nodeagent.log" 2>&1 </dev/null &
 	echo $! >"$RUN_OUT/nodeagent.pid"
 	wait_node "$RUN_OUT/nodeagent.pid" "$RUN_OUT/nodeagent.log"
 }
@@ -369,7 +432,7 @@ run() {
 	skip=$(skip_regexp)
 	log "running the upstream suite: focus $focus, ${UPSTREAM_PROCS:-4} processes; skipped here:"
 	for ((i = 0; i < ${#SKIPS[@]}; i += 2)); do log "  ${SKIPS[i]}: ${SKIPS[i + 1]}"; done
-	KUBE_TEST_REPO_LIST=$RUN_OUT/repos.yaml "$OUT/ginkgo" --procs="${UPSTREAM_PROCS:-4}" --timeout="${UPSTREAM_TIMEOUT:-90m}" \
+	env "${SUITE_ENV[@]}" KUBE_TEST_REPO_LIST="$RUN_OUT/repos.yaml" "$OUT/ginkgo" --procs="${UPSTREAM_PROCS:-4}" --timeout="${UPSTREAM_TIMEOUT:-90m}" \
 		--focus="$focus" --skip="$skip" --no-color --output-dir="$RUN_OUT/report" \
 		--json-report=report.json --junit-report=junit.xml \
 		"$OUT/e2e_node.test" -- --start-services=false --prepull-images=false \
@@ -377,7 +440,7 @@ run() {
 		--host="$API" --report-dir="$RUN_OUT/report" >"$RUN_OUT/suite.log" 2>&1 || status=$?
 	log "suite finished in $((SECONDS - start)) s (exit $status; log: $RUN_OUT/suite.log)"
 	"$OUT/report" --json "$RUN_OUT/report/report.json" --focus "$focus" --skip "$skip" \
-		--markdown "$RUN_OUT/summary.md"
+		--markdown "$RUN_OUT/summary.md" --title "$SUITE_TITLE"
 }
 
 # shellcheck source=hack/lib.sh
@@ -387,7 +450,9 @@ case "${1:-}" in
 build) build ;;
 run) run ;;
 quick) quick ;;
+serial) serial ;;
+serial-quick) serial_quick ;;
 kubelet) kubelet ;;
 busybox) busybox ;;
-*) echo "usage: $0 build|run|quick|kubelet|busybox" >&2; exit 2 ;;
+*) echo "usage: $0 build|run|quick|serial|serial-quick|kubelet|busybox" >&2; exit 2 ;;
 esac

@@ -31,14 +31,15 @@ func main() {
 	focus := flag.String("focus", `\[NodeConformance\]`, "the run's focus: specs outside it are not counted")
 	skip := flag.String("skip", "", "the run's named skips: counted as skipped")
 	markdown := flag.String("markdown", "", "also write the table and the failures here")
+	title := flag.String("title", "upstream NodeConformance", "the last line's name of the run")
 	flag.Parse()
-	if err := run(*jsonPath, *focus, *skip, *markdown); err != nil {
+	if err := run(*jsonPath, *focus, *skip, *markdown, *title); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(2)
 	}
 }
 
-func run(jsonPath, focus, skip, markdown string) error {
+func run(jsonPath, focus, skip, markdown, title string) error {
 	focusRE, err := regexp.Compile(focus)
 	if err != nil {
 		return fmt.Errorf("--focus: %w", err)
@@ -118,7 +119,7 @@ func run(jsonPath, focus, skip, markdown string) error {
 			fmt.Fprintf(&b, "- %s\n  %s\n", f.name, f.reason)
 		}
 	}
-	last := fmt.Sprintf("upstream NodeConformance: %d passed, %d failed, %d skipped\n", all.passed, all.failed, all.skipped)
+	last := fmt.Sprintf("%s: %d passed, %d failed, %d skipped\n", title, all.passed, all.failed, all.skipped)
 	if markdown != "" {
 		if err := os.WriteFile(markdown, []byte(b.String()+"\n"+last), 0o644); err != nil {
 			return err
