@@ -166,3 +166,18 @@ func TestLoadUnitNamesWhatIsMissing(t *testing.T) {
 		t.Error("a missing unit file loaded")
 	}
 }
+
+// An agent that refuses the suite's configuration exits at once: the
+// restart fails with its last line, and the unit is not running.
+func TestRestartReportsAnAgentThatExitsAtOnce(t *testing.T) {
+	u, _ := testUnit(t)
+	u.Argv = []string{"sh", "-c", `echo "nodeagent: evictionHard.memory.available: invalid value"; exit 1`}
+	var out bytes.Buffer
+	err := Systemctl(u, []string{"restart", "kubelet-nodeagent"}, &out)
+	if err == nil || !strings.Contains(err.Error(), "evictionHard.memory.available: invalid value") {
+		t.Errorf("restart of an agent that exits at once: %v", err)
+	}
+	if u.Running() {
+		t.Error("the unit runs")
+	}
+}

@@ -137,11 +137,39 @@ func (u *Unit) Start() error {
 		return fmt.Errorf("start %s: %w", u.Service(), err)
 	}
 	pid := cmd.Process.Pid
-	cmd.Process.Release()
 	if err := os.MkdirAll(filepath.Dir(u.PIDFile), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(u.PIDFile, []byte(strconv.Itoa(pid)+"\n"), 0o644)
+	if err := os.WriteFile(u.PIDFile, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+		return err
+	}
+	// An agent that refuses its configuration exits at once with one line
+	// naming the field: the start fails with it, so the spec does too.
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		return fmt.Errorf("%s exited at once (%v): %s", u.Service(), err, lastLine(u.Log))
+	case <-time.After(startCheck):
+		return nil
+	}
+}
+
+// startCheck is how long Start watches the agent for an exit at once.
+const startCheck = 2 * time.Second
+
+// lastLine is the last line of a file, bounded.
+func lastLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	last := lines[len(lines)-1]
+	if len(last) > 500 {
+		last = last[:500] + "..."
+	}
+	return last
 }
 
 // Signal sends sig to the agent, if it runs.
