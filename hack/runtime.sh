@@ -7,6 +7,7 @@
 #   hack/runtime.sh up       start registry + containerd, push images (idempotent)
 #   hack/runtime.sh down     stop containerd and registry (pods keep running)
 #   hack/runtime.sh status   say what is running
+#   hack/runtime.sh supervise  (up runs it) containerd, restarted when it exits
 #
 # Settings come from the environment (the Makefile sets them all).
 set -euo pipefail
@@ -127,13 +128,18 @@ containerd_up() {
 	render "$HERE/deploy/containerd/config.toml.in" "$ROOT_DIR/containerd.toml.new"
 	if alive "$RUN_DIR/containerd.pid" && ! cmp -s "$ROOT_DIR/containerd.toml.new" "$ROOT_DIR/containerd.toml"; then
 		log "containerd config changed; restarting containerd (running pods are kept)"
-		stop "$RUN_DIR/containerd.pid" containerd
+		containerd_down
+	fi
+	if alive "$RUN_DIR/containerd.pid" && ! alive "$RUN_DIR/supervisor.pid"; then
+		log "containerd runs unsupervised (an older runtime-up); restarting it under a supervisor (running pods are kept)"
+		containerd_down
 	fi
 	mv "$ROOT_DIR/containerd.toml.new" "$ROOT_DIR/containerd.toml"
-	if ! alive "$RUN_DIR/containerd.pid"; then
-		log "starting containerd (socket $RUN_DIR/containerd.sock)"
-		setsid nohup "$RUNTIME_BIN/containerd" --config "$ROOT_DIR/containerd.toml" >>"$ROOT_DIR/logs/containerd.log" 2>&1 </dev/null &
-		echo $! >"$RUN_DIR/containerd.pid"
+	if ! alive "$RUN_DIR/supervisor.pid"; then
+		log "starting containerd (socket $RUN_DIR/containerd.sock), restarted whenever it exits"
+		rm -f "$RUN_DIR/containerd.pid"
+		setsid nohup "$HERE/hack/runtime.sh" supervise >>"$ROOT_DIR/logs/containerd.log" 2>&1 </dev/null &
+		echo $! >"$RUN_DIR/supervisor.pid"
 	fi
 	for _ in $(seq 300); do
 		"$RUNTIME_BIN/ctr" --address "$RUN_DIR/containerd.sock" version >/dev/null 2>&1 && return 0
@@ -142,6 +148,29 @@ containerd_up() {
 	done
 	tail -n 20 "$ROOT_DIR/logs/containerd.log" >&2 || true
 	die "containerd did not come up (log: $ROOT_DIR/logs/containerd.log)"
+}
+
+# supervise: containerd in the foreground, started again a second after it
+# exits, as a systemd unit with Restart=always would (the upstream Restart
+# specs SIGKILL it and expect it back); the supervisor's SIGTERM stops it.
+supervise() {
+	local child="" code
+	trap '{ kill "$child" && wait "$child"; } 2>/dev/null || true; rm -f "$RUN_DIR/containerd.pid"; exit 0' TERM INT
+	while :; do
+		"$RUNTIME_BIN/containerd" --config "$ROOT_DIR/containerd.toml" </dev/null &
+		child=$!
+		echo "$child" >"$RUN_DIR/containerd.pid"
+		wait "$child" && code=0 || code=$?
+		log "containerd (pid $child) exited with status $code; starting it again in 1 s"
+		sleep 1
+	done
+}
+
+# containerd_down: the supervisor, then containerd (one started by an
+# older runtime-up has no supervisor).
+containerd_down() {
+	stop "$RUN_DIR/supervisor.pid" "containerd's supervisor" 20
+	stop "$RUN_DIR/containerd.pid" containerd
 }
 
 push_images() {
@@ -177,7 +206,7 @@ up() {
 }
 
 down() {
-	stop "$RUN_DIR/containerd.pid" containerd
+	containerd_down
 	stop "$RUN_DIR/registry.pid" registry
 }
 
@@ -193,5 +222,6 @@ build) build ;;
 up) up ;;
 down) down ;;
 status) status ;;
+supervise) supervise ;;
 *) echo "usage: $0 deps|build|up|down|status" >&2; exit 2 ;;
 esac
