@@ -199,6 +199,7 @@ func (a *Agent) loops(p *parts) []func(context.Context) {
 		},
 		func(ctx context.Context) { p.imageGC.Run(ctx, gcPeriod) },
 		func(ctx context.Context) { p.rotator.Run(ctx, cfg.LogMonitorInterval()) },
+		func(ctx context.Context) { a.runShutdown(ctx, p) },
 		func(ctx context.Context) {
 			for {
 				select {

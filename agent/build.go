@@ -28,6 +28,7 @@ import (
 	"nodeagent/agent/pods"
 	"nodeagent/agent/pods/criconfig"
 	"nodeagent/agent/server"
+	"nodeagent/agent/shutdown"
 	"nodeagent/agent/source"
 	"nodeagent/agent/stats"
 	"nodeagent/agent/status"
@@ -90,6 +91,7 @@ type parts struct {
 	kubelet    *served             // the authenticated server; nil when standalone
 	control    *served             // nil without a control socket
 	pages      *residency.Releaser // nil with --release-binary-pages=false
+	shutdown   *shutdown.Manager   // nil: no graceful node shutdown
 
 	closers []func() // undo what build did, last first
 }
@@ -121,6 +123,7 @@ func (a *Agent) build(ctx context.Context) (*parts, error) {
 		a.buildCluster,      // API-server mode's connection, pod source, status sync, objects
 		a.buildPods,         // relist cache, probes, the pod manager, mirror pods
 		a.buildHousekeeping, // image GC, log rotation, the eviction manager
+		a.buildShutdown,     // graceful node shutdown
 		a.buildSources,      // the first relist, the manifest directory, stats
 		a.buildServers,
 	}
@@ -337,7 +340,7 @@ func (a *Agent) buildPods(ctx context.Context, p *parts) error {
 		Swap:                     p.swap,
 	}, pods.Deps{Runtime: p.rt, Cache: p.cache, Tree: p.tree, Store: p.store, Events: p.recorder, Clock: a.opts.Clock, Log: log.With("component", "pods"),
 		Probes: p.prober, Hooks: hooks, Pressure: p.pressure, Changes: changes, NetworkReady: p.nodeStatus.NetworkError,
-		PodStarted: p.metrics.podStarted, PodSynced: p.metrics.podSynced, Preempted: p.metrics.preempted, SandboxCreated: p.metrics.sandboxCreated, Gone: gone, Objects: objects, Devices: p.devices,
+		PodStarted: p.metrics.podStarted, PodSynced: p.metrics.podSynced, Preempted: p.metrics.preempted, ShuttingDown: func() bool { return p.shutdown.ShuttingDown() }, SandboxCreated: p.metrics.sandboxCreated, Gone: gone, Objects: objects, Devices: p.devices,
 		KillPod: p.killPod(cfg.PerQOS(), a.opts.EvictionGracefulHardMemory), UserNamespaces: usernsPods, PullRecords: p.pulled, CPUs: p.podCPUs(),
 	})
 	if p.cpus != nil {

@@ -29,7 +29,8 @@ const (
 var Honoured = []string{
 	"address", "allowedUnsafeSysctls", "authentication", "authorization", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS", "clusterDNS", "clusterDomain",
 	"containerLogMaxFiles", "containerLogMaxSize", "containerLogMonitorInterval", "containerRuntimeEndpoint", "cpuCFSQuota",
-	"crashLoopBackOff", "healthzBindAddress", "healthzPort", "singleProcessOOMKill", "enableProfilingHandler", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "imageMaximumGCAge", "cpuCFSQuotaPeriod", "enforceNodeAllocatable",
+	"crashLoopBackOff", "healthzBindAddress", "healthzPort", "singleProcessOOMKill", "enableProfilingHandler", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "imageMaximumGCAge", "cpuCFSQuotaPeriod",
+	"shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "shutdownGracePeriodByPodPriority", "enforceNodeAllocatable",
 	"eventRecordQPS", "eventBurst", "evictionHard", "evictionSoft", "featureGates", "evictionSoftGracePeriod", "evictionMaxPodGracePeriod", "evictionMinimumReclaim",
 	"evictionPressureTransitionPeriod", "fileCheckFrequency", "kubeReserved", "maxPods", "memoryThrottlingFactor", "memoryReservationPolicy", "failCgroupV1", "podCIDR", "podLogsDir",
 	"podPidsLimit", "port", "qosReserved", "readOnlyPort", "resolvConf", "rotateCertificates", "serverTLSBootstrap", "runtimeRequestTimeout", "staticPodPath",

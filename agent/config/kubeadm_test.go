@@ -105,12 +105,12 @@ func TestUnhonouredFieldsWarnOnlyWhenTheyAskForSomething(t *testing.T) {
 	if len(cfg.Warnings) > 0 {
 		t.Errorf("zero and kubelet-default values warn: %q", cfg.Warnings)
 	}
-	cfg, err = Load(write(t, header+"hairpinMode: hairpin-veth\nshutdownGracePeriod: 30s\n"))
+	cfg, err = Load(write(t, header+"hairpinMode: hairpin-veth\nmaxOpenFiles: 1000\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	joined := strings.Join(cfg.Warnings, "\n")
-	if len(cfg.Warnings) != 2 || !strings.Contains(joined, `hairpinMode: "hairpin-veth" is not honoured`) || !strings.Contains(joined, `shutdownGracePeriod: "30s" is not honoured`) {
+	if len(cfg.Warnings) != 2 || !strings.Contains(joined, `hairpinMode: "hairpin-veth" is not honoured`) || !strings.Contains(joined, `maxOpenFiles: "1000" is not honoured`) {
 		t.Errorf("warnings = %q", cfg.Warnings)
 	}
 }

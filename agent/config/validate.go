@@ -143,6 +143,21 @@ func (c *Config) Validate() error {
 	if c.ImageMinimumGCAge.Duration < 0 {
 		bad("imageMinimumGCAge", c.ImageMinimumGCAge.Duration, "must be >= 0")
 	}
+	grace, critical := c.ShutdownGracePeriod.Duration, c.ShutdownGracePeriodCriticalPods.Duration
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"shutdownGracePeriod", grace}, {"shutdownGracePeriodCriticalPods", critical}} {
+		if f.d < 0 || (f.d > 0 && f.d < time.Second) {
+			bad(f.name, f.d, "must be either zero or otherwise >= 1 sec")
+		}
+	}
+	if critical > grace {
+		bad("shutdownGracePeriodCriticalPods", critical, fmt.Sprintf("must be <= shutdownGracePeriod (%v)", grace))
+	}
+	if len(c.ShutdownGracePeriodByPodPriority) > 0 && (grace > 0 || critical > 0) {
+		bad("shutdownGracePeriodByPodPriority", len(c.ShutdownGracePeriodByPodPriority), "cannot be given with shutdownGracePeriod or shutdownGracePeriodCriticalPods")
+	}
 	if maxAge := c.ImageMaximumGCAge.Duration; maxAge < 0 {
 		bad("imageMaximumGCAge", maxAge, "must be >= 0")
 	} else if maxAge > 0 && maxAge <= c.ImageMinimumGCAge.Duration {

@@ -29,6 +29,8 @@ type Status struct {
 	readySince  metav1.Time
 	lastReady   bool
 	initialized bool
+	// shuttingDown: graceful node shutdown is stopping the pods.
+	shuttingDown bool
 }
 
 // Facts are what a node is at start.
@@ -102,13 +104,26 @@ func (s *Status) SetRuntime(runtimeErr, networkErr string, now time.Time) (ready
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.runtimeErr, s.networkErr = runtimeErr, networkErr
-	ready = runtimeErr == "" && networkErr == ""
+	ready = runtimeErr == "" && networkErr == "" && !s.shuttingDown
 	changed = !s.initialized || ready != s.lastReady
 	if changed {
 		s.readySince = metav1.NewTime(now)
 	}
 	s.initialized, s.lastReady = true, ready
 	return ready, changed
+}
+
+// SetShuttingDown marks the node shutting down (NotReady, "node is
+// shutting down") or not any more.
+func (s *Status) SetShuttingDown(on bool, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shuttingDown = on
+	ready := s.runtimeErr == "" && s.networkErr == "" && !on
+	if s.initialized && ready != s.lastReady {
+		s.readySince = metav1.NewTime(now)
+	}
+	s.lastReady = ready
 }
 
 // NetworkError is why the runtime's pod network is not ready (nil when it
@@ -142,6 +157,8 @@ func (s *Status) Node(now time.Time) *corev1.Node {
 	switch {
 	case !s.initialized:
 		cond.Status, cond.Reason, cond.Message = corev1.ConditionUnknown, "NodeStatusUnknown", "nodeagent has not checked the runtime yet"
+	case s.shuttingDown:
+		cond.Status, cond.Reason, cond.Message = corev1.ConditionFalse, "KubeletNotReady", "node is shutting down"
 	case s.runtimeErr != "":
 		cond.Status, cond.Reason, cond.Message = corev1.ConditionFalse, "KubeletNotReady", "container runtime is down: "+s.runtimeErr
 	case s.networkErr != "":

@@ -11,9 +11,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	ndf "k8s.io/component-helpers/nodedeclaredfeatures"
 
+	"nodeagent/agent/events"
 	"nodeagent/internal/qos"
 	"nodeagent/internal/sat"
 	"nodeagent/internal/sysctl"
@@ -236,4 +238,33 @@ func sysctlAllowed(name string, patterns []string) bool {
 		}
 	}
 	return false
+}
+
+// admittedLocked are the admitted pods that count: not on their way out.
+func (m *Manager) admittedLocked() []*corev1.Pod {
+	out := make([]*corev1.Pod, 0, len(m.pods))
+	for uid, p := range m.pods {
+		if !m.leavingLocked(uid) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// rejectLocked leaves a refused pod Failed with the reason, as the
+// kubelet's rejectPod, with its event.
+func (m *Manager) rejectLocked(p *corev1.Pod, r *Rejection) {
+	m.log.Warn("pod rejected at admission", "pod", fullName(p), "pod_uid", p.UID, "reason", r.Reason, "message", r.Message)
+	m.events.Event(events.PodRef(p, ""), corev1.EventTypeWarning, r.Reason, "Pod was rejected: "+r.Message)
+	pod := p.DeepCopy()
+	now := metav1.NewTime(m.clock.Now())
+	pod.Status = corev1.PodStatus{
+		Phase:     corev1.PodFailed,
+		Reason:    r.Reason,
+		Message:   "Pod was rejected: " + r.Message,
+		QOSClass:  qos.Class(p),
+		HostIP:    m.opts.NodeIP,
+		StartTime: &now,
+	}
+	m.store.Set(pod)
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -25,7 +24,6 @@ import (
 	"nodeagent/cgroups"
 	"nodeagent/internal/layout"
 	"nodeagent/internal/notify"
-	"nodeagent/internal/qos"
 	"nodeagent/manifest"
 	"nodeagent/probes"
 )
@@ -65,6 +63,7 @@ type Manager struct {
 	housekeeping time.Duration
 	allocated    *allocation.Store // what admitted pods' containers hold (resizeadmit.go)
 	preempted    func(signal string)
+	shuttingDown func() bool // nil: no graceful node shutdown
 
 	mu       sync.Mutex
 	ctx      context.Context // the agent's lifetime; set by Run
@@ -120,7 +119,7 @@ func NewManager(opts Options, deps Deps) *Manager {
 	files := nodeFiles{root: layout.Root(opts.RootDir), volumes: vols}
 	return &Manager{
 		pullSlot: pullSlot,
-		opts:     opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, onPodSynced: deps.PodSynced, onSandbox: deps.SandboxCreated, gone: deps.Gone, devices: deps.Devices, cpus: deps.CPUs, cpuPool: notify.NewSet[string](), killPod: deps.KillPod, clock: deps.Clock, preempted: deps.Preempted,
+		opts:     opts, rt: deps.Runtime, cache: deps.Cache, tree: deps.Tree, store: deps.Store, events: deps.Events, networkReady: deps.NetworkReady, probes: deps.Probes, hooks: deps.Hooks, pressure: deps.Pressure, changes: deps.Changes, podStarted: deps.PodStarted, onPodSynced: deps.PodSynced, onSandbox: deps.SandboxCreated, gone: deps.Gone, devices: deps.Devices, cpus: deps.CPUs, cpuPool: notify.NewSet[string](), killPod: deps.KillPod, clock: deps.Clock, preempted: deps.Preempted, shuttingDown: deps.ShuttingDown,
 		log: deps.Log,
 		configs: criconfig.New(criconfig.Options{
 			NodeName: opts.NodeName, NodeIP: opts.NodeIP, PodLogsDir: opts.PodLogsDir,
@@ -323,6 +322,9 @@ func (m *Manager) apply(u source.Update, complete bool) {
 			r = &Rejection{Reason: "InvalidPodSpec", Message: errs.ToAggregate().Error()}
 		}
 		// Pods the runtime already runs were admitted by an earlier agent.
+		if r == nil && m.shuttingDown != nil && m.shuttingDown() && !running[p.UID] {
+			r = &Rejection{Reason: "NodeShutdown", Message: "Pod was rejected as the node is shutting down."}
+		}
 		if r == nil && m.pressure != nil && !running[p.UID] {
 			if msg := m.pressure.Admit(p); msg != "" {
 				r = &Rejection{Reason: "Evicted", Message: msg}
@@ -373,32 +375,6 @@ func (m *Manager) goneLocked(p *corev1.Pod) {
 	}
 	m.goneTold[p.UID] = true
 	m.gone(p)
-}
-
-func (m *Manager) admittedLocked() []*corev1.Pod {
-	out := make([]*corev1.Pod, 0, len(m.pods))
-	for uid, p := range m.pods {
-		if !m.leavingLocked(uid) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func (m *Manager) rejectLocked(p *corev1.Pod, r *Rejection) {
-	m.log.Warn("pod rejected at admission", "pod", fullName(p), "pod_uid", p.UID, "reason", r.Reason, "message", r.Message)
-	m.events.Event(events.PodRef(p, ""), corev1.EventTypeWarning, r.Reason, "Pod was rejected: "+r.Message)
-	pod := p.DeepCopy()
-	now := metav1.NewTime(m.clock.Now())
-	pod.Status = corev1.PodStatus{
-		Phase:     corev1.PodFailed,
-		Reason:    r.Reason,
-		Message:   "Pod was rejected: " + r.Message,
-		QOSClass:  qos.Class(p),
-		HostIP:    m.opts.NodeIP,
-		StartTime: &now,
-	}
-	m.store.Set(pod)
 }
 
 func (m *Manager) startWorkerLocked(uid types.UID, pod *corev1.Pod) {

@@ -125,6 +125,9 @@ type Deps struct {
 	// Preempted, if set, is told of each pod stopped to admit a critical
 	// pod, with the first resource it lacked (kubelet_preemptions).
 	Preempted func(signal string)
+	// ShuttingDown, if set, says the node is shutting down: new pods are
+	// refused (NodeShutdown).
+	ShuttingDown func() bool
 	// SandboxCreated, if set, is told of each sandbox the agent tries to
 	// create: whether the pod has a user namespace, whether the sandbox
 	// failed, and whether anything of that sync failed (the kubelet's

@@ -145,3 +145,19 @@ func TestCriticalPodPreempts(t *testing.T) {
 		t.Errorf("too big to fit by preemption: %+v", r)
 	}
 }
+
+// While the node shuts down, new pods are refused in the kubelet's words.
+func TestShuttingDownRefusesPods(t *testing.T) {
+	m, store := newTestManager(t, critest.New(), nil)
+	m.shuttingDown = func() bool { return true }
+	p := resourcePod("late", "", "", false)
+	c := &p.Spec.Containers[0]
+	c.ImagePullPolicy, c.TerminationMessagePolicy, c.TerminationMessagePath = corev1.PullIfNotPresent, corev1.TerminationMessageReadFile, "/dev/termination-log"
+	p.Spec.SchedulerName, p.Spec.SecurityContext = "default-scheduler", &corev1.PodSecurityContext{}
+	m.apply(source.Update{Source: source.SourceAPI, Pods: []*corev1.Pod{p}}, true)
+	got, ok := store.Get(p.UID)
+	if !ok || got.Status.Phase != corev1.PodFailed || got.Status.Reason != "NodeShutdown" ||
+		got.Status.Message != "Pod was rejected: Pod was rejected as the node is shutting down." {
+		t.Errorf("status %+v", got.Status)
+	}
+}

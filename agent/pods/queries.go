@@ -76,6 +76,10 @@ func (m *Manager) Active() []*corev1.Pod {
 	return out
 }
 
+// Runs reports whether a container of the pod runs, as the runtime was
+// last seen.
+func (m *Manager) Runs(uid types.UID) bool { return hasRunning(m.cache.Get(uid)) }
+
 // leavingLocked reports whether an admitted pod is on its way out:
 // stopping, stopped by the node, or finished. Admission and the QoS
 // cgroups count only the others, as the kubelet's active pods.
