@@ -10,6 +10,7 @@ import "slices"
 var implementedFeatures = []string{
 	"RestartAllContainersOnContainerExits",    // agent/pods/restartall.go
 	"InPlacePodLevelResourcesVerticalScaling", // agent/pods/resize.go, with pod-level resources
+	"InPlacePodVerticalScalingInitContainers", // agent/pods/resize.go: regular init containers too
 }
 
 // missingFeatures are the framework's features the agent does not
@@ -20,7 +21,6 @@ var missingFeatures = map[string]string{
 	"DRANodeAllocatableResources":                  "dynamic resource allocation",
 	"DRAOptionalNodeOperations":                    "dynamic resource allocation",
 	"ExtendWebSocketsToKubelet":                    "websocket streaming (exec, attach, port-forward) on the kubelet server",
-	"InPlacePodVerticalScalingInitContainers":      "in-place resize of init containers",
 	"InPlacePodVerticalScalingMemoryBackedVolumes": "in-place resize of memory-backed emptyDirs",
 	"UserNamespacesHostNetworkSupport":             "user namespaces with the host network",
 	"VolumeBindMountOptions":                       "bind mount options on volume mounts",

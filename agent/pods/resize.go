@@ -51,7 +51,8 @@ func (r containerResize) cpuChanged() bool {
 func unlimitedAsZero(v int64) int64 { return max(v, 0) }
 
 // resizableContainer is the spec of a container an in-place resize
-// changes: an app container or a sidecar (restartable init container).
+// changes: an app container or an init container (a sidecar, or a regular
+// one while it runs: InPlacePodVerticalScalingInitContainers, 1.37).
 func resizableContainer(pod *corev1.Pod, name string) *corev1.Container {
 	for i := range pod.Spec.Containers {
 		if pod.Spec.Containers[i].Name == name {
@@ -59,11 +60,22 @@ func resizableContainer(pod *corev1.Pod, name string) *corev1.Container {
 		}
 	}
 	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; c.Name == name && qos.IsSidecar(c) {
+		if c := &pod.Spec.InitContainers[i]; c.Name == name {
 			return c
 		}
 	}
 	return nil
+}
+
+// regularInit reports whether c is one of the pod's init containers that
+// is not a sidecar: it is resized in place, never restarted for it.
+func regularInit(pod *corev1.Pod, c *corev1.Container) bool {
+	for i := range pod.Spec.InitContainers {
+		if &pod.Spec.InitContainers[i] == c {
+			return !qos.IsSidecar(c)
+		}
+	}
+	return false
 }
 
 // containerResizes are the running containers whose resources differ
@@ -98,7 +110,7 @@ func (w *worker) containerResizes(pod *corev1.Pod, rt *pleg.PodRuntime) []contai
 // limits differ from those it was created with (a resource that restarts
 // is never changed in place, so creation's values are still its own).
 func (w *worker) needsResizeRestart(pod *corev1.Pod, c *corev1.Container, rec *runtimeapi.ContainerStatus) bool {
-	if !restartsOnResize(c) {
+	if !restartsOnResize(c) || regularInit(pod, c) {
 		return false
 	}
 	created, ok := criconfig.ParseEffective(rec.GetAnnotations()[cri.AnnotationContainerResources])

@@ -369,3 +369,24 @@ func TestPodResizeTellsTheRuntime(t *testing.T) {
 		t.Error("a step done is not what the runtime holds now")
 	}
 }
+
+// A regular init container is resized in place while it runs (1.37's
+// InPlacePodVerticalScalingInitContainers), never restarted for it.
+func TestRegularInitContainerResizesInPlace(t *testing.T) {
+	m, _ := newTestManager(t, critest.New(), nil)
+	w := newWorker(m, "uid1", nil)
+	created := withResources(testPod(corev1.RestartPolicyAlways, "a"), "100m", "200m")
+	created.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "img", Resources: created.Spec.Containers[0].Resources,
+		ResizePolicy: []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.RestartContainer}}}}
+	init := &created.Spec.InitContainers[0]
+	if resizableContainer(created, "init") != init {
+		t.Fatal("a regular init container is not resizable")
+	}
+	rec := &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_RUNNING,
+		Annotations: map[string]string{cri.AnnotationContainerResources: criconfig.EffectiveResources(created, init).String()}}
+	resized := created.DeepCopy()
+	resized.Spec.InitContainers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("300m")
+	if w.needsResizeRestart(resized, &resized.Spec.InitContainers[0], rec) {
+		t.Error("a regular init container restarts for its resize")
+	}
+}
