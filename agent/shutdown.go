@@ -24,7 +24,15 @@ func (a *Agent) buildShutdown(_ context.Context, p *parts) error {
 	p.shutdown = shutdown.NewManager(shutdown.Options{
 		Groups: groups, Connect: shutdown.ConnectLogind(log), Pods: shutdownPods{p.manager},
 		StatePath: filepath.Join(a.opts.RootDir, shutdown.StateFile),
-		Changed:   func(on bool) { p.nodeStatus.SetShuttingDown(on, a.opts.Clock.Now()) },
+		Changed: func(on bool) {
+			ready, changed := p.nodeStatus.SetShuttingDown(on, a.opts.Clock.Now())
+			switch rec := p.recorder; {
+			case changed && ready:
+				rec.Eventf(rec.NodeRef(), corev1.EventTypeNormal, "NodeReady", "Node %s status is now: NodeReady", a.opts.NodeName)
+			case changed:
+				rec.Eventf(rec.NodeRef(), corev1.EventTypeWarning, "NodeNotReady", "Node %s status is now: NodeNotReady (%s)", a.opts.NodeName, shutdown.NotReadyMessage)
+			}
+		},
 		Event: func(eventType, reason, message string) {
 			p.recorder.Event(p.recorder.NodeRef(), eventType, reason, message)
 		},

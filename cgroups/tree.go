@@ -48,6 +48,9 @@ func NewTree(mgr Manager, cfg TreeConfig) *Tree { return &Tree{mgr: mgr, cfg: cf
 // on cgroup v1).
 func (t *Tree) Dir(name Name) string { return t.mgr.Path(name) }
 
+// Version is the cgroup version the tree is on (1 or 2).
+func (t *Tree) Version() int { return t.mgr.Version() }
+
 // CadvisorName is the name cadvisor gives the cgroup at dir, a directory
 // of the tree (Dir, or one below it).
 func (t *Tree) CadvisorName(dir string) string { return CadvisorName(t.mgr, dir) }

@@ -143,10 +143,11 @@ containerd_up() {
 	fi
 	for _ in $(seq 300); do
 		"$RUNTIME_BIN/ctr" --address "$RUN_DIR/containerd.sock" version >/dev/null 2>&1 && return 0
-		alive "$RUN_DIR/containerd.pid" || break
+		alive "$RUN_DIR/supervisor.pid" || break
 		sleep 0.1
 	done
 	tail -n 20 "$ROOT_DIR/logs/containerd.log" >&2 || true
+	containerd_down
 	die "containerd did not come up (log: $ROOT_DIR/logs/containerd.log)"
 }
 
@@ -155,7 +156,9 @@ containerd_up() {
 # specs SIGKILL it and expect it back); the supervisor's SIGTERM stops it.
 supervise() {
 	local child="" code
-	trap '{ kill "$child" && wait "$child"; } 2>/dev/null || true; rm -f "$RUN_DIR/containerd.pid"; exit 0' TERM INT
+	# Every child of the supervisor (a containerd started just before the
+	# signal too); the shims are not its children.
+	trap 'pkill -TERM -P $$ 2>/dev/null; wait 2>/dev/null; rm -f "$RUN_DIR/containerd.pid"; exit 0' TERM INT
 	while :; do
 		"$RUNTIME_BIN/containerd" --config "$ROOT_DIR/containerd.toml" </dev/null &
 		child=$!

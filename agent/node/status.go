@@ -114,16 +114,19 @@ func (s *Status) SetRuntime(runtimeErr, networkErr string, now time.Time) (ready
 }
 
 // SetShuttingDown marks the node shutting down (NotReady, "node is
-// shutting down") or not any more.
-func (s *Status) SetShuttingDown(on bool, now time.Time) {
+// shutting down") or not any more, and reports whether its readiness
+// changed.
+func (s *Status) SetShuttingDown(on bool, now time.Time) (ready, changed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.shuttingDown = on
-	ready := s.runtimeErr == "" && s.networkErr == "" && !on
-	if s.initialized && ready != s.lastReady {
+	ready = s.runtimeErr == "" && s.networkErr == "" && !on
+	changed = s.initialized && ready != s.lastReady
+	if changed {
 		s.readySince = metav1.NewTime(now)
 	}
 	s.lastReady = ready
+	return ready, changed
 }
 
 // NetworkError is why the runtime's pod network is not ready (nil when it

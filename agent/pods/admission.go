@@ -244,7 +244,7 @@ func sysctlAllowed(name string, patterns []string) bool {
 func (m *Manager) admittedLocked() []*corev1.Pod {
 	out := make([]*corev1.Pod, 0, len(m.pods))
 	for uid, p := range m.pods {
-		if !m.leavingLocked(uid) {
+		if !m.leftLocked(uid) {
 			out = append(out, p)
 		}
 	}

@@ -25,6 +25,9 @@ func (m *Manager) collectOrphans() {
 // housekeep is the manager's periodic cleanup: orphans, their
 // directories, and forgotten back-off and pull records.
 func (m *Manager) housekeep() {
+	m.mu.Lock()
+	m.expirePreemptionWaitsLocked()
+	m.mu.Unlock()
 	m.collectOrphans()
 	m.removeOrphanedPodDirs()
 	m.restarts.GC()

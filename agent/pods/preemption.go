@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,6 +35,10 @@ const (
 type preemptions struct {
 	planned map[types.UID]plannedPreemption
 	waiting map[types.UID]map[types.UID]bool
+	// until is when a critical pod stops waiting for its victims (the
+	// kubelet's killPodNow gives up after 1.5 times the grace period,
+	// at least 10 s).
+	until map[types.UID]time.Time
 }
 
 type plannedPreemption struct {
@@ -66,9 +71,12 @@ func (m *Manager) admitResourcesLocked(p *corev1.Pod, extended corev1.ResourceLi
 	if r == nil || !criticalPod(p) {
 		return r
 	}
+	// Pods that run and are not being stopped already: the others free
+	// nothing sooner for it.
 	var candidates []*corev1.Pod
 	for _, o := range active {
-		if o.UID != p.UID && preemptable(p, o) {
+		w := m.workers[o.UID]
+		if o.UID != p.UID && w != nil && !w.isTerminating() && !w.evicting() && preemptable(p, o) {
 			candidates = append(candidates, o)
 		}
 	}
@@ -97,10 +105,12 @@ func (m *Manager) preemptPlannedLocked(p *corev1.Pod) {
 		return
 	}
 	if m.preempt.waiting == nil {
-		m.preempt.waiting = map[types.UID]map[types.UID]bool{}
+		m.preempt.waiting, m.preempt.until = map[types.UID]map[types.UID]bool{}, map[types.UID]time.Time{}
 	}
 	wait := map[types.UID]bool{}
+	longest := 10 * time.Second
 	for _, v := range plan.victims {
+		longest = max(longest, time.Duration(gracePeriod(v, nil))*1500*time.Millisecond)
 		m.log.Info("preempting pod to admit a critical pod", "pod", fullName(v), "pod_uid", v.UID, "for", fullName(p))
 		m.stopLocked(v.UID, v, StopOptions{Why: "preempted for " + fullName(p), Failure: &Failure{
 			Reason: preemptReason, Message: preemptMessage, Disruption: preemptDisruption, Event: preemptReason}})
@@ -113,6 +123,24 @@ func (m *Manager) preemptPlannedLocked(p *corev1.Pod) {
 	}
 	if len(wait) > 0 {
 		m.preempt.waiting[p.UID] = wait
+		m.preempt.until[p.UID] = m.clock.Now().Add(longest)
+	}
+}
+
+// expirePreemptionWaitsLocked starts the critical pods whose victims did
+// not stop in time, as the kubelet admits them then.
+func (m *Manager) expirePreemptionWaitsLocked() {
+	now := m.clock.Now()
+	for uid, until := range m.preempt.until {
+		if now.Before(until) {
+			continue
+		}
+		m.log.Warn("pods preempted for a critical pod did not stop in time; starting it", "pod_uid", uid, "still_running", len(m.preempt.waiting[uid]))
+		delete(m.preempt.waiting, uid)
+		delete(m.preempt.until, uid)
+		if p := m.pods[uid]; p != nil {
+			m.startIfFreeLocked(p)
+		}
 	}
 }
 
@@ -147,6 +175,7 @@ func (m *Manager) victimStoppedLocked(uid types.UID) {
 			continue
 		}
 		delete(m.preempt.waiting, preemptor)
+		delete(m.preempt.until, preemptor)
 		if p := m.pods[preemptor]; p != nil {
 			m.startIfFreeLocked(p)
 		}

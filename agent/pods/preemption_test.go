@@ -3,6 +3,7 @@ package pods
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -132,9 +133,19 @@ func TestCriticalPodPreempts(t *testing.T) {
 	if names(m.admittedLocked()) == "" || strings.Contains(names(m.admittedLocked()), "guaranteed") {
 		t.Errorf("admitted %q: the preempted pod still counts", names(m.admittedLocked()))
 	}
+	if until := m.preempt.until[critical.UID]; time.Until(until) < 44*time.Second {
+		t.Errorf("waits until %v, want 1.5 times the victim's 30 s grace period", until)
+	}
 	m.victimStoppedLocked("guaranteed")
 	if m.waitsForVictimsLocked(critical) {
 		t.Error("still waiting once the victim stopped")
+	}
+	// A victim that never stops: the critical pod starts after the wait.
+	m.preempt.waiting[critical.UID] = map[types.UID]bool{"stuck": true}
+	m.preempt.until[critical.UID] = time.Now().Add(-time.Second)
+	m.expirePreemptionWaitsLocked()
+	if m.waitsForVictimsLocked(critical) {
+		t.Error("still waiting past the deadline")
 	}
 
 	// Nothing left to preempt for this much: refused in the kubelet's words.

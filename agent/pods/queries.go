@@ -69,9 +69,14 @@ func (m *Manager) Active() []*corev1.Pod {
 	defer m.mu.Unlock()
 	out := make([]*corev1.Pod, 0, len(m.pods))
 	for uid, p := range m.pods {
-		if m.workers[uid] != nil && !m.leavingLocked(uid) {
-			out = append(out, p)
+		w := m.workers[uid]
+		if w == nil || w.isTerminating() || w.evicting() {
+			continue
 		}
+		if phase, ok := m.store.Phase(uid); ok && terminalPhase(phase) {
+			continue
+		}
+		out = append(out, p)
 	}
 	return out
 }
@@ -80,15 +85,18 @@ func (m *Manager) Active() []*corev1.Pod {
 // last seen.
 func (m *Manager) Runs(uid types.UID) bool { return hasRunning(m.cache.Get(uid)) }
 
-// leavingLocked reports whether an admitted pod is on its way out:
-// stopping, stopped by the node, or finished. Admission and the QoS
-// cgroups count only the others, as the kubelet's active pods.
-func (m *Manager) leavingLocked(uid types.UID) bool {
-	if w := m.workers[uid]; w != nil && (w.isTerminating() || w.evicting()) {
-		return true
-	}
+// leftLocked reports whether an admitted pod holds nothing any more: it
+// finished, or was told to stop and nothing of it runs (the kubelet's
+// inactive pods: a pod being stopped counts until it has). Admission,
+// resizes and the QoS cgroups count only the others.
+func (m *Manager) leftLocked(uid types.UID) bool {
+	w := m.workers[uid]
+	stopping := w != nil && (w.isTerminating() || w.evicting())
 	phase, ok := m.store.Phase(uid)
-	return ok && terminalPhase(phase)
+	if !stopping && !(ok && terminalPhase(phase)) {
+		return false
+	}
+	return !hasRunning(m.cache.Get(uid))
 }
 
 // pendingCopy is the status of an admitted pod whose start waits.

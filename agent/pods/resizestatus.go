@@ -58,10 +58,10 @@ func (w *worker) podCgroupValues() *cgroups.ResourceConfig {
 	}
 	written := w.m.tree.PodValues(w.pod)
 	have, err := w.m.tree.PodCurrent(w.pod)
-	if err != nil {
-		return written
+	v2 := w.m.tree.Version() == 2
+	if err != nil || (v2 && have.CPUWeight == 0) || (!v2 && have.CPUShares == 0) {
+		return written // unreadable, or the cpu controller is not there
 	}
-	v2 := have.CPUWeight != 0
 	rc := configOf(have, v2)
 	if s := written.CPUShares; v2 && s != nil && cgroups.WeightToShares(cgroups.SharesToWeight(*s)) == *rc.CPUShares {
 		rc.CPUShares = s

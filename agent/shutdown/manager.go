@@ -104,7 +104,7 @@ type Options struct {
 	// StatePath is where the last shutdown's times are kept (StateFile).
 	StatePath string
 	// Changed, if set, is told when the node starts or stops shutting
-	// down (the node status is sent at once).
+	// down.
 	Changed func(shuttingDown bool)
 	// Event, if set, records a node event.
 	Event func(eventType, reason, message string)
