@@ -89,7 +89,7 @@ conformance-upstream-quick: build runtime-up ## the upstream specs CI runs: a na
 conformance-upstream-serial: build runtime-up ## the upstream [Serial] specs that reconfigure and restart the node (eviction, OOM, PIDs, critical pods, restarts, log rotation, image GC), one at a time, through sudo and systemctl stand-ins (results in bin/conformance-upstream-serial; hours)
 	@GO=$(GO) BIN_DIR=$(BIN_DIR) hack/upstream.sh serial
 
-conformance-upstream-serial-quick: build runtime-up ## the serial specs CI runs: OOMKiller, PodPidsLimit and one memory eviction spec (hack/upstream.sh SERIAL_QUICK)
+conformance-upstream-serial-quick: build runtime-up ## the serial specs CI runs: OOMKiller and PodPidsLimit, about 2 minutes (hack/upstream.sh SERIAL_QUICK)
 	@GO=$(GO) BIN_DIR=$(BIN_DIR) hack/upstream.sh serial-quick
 
 upstream-build: ## build the upstream node e2e suite (e2e_node.test, ginkgo, agnhost) from k8s.io/kubernetes into bin/upstream (hack/e2enode; cached by release)
