@@ -311,6 +311,9 @@ func TestRemovedWhileAgentDownIsCleanedUp(t *testing.T) {
 	})
 }
 
+// Static pods are critical to the kubelet: one that does not fit tries to
+// preempt, and with nothing it may preempt (every other pod is static too)
+// it is refused in the kubelet's words, naming what it lacks.
 func TestAdmissionRejectsWhatDoesNotFit(t *testing.T) {
 	n := newNode(t, "maxPods: 2\n")
 	n.start()
@@ -319,7 +322,8 @@ func TestAdmissionRejectsWhatDoesNotFit(t *testing.T) {
 
 	n.writeManifest("huge.yaml", podManifest("huge", "    resources:\n      requests: {cpu: \"1000\"}\n"))
 	p := n.waitRejected("huge")
-	if p.Status.Reason != "OutOfcpu" || !strings.HasPrefix(p.Status.Message, "Pod was rejected: Node didn't have enough resource: cpu, requested: 1000000") {
+	const unrecoverable = "Pod was rejected: Unexpected error while attempting to recover from admission failure: preemption: error finding a set of pods to preempt: no set of running pods found to reclaim resources: "
+	if p.Status.Reason != "UnexpectedAdmissionError" || !strings.HasPrefix(p.Status.Message, unrecoverable+"[(res: cpu, q: ") {
 		t.Errorf("huge: reason %q message %q", p.Status.Reason, p.Status.Message)
 	}
 	if sbs, cs := n.runtimeObjects(string(p.UID)); len(sbs)+len(cs) > 0 {
@@ -330,8 +334,8 @@ func TestAdmissionRejectsWhatDoesNotFit(t *testing.T) {
 	n.waitRunning("b")
 	n.writeManifest("c.yaml", podManifest("c", ""))
 	c := n.waitRejected("c")
-	if c.Status.Reason != "OutOfpods" {
-		t.Errorf("c: reason %q, want OutOfpods (%s)", c.Status.Reason, c.Status.Message)
+	if c.Status.Reason != "UnexpectedAdmissionError" || c.Status.Message != unrecoverable+"[(res: pods, q: 1), ]" {
+		t.Errorf("c: reason %q message %q, want the pod slot it lacks", c.Status.Reason, c.Status.Message)
 	}
 }
 
