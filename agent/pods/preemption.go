@@ -110,7 +110,7 @@ func (m *Manager) preemptPlannedLocked(p *corev1.Pod) {
 	wait := map[types.UID]bool{}
 	longest := 10 * time.Second
 	for _, v := range plan.victims {
-		longest = max(longest, time.Duration(gracePeriod(v, nil))*1500*time.Millisecond)
+		longest = max(longest, sat.Seconds(sat.Mul(gracePeriod(v, nil), 3)/2))
 		m.log.Info("preempting pod to admit a critical pod", "pod", fullName(v), "pod_uid", v.UID, "for", fullName(p))
 		m.stopLocked(v.UID, v, StopOptions{Why: "preempted for " + fullName(p), Failure: &Failure{
 			Reason: preemptReason, Message: preemptMessage, Disruption: preemptDisruption, Event: preemptReason}})

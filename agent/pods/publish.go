@@ -27,7 +27,7 @@ func (w *worker) publish(rt *pleg.PodRuntime) {
 		pod: w.pod, rt: rt, waiting: w.waiting, messages: w.messages, oomKilled: w.oomKilled, previous: previous, terminal: w.failed, stopped: w.stopped,
 		hostIP: w.m.opts.NodeIP, runtimeName: w.m.opts.RuntimeName, startTime: w.startTime, now: w.m.clock.Now(), probes: w.m.probes,
 		rro: w.m.opts.RecursiveReadOnlyMounts, resets: w.resets, resetting: w.resetting, devices: w.allocatedDevices(),
-		resize: resize, podCgroup: w.podCgroupValues(),
+		resize: resize, podCgroup: w.podCgroupValues,
 	})
 	w.ended = terminalPhase(pod.Status.Phase)
 	holdTerminalPhase(&pod.Status, previous, rt)

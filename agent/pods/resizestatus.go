@@ -74,13 +74,17 @@ func (w *worker) podCgroupValues() *cgroups.ResourceConfig {
 // pod-level resize is on: for a running pod, what its cgroup holds (cpu
 // request from the shares, cpu limit from the quota, the memory limit, at
 // the kernel's minimums the allocated value), else the summed spec. rc is
-// what the pod cgroup holds (podCgroupValues).
-func podLevelStatus(pod *corev1.Pod, st *corev1.PodStatus, rc *cgroups.ResourceConfig) {
+// what the pod cgroup holds (podCgroupValues), read only for a running pod.
+func podLevelStatus(pod *corev1.Pod, st *corev1.PodStatus, read func() *cgroups.ResourceConfig) {
 	requests, limits := qos.PodRequests(pod), qos.PodLimits(pod)
 	if len(requests) > 0 {
 		st.AllocatedResources = requests
 	}
-	if st.Phase != corev1.PodRunning || rc == nil {
+	var rc *cgroups.ResourceConfig
+	if st.Phase == corev1.PodRunning && read != nil {
+		rc = read()
+	}
+	if rc == nil {
 		st.Resources = nonEmpty(&corev1.ResourceRequirements{Requests: requests, Limits: limits})
 		return
 	}

@@ -63,9 +63,11 @@ type statusInput struct {
 	resets    map[string]resetRecord
 	resetting bool
 	// devices is the health of the devices each container holds.
-	devices   map[string][]corev1.ResourceStatus
-	resize    []corev1.PodCondition   // PodResizePending and PodResizeInProgress, with their generations
-	podCgroup *cgroups.ResourceConfig // the pod cgroup's values (nil: no pod cgroups)
+	devices map[string][]corev1.ResourceStatus
+	resize  []corev1.PodCondition // PodResizePending and PodResizeInProgress, with their generations
+	// podCgroup reads the pod cgroup's values (nil, or returning nil: no
+	// pod cgroups); only a running pod's status reads them.
+	podCgroup func() *cgroups.ResourceConfig
 }
 
 // computeStatus derives the pod's corev1.PodStatus from its spec and what

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+
+	"nodeagent/internal/sat"
 )
 
 // The kubelet's words.
@@ -320,8 +322,8 @@ func (m *Manager) stopPods(ctx context.Context) {
 		var wg sync.WaitGroup
 		for _, p := range pods {
 			grace := g.GracePeriod
-			if t := p.Spec.TerminationGracePeriodSeconds; t != nil && time.Duration(*t)*time.Second <= grace {
-				grace = time.Duration(*t) * time.Second
+			if t := p.Spec.TerminationGracePeriodSeconds; t != nil && sat.Seconds(*t) <= grace {
+				grace = sat.Seconds(*t)
 			}
 			wg.Add(1)
 			go func() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -166,7 +167,8 @@ func newTest(t *testing.T, groups []Group, pods *fakePods) (*Manager, *fakeLogin
 // and the lock goes once they are done; a cancel takes it again.
 func TestShutdownStopsPodsByPriorityThenCancel(t *testing.T) {
 	pods := &fakePods{grace: map[string]time.Duration{}, pods: []*corev1.Pod{
-		pod("critical", 2000001000, -1), pod("normal-long", 0, 120), pod("normal-short", 0, 5), pod("critical-short", 2000001000, 5)}}
+		pod("critical", 2000001000, -1), pod("normal-long", 0, 120), pod("normal-short", 0, 5), pod("critical-short", 2000001000, 5),
+		pod("normal-forever", 0, math.MaxInt64)}}
 	m, lg, changes, stop := newTest(t, Groups(nil, 20*time.Second, 10*time.Second), pods)
 	defer stop()
 	if lg.raised != 20*time.Second || lg.held() != 1 {
@@ -175,10 +177,10 @@ func TestShutdownStopsPodsByPriorityThenCancel(t *testing.T) {
 	lg.events <- true
 	eventually(t, "the lock released", func() bool { return lg.held() == 0 })
 	order := strings.Fields(pods.order())
-	if len(order) != 4 || !strings.HasPrefix(order[0], "normal") || !strings.HasPrefix(order[1], "normal") || !strings.HasPrefix(order[2], "critical") {
+	if len(order) != 5 || !strings.HasPrefix(order[0], "normal") || !strings.HasPrefix(order[2], "normal") || !strings.HasPrefix(order[3], "critical") {
 		t.Errorf("stopped in the order %v, want the normal pods first", order)
 	}
-	for name, want := range map[string]time.Duration{"normal-long": 10 * time.Second, "normal-short": 5 * time.Second, "critical": 10 * time.Second, "critical-short": 5 * time.Second} {
+	for name, want := range map[string]time.Duration{"normal-long": 10 * time.Second, "normal-short": 5 * time.Second, "critical": 10 * time.Second, "critical-short": 5 * time.Second, "normal-forever": 10 * time.Second} {
 		if got := pods.grace[name]; got != want {
 			t.Errorf("%s stopped with %v, want %v", name, got, want)
 		}
