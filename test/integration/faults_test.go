@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -327,8 +328,10 @@ func TestStartCutOffLeavesATaskDeleteTaskRemoves(t *testing.T) {
 		}
 		return id
 	}
-	// How long a whole start takes here; then starts are cancelled at
-	// fractions of it until one is cut off inside task creation.
+	// How long a whole start takes here; then the cut-off walks toward the
+	// boundary between "cut before the task" and "cut after it was
+	// created", where the window is: a fixed sweep hit it too rarely on
+	// some runs (none in 3 minutes).
 	var full time.Duration
 	for i := range 3 {
 		id := newContainer(1000 + i)
@@ -340,9 +343,11 @@ func TestStartCutOffLeavesATaskDeleteTaskRemoves(t *testing.T) {
 		client.StopContainer(ctx, id, 0)
 		client.RemoveContainer(ctx, id)
 	}
+	cut, step := full/2, max(full/100, time.Millisecond)
 	for i, deadline := 0, time.Now().Add(3*time.Minute); time.Now().Before(deadline); i++ {
 		id := newContainer(i)
-		sctx, cancel := context.WithTimeout(ctx, full*time.Duration(10+i%90)/100)
+		jitter := time.Duration(rand.Int64N(int64(4*step))) - 2*step
+		sctx, cancel := context.WithTimeout(ctx, max(cut+jitter, time.Millisecond))
 		startErr := client.StartContainer(sctx, id)
 		cancel()
 		var st *runtimeapi.ContainerStatus
@@ -351,16 +356,21 @@ func TestStartCutOffLeavesATaskDeleteTaskRemoves(t *testing.T) {
 				break
 			}
 		}
-		if startErr == nil || st.State != runtimeapi.ContainerState_CONTAINER_EXITED || st.StartedAt != 0 {
+		// Cut after the task was created ("failed to start containerd
+		// task", cleaned up by containerd) is too late as well.
+		if startErr == nil || st.State != runtimeapi.ContainerState_CONTAINER_EXITED || st.StartedAt != 0 ||
+			strings.Contains(st.Message, "start containerd task") {
+			cut = max(cut-step, time.Millisecond) // too late: the start went through
 			client.StopContainer(ctx, id, 0)
 			client.RemoveContainer(ctx, id)
 			continue
 		}
 		removeErr := client.RemoveContainer(ctx, id)
 		if removeErr == nil {
-			continue // cut off before the task existed: nothing stale
+			cut += step // too early: cut off before the task existed, nothing stale
+			continue
 		}
-		t.Logf("start (%s whole) cut off after %d tries: %s; RemoveContainer: %v", full.Round(time.Millisecond), i+1, st.Message, removeErr)
+		t.Logf("start (%s whole) cut off at %s after %d tries: %s; RemoveContainer: %v", full.Round(time.Millisecond), cut.Round(time.Millisecond), i+1, st.Message, removeErr)
 		if err := client.DeleteTask(ctx, id); err != nil {
 			t.Fatalf("DeleteTask: %v", err)
 		}
