@@ -44,12 +44,13 @@ uninstall: ## remove what install put in place (a changed config is kept; pods k
 	@hack/install.sh uninstall
 
 images: ## build the pause and test images (OCI layouts in bin/images/oci)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN_DIR)/images/pause ./cmd/pause
+	@$(MAKE) --no-print-directory deps
+	@mkdir -p $(BIN_DIR)/images
+	$(CC) -static -Os -s -Wall -Wextra -Werror -o $(BIN_DIR)/images/pause cmd/pause/pause.c
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN_DIR)/images/memhog ./cmd/memhog
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN_DIR)/images/probe-server ./cmd/probe-server
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN_DIR)/images/nnp ./cmd/nnp
 	$(GO) build -o $(BIN_DIR)/imagetool ./cmd/imagetool
-	@$(MAKE) --no-print-directory deps
 	$(BIN_DIR)/imagetool --out $(BIN_DIR)/images/oci --pause-bin $(BIN_DIR)/images/pause \
 		--helpers $(BIN_DIR)/images/memhog,$(BIN_DIR)/images/probe-server \
 		--pause-image $(PAUSE_IMAGE) --test-image $(TEST_IMAGE)

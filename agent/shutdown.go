@@ -26,6 +26,9 @@ func (a *Agent) buildShutdown(_ context.Context, p *parts) error {
 		StatePath: filepath.Join(a.opts.RootDir, shutdown.StateFile),
 		Changed: func(on bool) {
 			ready, changed := p.nodeStatus.SetShuttingDown(on, a.opts.Clock.Now())
+			if changed && p.cluster != nil {
+				p.cluster.node.SyncNow() // NotReady reaches the scheduler now, not at the next tick
+			}
 			switch rec := p.recorder; {
 			case changed && ready:
 				rec.Eventf(rec.NodeRef(), corev1.EventTypeNormal, "NodeReady", "Node %s status is now: NodeReady", a.opts.NodeName)
@@ -68,7 +71,7 @@ func (s shutdownPods) Shutdown(ctx context.Context, pod *corev1.Pod, grace time.
 	}
 	t := time.NewTicker(shutdownPollPeriod)
 	defer t.Stop()
-	for s.Runs(pod.UID) {
+	for !s.Released(pod.UID) {
 		select {
 		case <-ctx.Done():
 			return

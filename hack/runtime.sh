@@ -184,6 +184,17 @@ push_images() {
 		--pause-image "$PAUSE_IMAGE" --test-image "$TEST_IMAGE" >&2
 }
 
+# refresh_images: containerd keeps the image it holds under a tag, and
+# pods would run an older build of the pause or test image: pull them
+# again (quick when unchanged).
+refresh_images() {
+	local ref
+	for ref in "$PAUSE_IMAGE" "$TEST_IMAGE"; do
+		"$RUNTIME_BIN/ctr" --address "$RUN_DIR/containerd.sock" --namespace k8s.io images pull --plain-http "$ref" >/dev/null ||
+			die "pull $ref into containerd (log: $ROOT_DIR/logs/containerd.log)"
+	done
+}
+
 # host_address gives the node an address of its own for the cluster
 # tests: the API server refuses to proxy to loopback (node proxy, exec,
 # logs), and traffic must stay on this machine. A dummy interface holds
@@ -204,6 +215,7 @@ up() {
 	registry_up
 	push_images
 	containerd_up
+	refresh_images
 	echo "CRI_ENDPOINT=unix://$RUN_DIR/containerd.sock"
 	echo "NODE_ADDRESS=$NODE_ADDRESS"
 }

@@ -227,6 +227,13 @@ SUITE_ENV=()
 SUITE_ARGS=()
 EXTRA_CONFIG=""
 
+# json_string S: S as a JSON string (backslashes and quotes escaped; the
+# paths here hold no control characters).
+json_string() {
+	local s=${1//\\/\\\\}
+	printf '"%s"' "${s//\"/\\\"}"
+}
+
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root (the agent runs pods)"; }
 
 # AGNHOST_TOOLS: host programs copied into the agnhost image (with their
@@ -315,9 +322,11 @@ agent_up() {
 		--control-socket "$RUN_OUT/agent/control.sock")
 	# The unit the stand-ins drive (serial): the same agent, restarted on
 	# the configuration the suite writes.
-	printf '{"name": "kubelet-nodeagent", "argv": [%s], "config": "%s", "pidFile": "%s", "log": "%s"}\n' \
-		"$(printf '"%s",' "${argv[@]}" | sed 's/,$//')" "$OUT/kubelet-config" "$RUN_OUT/nodeagent.pid" "$RUN_OUT/nodeagent.log" \
-		>"$RUN_OUT/agent/unit.json"
+	local a quoted=()
+	for a in "${argv[@]}"; do quoted+=("$(json_string "$a")"); done
+	printf '{"name": "kubelet-nodeagent", "argv": [%s], "config": %s, "pidFile": %s, "log": %s}\n' \
+		"$(IFS=,; echo "${quoted[*]}")" "$(json_string "$OUT/kubelet-config")" \
+		"$(json_string "$RUN_OUT/nodeagent.pid")" "$(json_string "$RUN_OUT/nodeagent.log")" >"$RUN_OUT/agent/unit.json"
 	setsid nohup "${argv[@]}" >"$RUN_OUT/nodeagent.log" 2>&1 </dev/null &
 	echo $! >"$RUN_OUT/nodeagent.pid"
 	wait_node "$RUN_OUT/nodeagent.pid" "$RUN_OUT/nodeagent.log"

@@ -44,6 +44,7 @@ type Cluster struct {
 	log  *slog.Logger
 
 	connected chan struct{} // closed once client is set and the node registered
+	syncNow   chan struct{} // a status change that should not wait for the next tick
 	client    kubernetes.Interface
 	events    kubernetes.Interface // client with the events' rate limit
 	heartbeat kubernetes.Interface // lease and node status, never rate-limited
@@ -59,7 +60,7 @@ type Cluster struct {
 
 // New returns a Cluster; Run connects.
 func New(opts Options) *Cluster {
-	return &Cluster{opts: opts, log: opts.Log, connected: make(chan struct{}), lastErr: errors.New("not connected yet")}
+	return &Cluster{opts: opts, log: opts.Log, connected: make(chan struct{}), syncNow: make(chan struct{}, 1), lastErr: errors.New("not connected yet")}
 }
 
 // Client waits until the node is registered and returns the clientset;
@@ -127,7 +128,7 @@ func (c *Cluster) Run(ctx context.Context) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { c.runLease(ctx) })
-	loop.Every(ctx, c.opts.Clock, c.opts.Node.UpdateFrequency, func(ctx context.Context) {
+	loop.EveryOrWoken(ctx, c.opts.Clock, c.opts.Node.UpdateFrequency, c.syncNow, func(ctx context.Context) {
 		err := nodes.Sync(ctx)
 		if n := nodes.Registered(); n != nil {
 			c.node.Store(n)
@@ -139,6 +140,16 @@ func (c *Cluster) Run(ctx context.Context) {
 		}
 	})
 	wg.Wait()
+}
+
+// SyncNow sends the node's status at once (as the kubelet does when the
+// node starts shutting down) instead of at the next tick; it does not
+// block, and one pending request covers many.
+func (c *Cluster) SyncNow() {
+	select {
+	case c.syncNow <- struct{}{}:
+	default:
+	}
 }
 
 // connect retries until the node is registered: a kubeconfig that does

@@ -85,6 +85,17 @@ func (m *Manager) Active() []*corev1.Pod {
 // last seen.
 func (m *Manager) Runs(uid types.UID) bool { return hasRunning(m.cache.Get(uid)) }
 
+// Released reports whether nothing of a stopped pod runs and its volumes
+// are torn down, or the pod is gone: node shutdown waits for it between
+// priority groups, as the kubelet waits for a group's unmounts (a CSI
+// driver in a later group can still unmount).
+func (m *Manager) Released(uid types.UID) bool {
+	m.mu.Lock()
+	w := m.workers[uid]
+	m.mu.Unlock()
+	return !m.Runs(uid) && (w == nil || w.volumesReleased.Load())
+}
+
 // leftLocked reports whether an admitted pod holds nothing any more: it
 // finished, or was told to stop and nothing of it runs (the kubelet's
 // inactive pods: a pod being stopped counts until it has). Admission,

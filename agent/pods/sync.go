@@ -198,7 +198,7 @@ func (w *worker) finish(ctx context.Context, rt *pleg.PodRuntime) time.Duration 
 			w.m.cpus.Release(w.uid)
 		}
 	}
-	if !w.volumesReleased && !hasRunning(rt) {
+	if !w.volumesReleased.Load() && !hasRunning(rt) {
 		// As the kubelet tears down a terminated pod's volumes: an
 		// eviction gives back the space it was for, a finished pod
 		// holds none.
@@ -206,7 +206,7 @@ func (w *worker) finish(ctx context.Context, rt *pleg.PodRuntime) time.Duration 
 			w.log.Warn("release a finished pod's volumes; will retry", "err", err)
 			retry = 10 * time.Second
 		} else {
-			w.volumesReleased = true
+			w.volumesReleased.Store(true)
 		}
 	}
 	w.publish(rt)

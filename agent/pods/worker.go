@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,7 +51,7 @@ type worker struct {
 	attempted       *uint32           // the last sandbox attempt asked for: a failed one may still hold its name
 	failed          *terminalReason   // the agent ended the pod (activeDeadlineSeconds, eviction)
 	stopGrace       *int64            // grace for stopping a failed pod (eviction), else the pod's
-	volumesReleased bool              // a finished pod's volumes are torn down
+	volumesReleased atomic.Bool       // a finished pod's volumes are torn down (read by Released)
 	lastPhase       corev1.PodPhase   // as published
 	ended           bool              // the computed phase is terminal, published or held (holdTerminalPhase)
 	appsExited      bool              // every app container exited for good (appsDone)

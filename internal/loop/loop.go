@@ -12,6 +12,12 @@ import (
 
 // Every calls step every period until ctx is done. It blocks.
 func Every(ctx context.Context, clk clock.WithTicker, period time.Duration, step func(context.Context)) {
+	EveryOrWoken(ctx, clk, period, nil, step)
+}
+
+// EveryOrWoken is Every, and step also runs at once when wake receives (a
+// change that should not wait for the next tick).
+func EveryOrWoken(ctx context.Context, clk clock.WithTicker, period time.Duration, wake <-chan struct{}, step func(context.Context)) {
 	t := clk.NewTicker(period)
 	defer t.Stop()
 	for {
@@ -19,6 +25,8 @@ func Every(ctx context.Context, clk clock.WithTicker, period time.Duration, step
 		case <-ctx.Done():
 			return
 		case <-t.C():
+			step(ctx)
+		case <-wake:
 			step(ctx)
 		}
 	}
