@@ -125,6 +125,7 @@ test: verify unit integration ## make verify, unit tests, then integration tests
 
 unit: ## unit tests (no root, no daemons)
 	$(GO) test -count=1 ./...
+	cd hack/e2enode && $(GO) test -count=1 ./report/
 
 integration: build mixin-series runtime-up controlplane kubelet ## integration tests in test/ against the real containerd, runc, CNI, cgroups, control plane and kubelet (the peer launcher's test)
 	KUBELET_BIN=$(CURDIR)/$(BIN_DIR)/upstream/kubelet RUNTIME_BIN=$(CURDIR)/$(BIN_DIR)/runtime CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent NODECTL_BIN=$(CURDIR)/$(BIN_DIR)/nodectl CONTROLPLANE_BIN=$(CURDIR)/$(BIN_DIR)/controlplane \

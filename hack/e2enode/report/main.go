@@ -1,6 +1,7 @@
 // Command report sums up a ginkgo JSON report of the upstream node e2e
 // suite: a table of passed, failed and skipped specs by group, the
-// failures with their first line, and a last line
+// eviction specs' time from pressure to eviction, the failures with their
+// first line, and a last line
 //
 //	upstream NodeConformance: P passed, F failed, S skipped
 //
@@ -62,6 +63,7 @@ func run(jsonPath, focus, skip, markdown, title string) error {
 	groups := map[string]*counts{}
 	var all counts
 	var failures []failure
+	var evictions []evictionTiming
 	for _, r := range reports {
 		for _, s := range r.SpecReports {
 			if s.LeafNodeType != types.NodeTypeIt {
@@ -70,6 +72,9 @@ func run(jsonPath, focus, skip, markdown, title string) error {
 			text := s.FullText()
 			if !focusRE.MatchString(text) {
 				continue
+			}
+			if t, ok := evictionTimings(s); ok {
+				evictions = append(evictions, t)
 			}
 			g := group(s.ContainerHierarchyTexts)
 			c := groups[g]
@@ -112,6 +117,7 @@ func run(jsonPath, focus, skip, markdown, title string) error {
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d |\n", g, c.passed, c.failed, c.skipped, c.total())
 	}
 	fmt.Fprintf(&b, "| **all** | **%d** | **%d** | **%d** | **%d** |\n", all.passed, all.failed, all.skipped, all.total())
+	b.WriteString(evictionTable(evictions))
 	if len(failures) > 0 {
 		sort.Slice(failures, func(i, j int) bool { return failures[i].name < failures[j].name })
 		fmt.Fprintf(&b, "\nFailures:\n\n")
