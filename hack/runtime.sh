@@ -188,10 +188,10 @@ push_images() {
 # pods would run an older build of the pause or test image: pull them
 # again (quick when unchanged).
 refresh_images() {
-	local ref
+	local ref out
 	for ref in "$PAUSE_IMAGE" "$TEST_IMAGE"; do
-		"$RUNTIME_BIN/ctr" --address "$RUN_DIR/containerd.sock" --namespace k8s.io images pull --plain-http "$ref" >/dev/null ||
-			die "pull $ref into containerd (log: $ROOT_DIR/logs/containerd.log)"
+		out=$("$RUNTIME_BIN/ctr" --address "$RUN_DIR/containerd.sock" --namespace k8s.io images pull --plain-http "$ref" 2>&1) ||
+			{ printf '%s\n' "$out" | tail -n 5 >&2; die "pull $ref into containerd (log: $ROOT_DIR/logs/containerd.log)"; }
 	done
 }
 
