@@ -102,9 +102,11 @@ spec:
 	}
 	n.writeManifest("regular.yaml", pod("regular", "0", "sleep 2"))
 	n.writeManifest("critical.yaml", pod("critical", "2000001000", "true"))
+	begin := time.Now()
 	n.start()
 	n.waitRunning("regular")
 	n.waitRunning("critical")
+	t.Logf("pods running after %s", time.Since(begin).Round(time.Millisecond))
 	pid := n.agent.Pid()
 	n.eventually("the agent's delay lock", 30*time.Second, func() error {
 		if held := agentInhibitors(t, pid); len(held) != 1 || !strings.Contains(held[0], "delay") {
@@ -117,6 +119,7 @@ spec:
 	}
 
 	prepareForShutdown(t, true)
+	signalled := time.Now()
 	for _, name := range []string{"regular", "critical"} {
 		p := n.waitPod(name, 60*time.Second, "stopped for the shutdown", func(p *corev1.Pod) error {
 			if p == nil || p.Status.Phase != corev1.PodFailed {
@@ -128,6 +131,7 @@ spec:
 			t.Errorf("%s: reason %q message %q, want the kubelet's Terminated and its message", name, p.Status.Reason, p.Status.Message)
 		}
 	}
+	t.Logf("both pods Failed %s after PrepareForShutdown", time.Since(signalled).Round(time.Millisecond))
 	if b, _ := os.ReadFile(filepath.Join(record, "order")); string(b) != "regular\ncritical\n" {
 		t.Errorf("stop order %q, want the regular pod's group (its 2 s stop included) before the critical one", b)
 	}
