@@ -256,10 +256,10 @@ push_images() {
 # tag, which pods with imagePullPolicy IfNotPresent would run: pull each
 # one again.
 pull_images() {
-	local ref
+	local ref out
 	while read -r ref; do
-		"$HERE/$BIN_DIR/runtime/ctr" --address "${1#unix://}" --namespace k8s.io images pull --plain-http "${ref%@*}" >/dev/null ||
-			die "pull ${ref%@*} into the runtime at $1"
+		out=$("$HERE/$BIN_DIR/runtime/ctr" --address "${1#unix://}" --namespace k8s.io images pull --plain-http "${ref%@*}" 2>&1) ||
+			{ printf '%s\n' "$out" | tail -n 5 >&2; die "pull ${ref%@*} into the runtime at $1"; }
 	done <"$RUN_OUT/images.txt"
 }
 
