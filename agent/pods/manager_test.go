@@ -113,6 +113,26 @@ func newTestManager(t *testing.T, rt *critest.Runtime, networkReady func() error
 	return m, store
 }
 
+// newRelistingManager is a manager over rt whose cache relists it (the
+// pods' containers are seen to start and stop), with its root at root.
+func newRelistingManager(t *testing.T, rt *critest.Runtime, root string) *Manager {
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: root}, Deps{
+		Runtime: rt, Cache: pleg.New(rt, pleg.Options{Node: "n", Clock: clock.RealClock{}, Log: discard}), Store: status.NewStore(), Clock: clock.RealClock{},
+		Tree: cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true}), Log: discard,
+	})
+}
+
+// waitUntil polls cond for up to 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
 func TestNoSandboxUntilTheNetworkIsReady(t *testing.T) {
 	rt := critest.New()
 	var mu sync.Mutex
@@ -388,11 +408,7 @@ func TestRemovedPodsRestartCountsAreKeptAMinute(t *testing.T) {
 // request that runs.
 func TestAPodDeletedOnRequestStopsWithItsGrace(t *testing.T) {
 	rt := critest.New()
-	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir()}, Deps{
-		Runtime: rt, Cache: pleg.New(rt, pleg.Options{Node: "n", Clock: clock.RealClock{}, Log: discard}), Store: status.NewStore(), Clock: clock.RealClock{},
-		Tree: cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true}), Log: discard,
-	})
+	m := newRelistingManager(t, rt, t.TempDir())
 	pod := testPod(corev1.RestartPolicyAlways, "a")
 	pod.Annotations = map[string]string{manifest.AnnotationConfigSource: manifest.SourceFile}
 	pod.Spec.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
@@ -402,14 +418,7 @@ func TestAPodDeletedOnRequestStopsWithItsGrace(t *testing.T) {
 		defer m.mu.Unlock()
 		return m.workers[pod.UID]
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(end) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
-	}
+	waitFor := func(what string, cond func() bool) { t.Helper(); waitUntil(t, what, cond) }
 	ctx, cancel := context.WithCancel(context.Background())
 	updates := make(chan source.Update)
 	done := make(chan struct{})
