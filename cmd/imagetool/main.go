@@ -126,6 +126,7 @@ func upstreamMain(args []string) {
 	tools := fs.String("agnhost-tools", "/bin/bash,/usr/bin/curl", "comma-separated host binaries agnhost's image carries, SRC or SRC=DEST (their libraries come along)")
 	registry := fs.String("registry", "127.0.0.1:5050", "registry host:port to push to")
 	repoList := fs.String("repo-list", "", "write the KUBE_TEST_REPO_LIST file here")
+	pins := fs.String("pins", "", "write here, one per line, each image the node must hold pinned under an outside name: REF NAME")
 	push := fs.Bool("push", false, "push the images to the registry")
 	_ = fs.Parse(args)
 	crt, key, ok := strings.Cut(*tls, ",")
@@ -137,18 +138,22 @@ func upstreamMain(args []string) {
 	if *tools != "" {
 		in.AgnhostTools = strings.Split(*tools, ",")
 	}
-	if err := runUpstream(context.Background(), in, *registry, *repoList, *push); err != nil {
+	if err := runUpstream(context.Background(), in, *registry, *repoList, *pins, *push); err != nil {
 		fmt.Fprintln(os.Stderr, "imagetool upstream:", err)
 		os.Exit(1)
 	}
 }
 
-func runUpstream(ctx context.Context, in images.UpstreamInputs, registry, repoList string, push bool) error {
+func runUpstream(ctx context.Context, in images.UpstreamInputs, registry, repoList, pins string, push bool) error {
 	set, err := images.Upstream(in)
 	if err != nil {
 		return err
 	}
+	var pinned strings.Builder
 	for _, u := range set {
+		if u.Pin != "" {
+			fmt.Fprintf(&pinned, "%s %s\n", u.Ref(registry), u.Pin)
+		}
 		ref := u.Ref(registry)
 		digest, err := u.Image.Digest()
 		if err != nil {
@@ -160,6 +165,11 @@ func runUpstream(ctx context.Context, in images.UpstreamInputs, registry, repoLi
 			}
 		}
 		fmt.Printf("%s@%s\n", ref, digest)
+	}
+	if pins != "" {
+		if err := os.WriteFile(pins, []byte(pinned.String()), 0o644); err != nil {
+			return err
+		}
 	}
 	if repoList != "" {
 		return os.WriteFile(repoList, []byte(images.UpstreamRepoList(registry)), 0o644)

@@ -193,8 +193,36 @@ func TestUpstreamImages(t *testing.T) {
 		t.Errorf("nginx stand-in entrypoint %v", cf.Config.Entrypoint)
 	}
 
+	// The pre-pull list: every name the suite pulls after its image GC
+	// spec is pushed where the repo list points, or held pinned.
+	for _, ref := range []string{
+		"127.0.0.1:5050/e2e-test-images/perl:5.26",
+		"127.0.0.1:5050/e2e-test-images/node-perf/npb-ep:1.6.0",
+		"127.0.0.1:5050/etcd/etcd:3.7.0-0",
+	} {
+		if byRef[ref] == nil {
+			t.Errorf("pre-pull stand-in missing: %s", ref)
+		}
+	}
+	pinned := map[string]string{}
+	for _, u := range set {
+		if u.Pin != "" {
+			pinned[u.Pin] = u.Ref("127.0.0.1:5050")
+			_, data := layerEntries(t, u.Image)
+			if !strings.Contains(data["nodeagent-stand-in"], u.Pin) {
+				t.Errorf("%s: its note does not name %s: %q", u.Ref("127.0.0.1:5050"), u.Pin, data["nodeagent-stand-in"])
+			}
+		}
+	}
+	if ref := pinned["gcr.io/cadvisor/cadvisor:v0.47.2"]; !strings.HasPrefix(ref, "127.0.0.1:5050/outside/") {
+		t.Errorf("cadvisor is held pinned from %q, want a ref under outside/ (all: %v)", ref, pinned)
+	}
+	if len(pinned) != len(prePullOutside) {
+		t.Errorf("%d pinned names, want %d: %v", len(pinned), len(prePullOutside), pinned)
+	}
+
 	list := UpstreamRepoList("127.0.0.1:5050")
-	for _, want := range []string{"promoterE2eRegistry: 127.0.0.1:5050/e2e-test-images\n", "gcRegistry: 127.0.0.1:5050/k8s\n", "invalidRegistry: 127.0.0.1:5050/unserved/"} {
+	for _, want := range []string{"promoterE2eRegistry: 127.0.0.1:5050/e2e-test-images\n", "gcRegistry: 127.0.0.1:5050/k8s\n", "gcEtcdRegistry: 127.0.0.1:5050/etcd\n", "invalidRegistry: 127.0.0.1:5050/unserved/"} {
 		if !strings.Contains(list, want) {
 			t.Errorf("repo list lacks %q:\n%s", want, list)
 		}

@@ -17,13 +17,14 @@ import (
 var upstreamRegistries = map[string]string{
 	"promoterE2eRegistry": "e2e-test-images",
 	"gcRegistry":          "k8s",
+	"gcEtcdRegistry":      "etcd",
 }
 
 // Other keys the suite knows are mapped to paths where nothing is pushed:
 // their specs need an outside or authenticated registry, and a pull from
 // the local one fails at once instead of waiting on DNS.
 var upstreamUnserved = []string{
-	"buildImageRegistry", "gcEtcdRegistry", "privateRegistry", "sigStorageRegistry",
+	"buildImageRegistry", "privateRegistry", "sigStorageRegistry",
 	"gcAuthenticatedRegistry", "invalidRegistry", "dockerLibraryRegistry",
 	"cloudProviderGcpRegistry",
 }
@@ -46,14 +47,19 @@ type UpstreamInputs struct {
 }
 
 // UpstreamImage is one image of the set: its registry key, its name:tag
-// under that registry, and what stands in for the upstream build.
+// under that registry, and what stands in for the upstream build. Pin, if
+// set, is the outside name the node holds it under, pinned (prepull.go).
 type UpstreamImage struct {
 	Key, Name string
 	Image     v1.Image
+	Pin       string
 }
 
 // Ref is the image's reference under a local registry host.
 func (u UpstreamImage) Ref(registry string) string {
+	if u.Key == outsideKey {
+		return registry + "/" + outsideKey + "/" + u.Name
+	}
 	return registry + "/" + upstreamRegistries[u.Key] + "/" + u.Name
 }
 
@@ -213,7 +219,18 @@ func Upstream(in UpstreamInputs) ([]UpstreamImage, error) {
 			return nil, err
 		}
 	}
-	return out, nil
+	pre, err := prePull(func(name string, extra []file) (v1.Image, error) {
+		files, err := busyboxRoot(in.Busybox, baseAccounts, extra)
+		if err != nil {
+			return nil, err
+		}
+		img, err := build(files, v1.Config{Cmd: []string{"sh"}, Env: []string{"PATH=" + defaultPath}})
+		if err != nil {
+			return nil, fmt.Errorf("build %s: %w", name, err)
+		}
+		return img, nil
+	})
+	return append(out, pre...), err
 }
 
 // dirs lists the directory entries down to p.
