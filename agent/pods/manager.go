@@ -307,7 +307,14 @@ func (m *Manager) apply(u source.Update, complete bool) {
 			_, extended = m.devices.Resources()
 		}
 		p = m.allocatedViewLocked(p, running[p.UID])
-		r := m.admitLocked(p, extended)
+		// One the API shows finished whose containers are still on the node
+		// is adopted, not admitted again, as the kubelet's
+		// HandlePodAdditions; it counts only while something of it runs
+		// (leftLocked).
+		var r *Rejection
+		if !terminalPhase(p.Status.Phase) {
+			r = m.admitLocked(p, extended)
+		}
 		if errs := unsupported(p, m.userns != nil); len(errs) > 0 {
 			r = &Rejection{Reason: "UnsupportedPodSpec", Message: errs.ToAggregate().Error()}
 		}
@@ -340,6 +347,9 @@ func (m *Manager) apply(u source.Update, complete bool) {
 		}
 		m.preemptPlannedLocked(p)
 		m.allocateLocked(p)
+		if terminalPhase(p.Status.Phase) {
+			m.store.Set(p.DeepCopy()) // the phase its worker keeps
+		}
 		m.pods[p.UID] = p
 		changed = true
 		// The scheduler says this of the API's pods; the agent of its own.

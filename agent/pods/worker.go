@@ -69,7 +69,7 @@ func newWorker(m *Manager, uid types.UID, pod *corev1.Pod) *worker {
 	if pod != nil {
 		log = log.With("pod", fullName(pod))
 	}
-	return &worker{
+	w := &worker{
 		m: m, uid: uid, pod: pod, log: log, born: m.clock.Now(),
 		wakeCh:      make(chan struct{}, 1),
 		terminating: pod == nil,
@@ -79,6 +79,13 @@ func newWorker(m *Manager, uid types.UID, pod *corev1.Pod) *worker {
 		probeKilled: map[string]string{},
 		pullFailed:  map[string]time.Time{},
 	}
+	// A pod the API already shows finished (adopted after a restart) only
+	// winds down and keeps that phase, as the kubelet's pod worker starts
+	// such a pod terminating: an evicted pod is not started again.
+	if pod != nil && terminalPhase(pod.Status.Phase) {
+		w.failed = &terminalReason{Reason: pod.Status.Reason, Message: pod.Status.Message, ByExits: true}
+	}
+	return w
 }
 
 func (w *worker) wake() {
