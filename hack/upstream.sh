@@ -248,19 +248,25 @@ push_images() {
 	"$HERE/$BIN_DIR/imagetool" upstream --push --registry "$REGISTRY" --repo-list "$RUN_OUT/repos.yaml" \
 		--busybox "$OUT/busybox" --pause-bin "$HERE/$BIN_DIR/images/pause" --nnp "$HERE/$BIN_DIR/images/nnp" \
 		--agnhost-tools "$AGNHOST_TOOLS" \
-		--agnhost "$OUT/agnhost" --agnhost-tls "$src/localhost.crt,$src/localhost.key" >"$RUN_OUT/images.txt"
+		--agnhost "$OUT/agnhost" --agnhost-tls "$src/localhost.crt,$src/localhost.key" \
+		--pins "$RUN_OUT/pins.txt" >"$RUN_OUT/images.txt"
 	log "pushed $(wc -l <"$RUN_OUT/images.txt") images to $REGISTRY (list: $RUN_OUT/images.txt)"
 }
 
 # pull_images ENDPOINT: the runtime may hold an older build under the same
 # tag, which pods with imagePullPolicy IfNotPresent would run: pull each
-# one again.
+# one again. The pre-pull list's names no repo list redirects are then held
+# under that name, pinned (internal/images/prepull.go).
 pull_images() {
-	local ref out
+	local ctr=("$HERE/$BIN_DIR/runtime/ctr" --address "${1#unix://}" --namespace k8s.io) ref name out
 	while read -r ref; do
-		out=$("$HERE/$BIN_DIR/runtime/ctr" --address "${1#unix://}" --namespace k8s.io images pull --plain-http "${ref%@*}" 2>&1) ||
+		out=$("${ctr[@]}" images pull --plain-http "${ref%@*}" 2>&1) ||
 			{ printf '%s\n' "$out" | tail -n 5 >&2; die "pull ${ref%@*} into the runtime at $1"; }
 	done <"$RUN_OUT/images.txt"
+	while read -r ref name; do
+		out=$({ "${ctr[@]}" images tag --force "$ref" "$name" && "${ctr[@]}" images label "$name" io.cri-containerd.pinned=pinned; } 2>&1) ||
+			{ printf '%s\n' "$out" | tail -n 5 >&2; die "hold $name (from $ref) pinned in the runtime at $1"; }
+	done <"$RUN_OUT/pins.txt"
 }
 
 # The suite reads the read-only port at localhost and the API server
