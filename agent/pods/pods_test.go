@@ -146,6 +146,30 @@ func TestComputeStatusInitContainers(t *testing.T) {
 	}
 }
 
+// An init container whose record was removed after the app containers
+// were created counts as completed, with the kubelet's message (the
+// upstream StaticPod spec removes it and restarts the kubelet); a sidecar's
+// does not, nor one before any app container exists.
+func TestComputeStatusInitRecordLost(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	pod := testPod(corev1.RestartPolicyAlways, "app")
+	pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "img"}, {Name: "side", Image: "img", RestartPolicy: &always}}
+	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()},
+		Containers: []*runtimeapi.ContainerStatus{record("app", runtimeapi.ContainerState_CONTAINER_RUNNING, 0, "0", t0)}}
+	st := podStatus(pod, rt, nil)
+	init := st.InitContainerStatuses[0].State.Terminated
+	if init == nil || init.Reason != "Completed" || init.ExitCode != 0 || init.Message != initStatusLost {
+		t.Errorf("init container with its record gone: %+v, want Completed with the kubelet's message", st.InitContainerStatuses[0].State)
+	}
+	if st.InitContainerStatuses[1].State.Waiting == nil {
+		t.Errorf("sidecar with no record: %+v, want waiting (it is started again)", st.InitContainerStatuses[1].State)
+	}
+	rt.Containers = nil
+	if st := podStatus(pod, rt, nil); st.InitContainerStatuses[0].State.Waiting == nil {
+		t.Errorf("no app container created yet: init %+v, want waiting", st.InitContainerStatuses[0].State)
+	}
+}
+
 // After an image update, status shows the image a container runs, not the
 // spec's: a finished init container keeps the one it ran with.
 func TestStatusImageIsTheOneTheContainerRuns(t *testing.T) {

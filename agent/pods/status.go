@@ -70,6 +70,28 @@ type statusInput struct {
 	podCgroup func() *cgroups.ResourceConfig
 }
 
+// initStatusLost is the kubelet's word for an init container whose record
+// is gone from the runtime (removed by hand, or a static pod's status lost
+// in a restart) after the app containers were created.
+const initStatusLost = "Unable to get init container status from container runtime and pod has been initialized, treat it as exited normally"
+
+// initRecordLost reports whether a (non-sidecar) init container has no
+// record left while an app container was created: it completed, as the
+// kubelet infers (generateAPIPodStatus, HasAnyRegularContainerCreated).
+func initRecordLost(pod *corev1.Pod, c *corev1.Container, rt *pleg.PodRuntime) bool {
+	if qos.IsSidecar(c) || len(rt.ContainersNamed(c.Name)) > 0 {
+		return false
+	}
+	for i := range pod.Spec.Containers {
+		for _, r := range rt.ContainersNamed(pod.Spec.Containers[i].Name) {
+			if r.State != runtimeapi.ContainerState_CONTAINER_UNKNOWN {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // computeStatus derives the pod's corev1.PodStatus from its spec and what
 // the runtime holds, with the kubelet's phase rules, conditions and
 // container states.
@@ -101,6 +123,9 @@ func computeStatus(in statusInput) corev1.PodStatus {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := in.containerStatus(c, "PodInitializing")
+		if cs.State.Waiting != nil && initRecordLost(pod, c, in.rt) {
+			cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", Message: initStatusLost}}
+		}
 		markStarted(&cs)
 		// A finished init container is ready (the kubelet's prober
 		// manager says so for exit 0).
