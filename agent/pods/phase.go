@@ -9,8 +9,11 @@ import (
 // A pod's phase, as the kubelet's getPhase, and the end states of a pod
 // that stopped.
 
-// podPhase is the kubelet's getPhase; stopped is its podIsTerminal.
-func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus, podStopped bool) corev1.PodPhase {
+// podPhase is the kubelet's getPhase; stopped is its podIsTerminal, and
+// initialized its HasAnyActiveRegularContainerStarted: an app container was
+// created in the pod's current sandbox (after a node reboot the old
+// sandbox's app containers do not make the re-initialization Running).
+func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus, podStopped, initialized bool) corev1.PodPhase {
 	byName := func(list []corev1.ContainerStatus, name string) (corev1.ContainerStatus, bool) {
 		for _, s := range list {
 			if s.Name == name {
@@ -22,7 +25,7 @@ func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus, 
 	// failedInit and stoppedNotRestartable count what will not be started
 	// again (containerShouldRestart: restart rules, then the container's
 	// policy, then the pod's).
-	pendingInit, failedInit := 0, 0
+	pendingInit, pendingSidecars, failedInit := 0, 0, 0
 	unknown, running, waiting, stopped, stoppedNotRestartable, succeeded := 0, 0, 0, 0, 0, 0
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
@@ -36,55 +39,46 @@ func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus, 
 				unknown++
 			case s.State.Running != nil:
 				if s.Started == nil || !*s.Started {
-					pendingInit++
+					pendingSidecars++
 				}
 				running++
 			case s.State.Terminated != nil:
 			case s.State.Waiting != nil:
 				if s.LastTerminationState.Terminated == nil {
-					pendingInit++
+					pendingSidecars++
 					waiting++
 				}
 			default:
-				pendingInit++
+				pendingSidecars++
 				unknown++
 			}
 			continue
 		}
+		// A failed one restarting is not pending: the app containers wait.
 		switch {
 		case !ok:
 			pendingInit++
 		case s.State.Running != nil:
 			pendingInit++
 		case s.State.Terminated != nil:
-			if code := s.State.Terminated.ExitCode; code != 0 {
-				pendingInit++
-				if !restartable(pod, c, s.State.Terminated) {
-					failedInit++
-				}
+			if t := s.State.Terminated; t.ExitCode != 0 && !restartable(pod, c, t) {
+				failedInit++
 			}
 		case s.State.Waiting != nil:
 			if t := s.LastTerminationState.Terminated; t == nil {
 				pendingInit++
-			} else if t.ExitCode != 0 {
-				pendingInit++
-				if !restartable(pod, c, t) {
-					failedInit++
-				}
+			} else if t.ExitCode != 0 && !restartable(pod, c, t) {
+				failedInit++
 			}
 		default:
 			pendingInit++
 		}
 	}
-	anyStarted := false
 	for _, c := range pod.Spec.Containers {
 		s, ok := byName(statuses, c.Name)
 		if !ok {
 			unknown++
 			continue
-		}
-		if s.ContainerID != "" {
-			anyStarted = true
 		}
 		switch {
 		case s.State.Running != nil:
@@ -114,7 +108,7 @@ func podPhase(pod *corev1.Pod, initStatuses, statuses []corev1.ContainerStatus, 
 		return corev1.PodFailed
 	}
 	switch {
-	case (pendingInit > 0 && !anyStarted) || waiting > 0:
+	case pendingInit > 0 || pendingSidecars > 0 && !initialized || waiting > 0:
 		return corev1.PodPending
 	case running > 0 && unknown == 0:
 		return corev1.PodRunning

@@ -170,6 +170,42 @@ func TestComputeStatusInitRecordLost(t *testing.T) {
 	}
 }
 
+// After a node reboot the old sandbox's containers have all exited and a
+// new sandbox re-runs the init containers: the pod is Pending until an app
+// container is created in the new sandbox (the kubelet's active containers;
+// upstream "A node running restartable init containers reboots").
+func TestComputeStatusAfterNodeReboot(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	pod := testPod(corev1.RestartPolicyAlways, "regular-1")
+	pod.Spec.InitContainers = []corev1.Container{{Name: "init-1", Image: "img"}, {Name: "sidecar-2", Image: "img", RestartPolicy: &always}, {Name: "init-3", Image: "img"}}
+	t1 := t0.Add(time.Minute)
+	old := &runtimeapi.PodSandboxStatus{Id: "old", State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY, CreatedAt: t0.UnixNano()}
+	current := readySandbox()
+	current.CreatedAt = t1.UnixNano()
+	exited := runtimeapi.ContainerState_CONTAINER_EXITED
+	before := []*runtimeapi.ContainerStatus{
+		record("regular-1", exited, 137, "0", t0.Add(4*time.Second)),
+		record("init-3", exited, 0, "0", t0.Add(3*time.Second)),
+		record("sidecar-2", exited, 137, "0", t0.Add(2*time.Second)),
+		record("init-1", exited, 0, "0", t0.Add(time.Second)),
+	}
+	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{current, old},
+		Containers: append([]*runtimeapi.ContainerStatus{record("init-1", runtimeapi.ContainerState_CONTAINER_RUNNING, 0, "1", t1.Add(time.Second))}, before...)}
+	st := podStatus(pod, rt, nil)
+	if st.Phase != corev1.PodPending || st.InitContainerStatuses[0].RestartCount != 1 {
+		t.Errorf("re-initializing: phase %s, init-1 restarts %d; want Pending, 1", st.Phase, st.InitContainerStatuses[0].RestartCount)
+	}
+	rt.Containers = append([]*runtimeapi.ContainerStatus{
+		record("regular-1", runtimeapi.ContainerState_CONTAINER_RUNNING, 0, "1", t1.Add(4*time.Second)),
+		record("init-3", exited, 0, "1", t1.Add(3*time.Second)),
+		record("sidecar-2", runtimeapi.ContainerState_CONTAINER_RUNNING, 0, "1", t1.Add(2*time.Second)),
+		record("init-1", exited, 0, "1", t1.Add(time.Second)),
+	}, before...)
+	if st := podStatus(pod, rt, nil); st.Phase != corev1.PodRunning {
+		t.Errorf("re-initialized: phase %s, want Running", st.Phase)
+	}
+}
+
 // After an image update, status shows the image a container runs, not the
 // spec's: a finished init container keeps the one it ran with.
 func TestStatusImageIsTheOneTheContainerRuns(t *testing.T) {

@@ -92,6 +92,21 @@ func initRecordLost(pod *corev1.Pod, c *corev1.Container, rt *pleg.PodRuntime) b
 	return false
 }
 
+// appCreatedInSandbox reports whether an app container was created in the
+// pod's current, ready sandbox (the kubelet's active containers).
+func appCreatedInSandbox(pod *corev1.Pod, rt *pleg.PodRuntime) bool {
+	sb := rt.LatestSandbox()
+	if sb == nil || sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+		return false
+	}
+	for _, c := range rt.GetContainers() {
+		if isAppContainer(pod, c.GetMetadata().GetName()) && c.CreatedAt >= sb.CreatedAt {
+			return true
+		}
+	}
+	return false
+}
+
 // computeStatus derives the pod's corev1.PodStatus from its spec and what
 // the runtime holds, with the kubelet's phase rules, conditions and
 // container states.
@@ -155,7 +170,7 @@ func computeStatus(in statusInput) corev1.PodStatus {
 		c := (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
 		st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, in.containerStatus(c, "ContainerCreating"))
 	}
-	st.Phase = podPhase(pod, st.InitContainerStatuses, st.ContainerStatuses, in.stopped)
+	st.Phase = podPhase(pod, st.InitContainerStatuses, st.ContainerStatuses, in.stopped, appCreatedInSandbox(pod, in.rt))
 	if in.stopped {
 		endStates(pod, &st)
 	}

@@ -135,20 +135,20 @@ func TestContainerRestartRules(t *testing.T) {
 	}
 	p := testPod(corev1.RestartPolicyNever, "app", "keeper")
 	p.Spec.Containers[1].RestartPolicy = &always
-	if got := podPhase(p, nil, []corev1.ContainerStatus{term("app", 0), term("keeper", 0)}, false); got != corev1.PodRunning {
+	if got := podPhase(p, nil, []corev1.ContainerStatus{term("app", 0), term("keeper", 0)}, false, true); got != corev1.PodRunning {
 		t.Errorf("pod Never, a container Always exited: %s, want Running", got)
 	}
 	p.Spec.Containers[1].RestartPolicy = &never
-	if got := podPhase(p, nil, []corev1.ContainerStatus{term("app", 0), term("keeper", 0)}, false); got != corev1.PodSucceeded {
+	if got := podPhase(p, nil, []corev1.ContainerStatus{term("app", 0), term("keeper", 0)}, false, true); got != corev1.PodSucceeded {
 		t.Errorf("pod Never, all exited 0: %s, want Succeeded", got)
 	}
-	if got := podPhase(p, nil, []corev1.ContainerStatus{term("app", 0), term("keeper", 3)}, false); got != corev1.PodFailed {
+	if got := podPhase(p, nil, []corev1.ContainerStatus{term("app", 0), term("keeper", 3)}, false, true); got != corev1.PodFailed {
 		t.Errorf("pod Never, one exited 3: %s, want Failed", got)
 	}
 	// An Always pod's container with policy Never that failed: Failed.
 	q := testPod(corev1.RestartPolicyAlways, "app")
 	q.Spec.Containers[0].RestartPolicy = &never
-	if got := podPhase(q, nil, []corev1.ContainerStatus{term("app", 1)}, false); got != corev1.PodFailed {
+	if got := podPhase(q, nil, []corev1.ContainerStatus{term("app", 1)}, false, true); got != corev1.PodFailed {
 		t.Errorf("pod Always, the container Never exited 1: %s, want Failed", got)
 	}
 }
