@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
+	"k8s.io/component-helpers/node/util/sysctl"
 	"k8s.io/utils/clock"
 
 	"nodeagent/agent/config"
@@ -72,10 +73,13 @@ type Options struct {
 
 	// Injected in place of the host's (nil: the host's): the container
 	// runtime, the cgroup manager (with cgroupDriver's driver otherwise),
-	// the machine's facts.
+	// the machine's facts, the kernel's settings.
 	Runtime Runtime
 	Cgroups cgroups.Manager
 	Machine *node.Machine
+	// Sysctl reads and writes the kernel settings the kubelet sets at
+	// start (kerneltunables.go).
+	Sysctl sysctl.Interface
 	// ShareRootDir puts the root directory on a shared mount (nil:
 	// mounts.MakeRShared, as the kubelet at start).
 	ShareRootDir func(dir string) error

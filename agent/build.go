@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/netutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-helpers/node/util/sysctl"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/agent/config"
@@ -450,6 +451,13 @@ func (a *Agent) buildCgroups(ctx context.Context, p *parts) error {
 	if mgr.Version() == 1 && cfg.FailOnCgroupV1() {
 		return errors.New("nodeagent is configured not to run on a host using cgroup v1 (failCgroupV1 is true, the kubelet's default since 1.35): " +
 			"set failCgroupV1: false in the config to run on this host")
+	}
+	kernel := a.opts.Sysctl
+	if kernel == nil {
+		kernel = sysctl.New()
+	}
+	if err := setupKernelTunables(kernel, cfg.ProtectKernelDefaults, a.log.With("component", "node")); err != nil {
+		return err
 	}
 	treeCfg := cgroups.TreeConfig{
 		Root:        cgroups.ParseCgroupfs(cfg.CgroupRoot),

@@ -52,7 +52,7 @@ spec:
 	rt, cg := critest.New(), cgroupstest.New(2)
 	a, err := New(&cfg, Options{NodeName: "unit", RootDir: filepath.Join(dir, "root"), CNIConfDir: filepath.Join(dir, "cni"), CNIBinDirs: []string{dir},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Runtime: rt, Cgroups: cg,
-		Machine: &node.Machine{CPUs: 4, MemoryBytes: 8 << 30, PIDMax: 1 << 22, EphemeralStorageBytes: 100 << 30}, ShareRootDir: keepPrivate})
+		Machine: &node.Machine{CPUs: 4, MemoryBytes: 8 << 30, PIDMax: 1 << 22, EphemeralStorageBytes: 100 << 30}, ShareRootDir: keepPrivate, Sysctl: kernelAsWanted()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestFailCgroupV1RefusesAV1Host(t *testing.T) {
 		var logs strings.Builder
 		a, err := New(&cfg, Options{NodeName: "unit", RootDir: filepath.Join(dir, "root"), CNIConfDir: filepath.Join(dir, "cni"), CNIBinDirs: []string{dir},
 			Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil)), Runtime: critest.New(), Cgroups: cgroupstest.New(1),
-			Machine: &node.Machine{CPUs: 4, MemoryBytes: 8 << 30, PIDMax: 1 << 22, EphemeralStorageBytes: 100 << 30}, ShareRootDir: keepPrivate})
+			Machine: &node.Machine{CPUs: 4, MemoryBytes: 8 << 30, PIDMax: 1 << 22, EphemeralStorageBytes: 100 << 30}, ShareRootDir: keepPrivate, Sysctl: kernelAsWanted()})
 		if err != nil {
 			t.Fatal(err)
 		}

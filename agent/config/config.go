@@ -33,7 +33,7 @@ var Honoured = []string{
 	"shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "shutdownGracePeriodByPodPriority", "enforceNodeAllocatable",
 	"eventRecordQPS", "eventBurst", "evictionHard", "evictionSoft", "featureGates", "evictionSoftGracePeriod", "evictionMaxPodGracePeriod", "evictionMinimumReclaim",
 	"evictionPressureTransitionPeriod", "fileCheckFrequency", "kubeReserved", "maxPods", "memoryThrottlingFactor", "memoryReservationPolicy", "failCgroupV1", "podCIDR", "podLogsDir",
-	"podPidsLimit", "port", "qosReserved", "readOnlyPort", "resolvConf", "rotateCertificates", "serverTLSBootstrap", "runtimeRequestTimeout", "staticPodPath",
+	"podPidsLimit", "port", "protectKernelDefaults", "qosReserved", "readOnlyPort", "resolvConf", "rotateCertificates", "serverTLSBootstrap", "runtimeRequestTimeout", "staticPodPath",
 	"syncFrequency", "systemReserved", "tlsCertFile", "tlsCipherSuites", "tlsCurvePreferences", "tlsMinVersion", "tlsPrivateKeyFile", "userNamespaces", "volumeStatsAggPeriod",
 	"imagePullCredentialsVerificationPolicy", "preloadedImagesVerificationAllowlist",
 	// API-server mode (--kubeconfig).
