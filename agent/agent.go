@@ -201,6 +201,7 @@ func (a *Agent) loops(p *parts) []func(context.Context) {
 				a.log.Warn("device plugins are not served", "err", err)
 			}
 		},
+		func(ctx context.Context) { a.runPodResources(ctx, p) },
 		func(ctx context.Context) { p.imageGC.Run(ctx, gcPeriod) },
 		func(ctx context.Context) { p.rotator.Run(ctx, cfg.LogMonitorInterval()) },
 		func(ctx context.Context) { a.runShutdown(ctx, p) },

@@ -49,7 +49,7 @@ func (a *Agent) buildServers(_ context.Context, p *parts) error {
 		Config:          a.configz,
 		Agent:           map[string]string{"controlSocket": a.opts.ControlSocket},
 		Probes:          func(uid types.UID) any { return p.prober.Reports(uid) },
-		Metrics:         p.metrics.registry(p.cache, append([]prometheus.Collector{p.prober.Metrics, p.evictor.Metrics, p.imageGC.Metrics()}, append(p.cpuMetrics(), p.shutdownMetrics()...)...)...),
+		Metrics:         p.metrics.registry(p.cache, append([]prometheus.Collector{p.prober.Metrics, p.evictor.Metrics, p.imageGC.Metrics()}, append(p.cpuMetrics(), append(p.shutdownMetrics(), p.podRes)...)...)...),
 		Summary:         summary,
 		ResourceMetrics: resourceMetrics,
 		CadvisorMetrics: cadvisorMetrics,

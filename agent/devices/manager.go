@@ -254,6 +254,36 @@ func (m *Manager) AllocatedStatus(uid types.UID) map[string][]corev1.ResourceSta
 	return out
 }
 
+// ContainerDevices are the device IDs the container holds, by resource.
+func (m *Manager) ContainerDevices(uid types.UID, container string) map[string][]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string][]string{}
+	for _, a := range m.allocated[uid][container] {
+		out[a.Resource] = append(out[a.Resource], a.Devices...)
+	}
+	return out
+}
+
+// AllocatableDevices are the running plugins' healthy devices, by
+// resource.
+func (m *Manager) AllocatableDevices() map[string][]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string][]string{}
+	for name, p := range m.plugins {
+		if !p.stopped.IsZero() {
+			continue
+		}
+		for id, ok := range p.devices {
+			if ok {
+				out[name] = append(out[name], id)
+			}
+		}
+	}
+	return out
+}
+
 func count(devices map[string]bool) int {
 	n := 0
 	for _, ok := range devices {

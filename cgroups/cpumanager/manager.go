@@ -114,6 +114,10 @@ func (m *Manager) exclusivePool() cpuset.CPUSet {
 	return m.opts.Topology.All().Difference(m.opts.Reserved)
 }
 
+// Allocatable is every CPU outside the reserved set (the kubelet's
+// GetAllocatableCPUs).
+func (m *Manager) Allocatable() cpuset.CPUSet { return m.exclusivePool() }
+
 // OnChange registers f, called (without locks held) after the shared
 // pool changed, so running containers are moved onto it.
 func (m *Manager) OnChange(f func()) {

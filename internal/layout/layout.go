@@ -95,6 +95,9 @@ func (r Root) Seccomp() string { return filepath.Join(string(r), "seccomp") }
 // DevicePlugins holds the device plugins' sockets and the agent's own.
 func (r Root) DevicePlugins() string { return filepath.Join(string(r), "device-plugins") }
 
+// PodResources is the pod resources API's socket.
+func (r Root) PodResources() string { return filepath.Join(string(r), "pod-resources", "kubelet.sock") }
+
 // Logs is the pods' log directory (podLogsDir).
 type Logs string
 
