@@ -131,7 +131,7 @@ SKIPS=(
 	'\[Disruptive\]' "restarts the runtime or the kubelet through systemd, which is not PID 1 here"
 	'PrivilegedPod .*should enable privileged commands' "adds a dummy network device, a link type this kernel lacks"
 	'temporarily failed termination due to volume failing to unmount' "mounts an NFS volume: this kernel has neither an NFS client nor an NFS server"
-	'POD Resources API .*podresources metrics' "restarts the kubelet with another configuration through sudo and systemd, neither of which is here"
+	'POD Resources API .*podresources metrics' "a [Serial] spec of the pod resources API: it runs in the serial target (hack/upstream.sh serial)"
 	'OOMKiller \[LinuxOnly\]' "rewrites the kubelet's configuration and restarts it through sudo and systemd, neither of which is here"
 	'ImageGarbageCollect when ImageMaximumGCAge|Kubelet Endpoints when config is updated|KubletTLS certificate reload|ReloadKubeletClientCAFileTest' "rewrites the kubelet's configuration and restarts it through sudo and systemd, neither of which is here"
 	'MirrorPod when kubelet restarts|StaticPod when the static pod has .* kubelet restarts|A node running restartable init containers reboots' "restarts the kubelet through sudo and systemd, neither of which is here"
