@@ -165,11 +165,13 @@ type fakePods struct {
 	empty    map[string]int64    // uid/volume
 	emptyErr map[string]error    // uid/volume: cannot be measured
 	layers   map[types.UID]int64 // writable layers
-	procs    map[types.UID]int64 // processes, in container "c"
-	evicted  map[types.UID]int64 // grace
-	msgs     map[types.UID]string
-	orders   map[types.UID]Eviction
-	killNow  map[types.UID]bool
+	// containerDisk is containers' logs and layers, by uid/container.
+	containerDisk map[string]int64
+	procs         map[types.UID]int64 // processes, in container "c"
+	evicted       map[types.UID]int64 // grace
+	msgs          map[types.UID]string
+	orders        map[types.UID]Eviction
+	killNow       map[types.UID]bool
 	// kill answers a KillNow eviction (nil: the node stops pods
 	// gracefully, nothing is killed at once).
 	kill func(uid types.UID) Kill
@@ -227,6 +229,17 @@ func (f *fakePods) Containers(p *corev1.Pod) map[string]ContainerUsage {
 		return nil
 	}
 	return map[string]ContainerUsage{"c": {WorkingSet: u, Processes: n}}
+}
+
+// ContainerDisk is containers' ephemeral storage, by uid/container.
+func (f *fakePods) ContainerDisk(p *corev1.Pod) (map[string]int64, bool) {
+	out := map[string]int64{}
+	for k, v := range f.containerDisk {
+		if uid, name, _ := strings.Cut(k, "/"); uid == string(p.UID) {
+			out[name] = v
+		}
+	}
+	return out, true
 }
 
 func (f *fakePods) EmptyDir(p *corev1.Pod, v string) (int64, error) {
@@ -487,6 +500,58 @@ func TestEmptyDirOverItsSizeLimitIsEvicted(t *testing.T) {
 		if c.Status != corev1.ConditionFalse {
 			t.Errorf("an emptyDir over its limit is not node pressure: %+v", c)
 		}
+	}
+}
+
+// A pod over its ephemeral-storage limit (its containers' limits summed),
+// and a pod whose container is over its own limit (logs and writable
+// layer), are evicted with the kubelet's messages; pods within theirs,
+// and pods without limits, are not.
+func TestEphemeralStorageLimitsAreEnforced(t *testing.T) {
+	mi := int64(1 << 20)
+	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	limited := func(name string, sidecar bool) *corev1.Pod {
+		p := pod(name, corev1.PodQOSBestEffort, 0)
+		c := corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("100Mi")}}}
+		if sidecar {
+			always := corev1.ContainerRestartPolicyAlways
+			c.Name, c.RestartPolicy = "side", &always
+			p.Spec.InitContainers = []corev1.Container{c}
+			p.Spec.Containers = []corev1.Container{{Name: "main"}}
+		} else {
+			p.Spec.Containers = []corev1.Container{c}
+		}
+		return p
+	}
+	podOver, podUnder := limited("pod-over", false), limited("pod-under", false)
+	containerOver, sidecarOver := limited("container-over", false), limited("sidecar-over", true)
+	unlimited := pod("unlimited", corev1.PodQOSBestEffort, 0)
+	unlimited.Spec.Containers = []corev1.Container{{Name: "c"}}
+	pods := &fakePods{pods: []*corev1.Pod{podOver, podUnder, containerOver, sidecarOver, unlimited},
+		disk: map[types.UID]int64{"pod-over": 101 * mi, "pod-under": 99 * mi, "container-over": 99 * mi, "sidecar-over": 99 * mi, "unlimited": 500 * mi},
+		containerDisk: map[string]int64{"container-over/c": 101 * mi, "sidecar-over/side": 101 * mi, "sidecar-over/main": 0,
+			"pod-under/c": 99 * mi, "unlimited/c": 500 * mi},
+		evicted: map[types.UID]int64{}, msgs: map[types.UID]string{}}
+	m := NewManager(Options{Pressure: NewPressure(time.Minute, clock), Clock: clock}, &fakeSource{obs: Observations{}}, pods, pods)
+	clock.Step(10 * time.Second)
+	m.Synchronize(context.Background())
+	want := map[types.UID]string{
+		"pod-over":       "Pod ephemeral local storage usage exceeds the total limit of containers 100Mi. ",
+		"container-over": `Container c exceeded its local ephemeral storage limit "100Mi". `,
+		"sidecar-over":   `Container side exceeded its local ephemeral storage limit "100Mi". `,
+	}
+	for uid, msg := range want {
+		if pods.evicted[uid] != 1 || pods.msgs[uid] != msg {
+			t.Errorf("%s: evicted %v, message %q; want %q", uid, pods.evicted[uid], pods.msgs[uid], msg)
+		}
+	}
+	for _, uid := range []types.UID{"pod-under", "unlimited"} {
+		if _, ok := pods.evicted[uid]; ok {
+			t.Errorf("%s evicted within its limits", uid)
+		}
+	}
+	if tr := m.Traces(); len(tr) != 1 || len(tr[0].Victims) != 3 {
+		t.Errorf("traces %+v, want one with the three victims", tr)
 	}
 }
 

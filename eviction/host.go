@@ -54,6 +54,16 @@ func NewHostUsage(ctx context.Context, rt RuntimeStats, tree *cgroups.Tree,
 			}
 			return bytes, inodes, err
 		},
+		ContainerLayers: func(uid types.UID) (map[string]int64, error) {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			stats, err := rt.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{LabelSelector: map[string]string{cri.LabelPodUID: string(uid)}})
+			out := map[string]int64{}
+			for _, s := range stats {
+				out[s.GetAttributes().GetMetadata().GetName()] += int64(s.GetWritableLayer().GetUsedBytes().GetValue())
+			}
+			return out, err
+		},
 	}
 	// Writable layers count against nodefs when they live on it.
 	if mount, err := RuntimeImageFs(rt)(ctx); err == nil && mount != "" {

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/utils/clock"
 
 	"nodeagent/internal/qos"
@@ -66,6 +67,10 @@ type PodUsage interface {
 	// EmptyDir is the bytes a disk emptyDir volume of the pod holds; an
 	// error means it cannot be measured.
 	EmptyDir(pod *corev1.Pod, volume string) (int64, error)
+	// ContainerDisk is each container's ephemeral storage, by name: its
+	// log directory and, when it shares the node filesystem, its writable
+	// layer.
+	ContainerDisk(pod *corev1.Pod) (map[string]int64, bool)
 	// ImageFs is what the pod's containers hold on the image filesystem
 	// (their writable layers): bytes, inodes.
 	ImageFs(pod *corev1.Pod) (bytes, inodes int64, ok bool)
@@ -527,8 +532,10 @@ func (m *Manager) expirePendingLocked(now time.Time) {
 // left is page cache charged to its cgroup).
 const drained = 4 << 20
 
-// localStorage evicts pods whose disk emptyDir outgrew its sizeLimit, at
-// most every LocalStoragePeriod, pressure or not, as the kubelet does.
+// localStorage evicts, at most every LocalStoragePeriod and pressure or
+// not, the pods over a local storage limit, as the kubelet's
+// localStorageEviction: a disk emptyDir over its sizeLimit, then the pod
+// over its ephemeral-storage limit, then a container over its own.
 func (m *Manager) localStorage(active []*corev1.Pod) *evictionPlan {
 	now := m.opts.Clock.Now()
 	m.mu.Lock()
@@ -545,36 +552,61 @@ func (m *Manager) localStorage(active []*corev1.Pod) *evictionPlan {
 		if Critical(pod) {
 			continue
 		}
-		for _, v := range pod.Spec.Volumes {
-			if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.Medium == corev1.StorageMediumMemory {
-				continue
-			}
-			limit := sat.Value(*v.EmptyDir.SizeLimit)
-			used, err := m.usage.EmptyDir(pod, v.Name)
-			if err == nil && used <= limit {
-				continue
-			}
-			if plan == nil {
-				m.mu.Lock()
-				m.nextID++
-				plan = &evictionPlan{trace: Trace{ID: m.nextID, Signal: string(EmptyDirLimit), Threshold: "emptyDir sizeLimit",
-					ObservedAt: now, WokeAt: now, DecidedAt: now, Ranking: string(m.opts.Ranking)}}
-				m.mu.Unlock()
-			}
-			msg := fmt.Sprintf("Usage of EmptyDir volume %q exceeds the limit %q. ", v.Name, v.EmptyDir.SizeLimit.String())
-			if err != nil {
-				// The pod writes the tree being measured: one it made
-				// unmeasurable (too deep, say) must not hide its usage.
-				msg = fmt.Sprintf("Usage of EmptyDir volume %q cannot be measured (%v) and is counted as over the limit %q. ", v.Name, err, v.EmptyDir.SizeLimit.String())
-				used = limit
-			}
-			plan.victims = append(plan.victims, Candidate{Pod: pod, Usage: used, Request: limit, HasStats: true})
-			plan.trace.Victims = append(plan.trace.Victims, Victim{Pod: pod.Namespace + "/" + pod.Name, UID: pod.UID, QoS: qos.Class(pod),
-				Priority: Priority(pod), Usage: used, Request: limit, Grace: 1, Message: msg})
-			break
+		signal, used, limit, msg := m.overLocalLimit(pod)
+		if msg == "" {
+			continue
 		}
+		if plan == nil {
+			m.mu.Lock()
+			m.nextID++
+			plan = &evictionPlan{trace: Trace{ID: m.nextID, Signal: string(signal), Threshold: "local storage limit",
+				ObservedAt: now, WokeAt: now, DecidedAt: now, Ranking: string(m.opts.Ranking)}}
+			m.mu.Unlock()
+		}
+		plan.victims = append(plan.victims, Candidate{Pod: pod, Usage: used, Request: limit, HasStats: true})
+		plan.trace.Victims = append(plan.trace.Victims, Victim{Pod: pod.Namespace + "/" + pod.Name, UID: pod.UID, QoS: qos.Class(pod),
+			Priority: Priority(pod), Usage: used, Request: limit, Grace: 1, Message: msg})
 	}
 	return plan
+}
+
+// overLocalLimit is the first local storage limit the pod is over, with
+// the kubelet's message ("" when none).
+func (m *Manager) overLocalLimit(pod *corev1.Pod) (signal Signal, used, limit int64, msg string) {
+	for _, v := range pod.Spec.Volumes {
+		if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.Medium == corev1.StorageMediumMemory {
+			continue
+		}
+		limit := sat.Value(*v.EmptyDir.SizeLimit)
+		used, err := m.usage.EmptyDir(pod, v.Name)
+		if err != nil {
+			// The pod writes the tree being measured: one it made
+			// unmeasurable (too deep, say) must not hide its usage.
+			return EmptyDirLimit, limit, limit, fmt.Sprintf("Usage of EmptyDir volume %q cannot be measured (%v) and is counted as over the limit %q. ", v.Name, err, v.EmptyDir.SizeLimit.String())
+		}
+		if used > limit {
+			return EmptyDirLimit, used, limit, fmt.Sprintf("Usage of EmptyDir volume %q exceeds the limit %q. ", v.Name, v.EmptyDir.SizeLimit.String())
+		}
+	}
+	if q, ok := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})[corev1.ResourceEphemeralStorage]; ok {
+		if used, _, measured := m.usage.Disk(pod); measured && used > sat.Value(q) {
+			return PodEphemeralLimit, used, sat.Value(q), fmt.Sprintf("Pod ephemeral local storage usage exceeds the total limit of containers %s. ", q.String())
+		}
+	}
+	usage, measured := m.usage.ContainerDisk(pod)
+	if !measured {
+		return "", 0, 0, ""
+	}
+	for _, c := range append(append([]corev1.Container(nil), pod.Spec.Containers...), pod.Spec.InitContainers...) {
+		q, ok := c.Resources.Limits[corev1.ResourceEphemeralStorage]
+		if !ok || q.IsZero() {
+			continue
+		}
+		if used, limit := usage[c.Name], sat.Value(q); used > limit {
+			return ContainerEphemeralLimit, used, limit, fmt.Sprintf("Container %s exceeded its local ephemeral storage limit %q. ", c.Name, q.String())
+		}
+	}
+	return "", 0, 0, ""
 }
 
 func podGrace(pod *corev1.Pod) int64 {

@@ -201,6 +201,9 @@ type HostUsage struct {
 	// WritableLayers gives the pod's containers' writable layers (the
 	// CRI's container stats); nil: not counted.
 	WritableLayers func(uid types.UID) (bytes, inodes int64, err error)
+	// ContainerLayers gives each container's writable layer in bytes, by
+	// container name; nil: not counted.
+	ContainerLayers func(uid types.UID) (map[string]int64, error)
 	// ImageFsShared is true when the images and writable layers live on
 	// the node filesystem, which then counts them, as the kubelet does.
 	ImageFsShared bool
@@ -281,6 +284,33 @@ func (u HostUsage) ImageFs(pod *corev1.Pod) (bytes, inodes int64, ok bool) {
 	}
 	b, i, err := u.WritableLayers(pod.UID)
 	return b, i, err == nil
+}
+
+// ContainerDisk implements PodUsage: each container's log directory and,
+// when writable layers share the node filesystem, its writable layer (the
+// kubelet's containerEphemeralStorageLimitEviction).
+func (u HostUsage) ContainerDisk(pod *corev1.Pod) (map[string]int64, bool) {
+	out := map[string]int64{}
+	logs := layout.Logs(u.LogsDir)
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			b, _, err := fsinfo.DirUsage(logs.Container(pod.Namespace, pod.Name, pod.UID, c.Name))
+			if err != nil {
+				return nil, false
+			}
+			out[c.Name] = b
+		}
+	}
+	if u.ImageFsShared && u.ContainerLayers != nil {
+		layers, err := u.ContainerLayers(pod.UID)
+		if err != nil {
+			return nil, false
+		}
+		for name, b := range layers {
+			out[name] += b
+		}
+	}
+	return out, true
 }
 
 // EmptyDir implements PodUsage: the bytes a disk emptyDir volume holds.

@@ -30,6 +30,10 @@ const (
 	// EmptyDirLimit is the kubelet's internal signal for an emptyDir over
 	// its sizeLimit; it has no threshold or node condition.
 	EmptyDirLimit Signal = "emptydirfs.limit"
+	// PodEphemeralLimit and ContainerEphemeralLimit are its signals for a
+	// pod over its ephemeral-storage limit, and a container over its own.
+	PodEphemeralLimit       Signal = "ephemeralpodfs.limit"
+	ContainerEphemeralLimit Signal = "ephemeralcontainerfs.limit"
 )
 
 // signals lists every signal with the node condition it raises and the
