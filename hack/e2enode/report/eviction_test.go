@@ -50,6 +50,10 @@ func TestEvictionTimingsOfASpecThatNeverSawItsEvictions(t *testing.T) {
 	if _, ok := evictionTimings(types.SpecReport{LeafNodeText: "other", SpecEvents: types.SpecEvents{by(t0, "creating a pod")}}); ok {
 		t.Error("a spec without the pressure step counted as an eviction spec")
 	}
+	noCondition := evictionTiming{name: "limits", condition: "NoPressure", conditionAfter: 200 * time.Millisecond, evictedAfter: 40 * time.Second, state: "passed"}
+	if row := evictionTable([]evictionTiming{noCondition}); !strings.Contains(row, "| limits | NoPressure | none expected | 40.0 s | passed |") {
+		t.Errorf("a spec expecting no condition: %s", row)
+	}
 	if evictionTable(nil) != "" {
 		t.Error("a table for no eviction spec")
 	}
