@@ -58,20 +58,7 @@ func TestRestartedAgentDoesNotCountFinishedPods(t *testing.T) {
 				Sandboxes:  []*runtimeapi.PodSandboxStatus{{Id: "sb", State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY}},
 				Containers: []*runtimeapi.ContainerStatus{record("a", tc.container, 0, "0", t0)},
 			}}
-			store := status.NewStore()
-			m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir(),
-				Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}, Deps{
-				Runtime: critest.New(), Cache: cache, Store: store, Clock: clock.RealClock{},
-				Tree: cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true}),
-				Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-			})
-			ctx, cancel := context.WithCancel(context.Background())
-			updates := make(chan source.Update)
-			done := make(chan struct{})
-			go func() { m.Run(ctx, updates); close(done) }()
-			defer func() { cancel(); <-done }()
-			updates <- source.Update{Source: "api", Pods: []*corev1.Pod{finished, next}}
-
+			store := runRestarted(t, cache, critest.New(), corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}, finished, next)
 			waitUntil(t, "the new pod's admission", func() bool { _, ok := store.Get(next.UID); return ok })
 			got, _ := store.Get(next.UID)
 			rejected := got.Status.Phase == corev1.PodFailed
@@ -103,18 +90,7 @@ func TestRestartedAgentDoesNotRestartAnEvictedPod(t *testing.T) {
 		Containers: []*runtimeapi.ContainerStatus{record("a", runtimeapi.ContainerState_CONTAINER_EXITED, 137, "0", t0)},
 	}}
 	rt := critest.New()
-	store := status.NewStore()
-	m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir()}, Deps{
-		Runtime: rt, Cache: cache, Store: store, Clock: clock.RealClock{},
-		Tree: cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true}),
-		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	updates := make(chan source.Update)
-	done := make(chan struct{})
-	go func() { m.Run(ctx, updates); close(done) }()
-	defer func() { cancel(); <-done }()
-	updates <- source.Update{Source: "api", Pods: []*corev1.Pod{evicted}}
+	store := runRestarted(t, cache, rt, nil, evicted)
 	// The API's copy has no conditions; the worker's first status has.
 	waitUntil(t, "the adopted pod's first status", func() bool {
 		st, _ := store.Get(evicted.UID)
@@ -126,4 +102,23 @@ func TestRestartedAgentDoesNotRestartAnEvictedPod(t *testing.T) {
 	if st, ok := store.Get(evicted.UID); !ok || st.Status.Phase != corev1.PodFailed || st.Status.Reason != "Evicted" {
 		t.Errorf("status %+v, want the API's Failed/Evicted", st)
 	}
+}
+
+// runRestarted runs a manager over a runtime that already holds an earlier
+// agent's pods (cache), hands it the API's pods, and returns its status
+// store; the manager stops with the test.
+func runRestarted(t *testing.T, cache fixedCache, rt *critest.Runtime, allocatable corev1.ResourceList, pods ...*corev1.Pod) *status.Store {
+	store := status.NewStore()
+	m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir(), Allocatable: allocatable}, Deps{
+		Runtime: rt, Cache: cache, Store: store, Clock: clock.RealClock{},
+		Tree: cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true}),
+		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	updates := make(chan source.Update)
+	done := make(chan struct{})
+	go func() { m.Run(ctx, updates); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	updates <- source.Update{Source: "api", Pods: pods}
+	return store
 }
