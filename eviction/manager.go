@@ -593,15 +593,21 @@ func (m *Manager) overLocalLimit(pod *corev1.Pod) (signal Signal, used, limit in
 			return PodEphemeralLimit, used, sat.Value(q), fmt.Sprintf("Pod ephemeral local storage usage exceeds the total limit of containers %s. ", q.String())
 		}
 	}
+	var limited []corev1.Container
+	for _, c := range append(append([]corev1.Container(nil), pod.Spec.Containers...), pod.Spec.InitContainers...) {
+		if q, ok := c.Resources.Limits[corev1.ResourceEphemeralStorage]; ok && !q.IsZero() {
+			limited = append(limited, c)
+		}
+	}
+	if len(limited) == 0 {
+		return "", 0, 0, "" // nothing to measure: most pods
+	}
 	usage, measured := m.usage.ContainerDisk(pod)
 	if !measured {
 		return "", 0, 0, ""
 	}
-	for _, c := range append(append([]corev1.Container(nil), pod.Spec.Containers...), pod.Spec.InitContainers...) {
-		q, ok := c.Resources.Limits[corev1.ResourceEphemeralStorage]
-		if !ok || q.IsZero() {
-			continue
-		}
+	for _, c := range limited {
+		q := c.Resources.Limits[corev1.ResourceEphemeralStorage]
 		if used, limit := usage[c.Name], sat.Value(q); used > limit {
 			return ContainerEphemeralLimit, used, limit, fmt.Sprintf("Container %s exceeded its local ephemeral storage limit %q. ", c.Name, q.String())
 		}
