@@ -1,7 +1,16 @@
 # Shell helpers the hack/ scripts source. The sourcing script defines log.
 
-# alive PIDFILE: true when the pid in PIDFILE is a running process.
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# alive PIDFILE: true when the pid in PIDFILE is a running process that
+# started before the file was written. After a host restart /run can outlive
+# the processes, and their pids are soon taken by others (a build's compiler).
+alive() {
+	[ -f "$1" ] || return 1
+	local pid age
+	pid=$(cat "$1")
+	kill -0 "$pid" 2>/dev/null || return 1
+	age=$(ps -o etimes= -p "$pid" 2>/dev/null) || return 1
+	[ $(($(date +%s) - age)) -le $(($(stat -c %Y "$1") + 2)) ]
+}
 
 # apt_need PACKAGE...: install the Debian packages that are missing.
 apt_need() {
