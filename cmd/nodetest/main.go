@@ -50,10 +50,14 @@ Usage:
   nodetest peer kubelet --dir DIR [--kubeconfig FILE] [--node-name NAME] [--address IP] [--port N]
                        [--read-only-port N] [--healthz-port N] [--root-dir DIR] [--pod-logs-dir DIR]
                        [--node-ip IP] [--cgroup-root PATH] [--kubelet-config FILE] [--kubelet-bin PATH] [--runtime-bin DIR]
+                       [--unit FILE [--unit-config FILE]]
                                           run the real kubelet on a containerd of its own in the
                                           foreground (scripts' control runs); prints its CRI endpoint;
                                           SIGTERM or Ctrl-C stops both and restores the host's sysctls,
-                                          cgroups, mounts and paths
+                                          cgroups, mounts and paths. --unit runs the kubelet as the
+                                          systemctl stand-in's unit FILE (written here), which the
+                                          upstream serial suite restarts on --unit-config; the kubelet's
+                                          exits then leave the containerd up
 
 Global flags:
   --server URL           the agent's read-only API (default http://127.0.0.1:10255, or $NODEAGENT_SERVER)
@@ -144,6 +148,8 @@ func run(args []string, out io.Writer) error {
 	fs.StringVar(&p.nodeIP, "node-ip", "", "")
 	fs.StringVar(&p.configFile, "kubelet-config", "", "")
 	fs.StringVar(&p.cgroupRoot, "cgroup-root", "", "")
+	fs.StringVar(&p.unit, "unit", "", "")
+	fs.StringVar(&p.unitConfig, "unit-config", "", "")
 	var image, agentBin string
 	fs.StringVar(&image, "image", "127.0.0.1:5050/nodeagent/test:latest", "")
 	fs.StringVar(&agentBin, "agent-bin", "", "")

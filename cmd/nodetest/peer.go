@@ -14,6 +14,7 @@ import (
 // peerOptions are nodetest peer kubelet's flags.
 type peerOptions struct {
 	dir, kubeconfig, node, address, rootDir, podLogsDir, nodeIP, configFile, cgroupRoot string
+	unit, unitConfig                                                                    string
 	port, readOnlyPort, healthzPort                                                     int
 }
 
@@ -24,6 +25,9 @@ type peerOptions struct {
 func (t *tester) runKubeletPeer(o peerOptions, e experimentOptions) error {
 	if o.dir == "" {
 		return fmt.Errorf("nodetest peer kubelet: --dir is required")
+	}
+	if o.unitConfig != "" && o.unit == "" {
+		return fmt.Errorf("nodetest peer kubelet: --unit-config needs --unit")
 	}
 	kubeletBin, runtimeBin := besideNodetest(e.kubeletBin, "upstream/kubelet"), besideNodetest(e.runtimeBin, "runtime")
 	extra := ""
@@ -40,7 +44,8 @@ func (t *tester) runKubeletPeer(o peerOptions, e experimentOptions) error {
 	}
 	k, err := launch.NewKubelet(launch.KubeletOptions{Bin: kubeletBin, RuntimeBin: runtimeBin, Dir: o.dir, NodeName: o.node,
 		Registry: envOr("REGISTRY", "127.0.0.1:5050"), PauseImage: envOr("PAUSE_IMAGE", "127.0.0.1:5050/nodeagent/pause:1.0"), Kubeconfig: o.kubeconfig, Address: o.address, Port: o.port,
-		ReadOnlyPort: o.readOnlyPort, HealthzPort: o.healthzPort, RootDir: o.rootDir, CgroupRoot: o.cgroupRoot, PodLogsDir: o.podLogsDir, Args: args, Config: extra})
+		ReadOnlyPort: o.readOnlyPort, HealthzPort: o.healthzPort, RootDir: o.rootDir, CgroupRoot: o.cgroupRoot, PodLogsDir: o.podLogsDir, Args: args, Config: extra,
+		Unit: o.unit, UnitConfig: o.unitConfig})
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"nodeagent/e2e/standin"
 	"nodeagent/internal/mounts"
 )
 
@@ -55,6 +56,11 @@ type KubeletOptions struct {
 	// FileCheckFrequency is the static pod directory's rescan period
 	// (default the kubelet's 20 s; it watches with inotify too).
 	FileCheckFrequency time.Duration
+	// Unit, when set, is a stand-in unit file (e2e/standin) written at
+	// Start: the kubelet runs as that unit, which the upstream suite's
+	// systemctl stand-in stops and restarts, on UnitConfig once the suite
+	// has written it there. Its exits then leave the containerd up.
+	Unit, UnitConfig string
 }
 
 // Kubelet is one real kubelet with a containerd of its own: the kubelet
@@ -68,6 +74,7 @@ type Kubelet struct {
 	Runtime                                 *Containerd
 
 	cmd     *exec.Cmd
+	unit    *standin.Unit
 	done    chan struct{}
 	log     *os.File
 	sysctls sysctlSnapshot
@@ -156,8 +163,12 @@ authentication:
 authorization: {mode: AlwaysAllow}
 # No KUBE-FIREWALL or hint chains: nothing in iptables outlives the run.
 makeIPTablesUtilChains: false
-%s`, rt.Endpoint(), k.Manifests, opts.FileCheckFrequency, k.LogsDir, filepath.Join(opts.Dir, "volume-plugins"),
-		opts.CgroupRoot, opts.Address, opts.Port, opts.ReadOnlyPort, opts.HealthzPort, opts.Config)
+`, rt.Endpoint(), k.Manifests, opts.FileCheckFrequency, k.LogsDir, filepath.Join(opts.Dir, "volume-plugins"),
+		opts.CgroupRoot, opts.Address, opts.Port, opts.ReadOnlyPort, opts.HealthzPort)
+	config, err = withConfig(config, opts.Config)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.WriteFile(k.ConfigFile, []byte(config), 0o644); err != nil {
 		return nil, err
 	}
@@ -168,7 +179,7 @@ makeIPTablesUtilChains: false
 // its /healthz passes, for at most timeout. On failure nothing is left
 // running.
 func (k *Kubelet) Start(ctx context.Context, timeout time.Duration) (err error) {
-	if k.cmd != nil {
+	if k.cmd != nil || k.unit != nil {
 		return errors.New("launch: the kubelet is running")
 	}
 	k.sysctls = takeSysctls(kubeletSysctls)
@@ -184,16 +195,46 @@ func (k *Kubelet) Start(ctx context.Context, timeout time.Duration) (err error) 
 	if err := k.Runtime.Start(ctx, 30*time.Second); err != nil {
 		return err
 	}
+	argv := []string{k.Bin, "--config", k.ConfigFile, "--root-dir", k.RootDir, "--cert-dir", filepath.Join(k.Dir, "pki"),
+		"--hostname-override", k.NodeName, "-v", strconv.Itoa(k.Verbosity)}
+	argv = append(argv, k.Args...)
+	if k.Kubeconfig != "" {
+		argv = append(argv, "--kubeconfig", k.Kubeconfig)
+	}
+	if k.Unit != "" {
+		err = k.startUnit(argv)
+	} else {
+		err = k.startProcess(argv)
+	}
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		if k.Healthz() == nil {
+			return nil
+		}
+		if !k.running() {
+			return fmt.Errorf("the kubelet exited: %s", tailFile(k.LogPath(), 5))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the kubelet was not healthy within %s: %s", timeout, tailFile(k.LogPath(), 5))
+		}
+	}
+}
+
+// startProcess runs the kubelet as this process's child.
+func (k *Kubelet) startProcess(argv []string) error {
 	log, err := os.OpenFile(k.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(k.Bin, "--config", k.ConfigFile, "--root-dir", k.RootDir, "--cert-dir", filepath.Join(k.Dir, "pki"),
-		"--hostname-override", k.NodeName, "-v", strconv.Itoa(k.Verbosity))
-	cmd.Args = append(cmd.Args, k.Args...)
-	if k.Kubeconfig != "" {
-		cmd.Args = append(cmd.Args, "--kubeconfig", k.Kubeconfig)
-	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -202,21 +243,19 @@ func (k *Kubelet) Start(ctx context.Context, timeout time.Duration) (err error) 
 	}
 	k.cmd, k.log, k.done = cmd, log, make(chan struct{})
 	go func() { cmd.Wait(); close(k.done) }()
-	deadline := time.Now().Add(timeout)
-	for {
-		if k.Healthz() == nil {
-			return nil
-		}
-		select {
-		case <-k.done:
-			return fmt.Errorf("the kubelet exited: %s", tailFile(k.LogPath(), 5))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the kubelet was not healthy within %s: %s", timeout, tailFile(k.LogPath(), 5))
-		}
+	return nil
+}
+
+// running reports whether the kubelet's process is up.
+func (k *Kubelet) running() bool {
+	if k.unit != nil {
+		return k.unit.Running()
+	}
+	select {
+	case <-k.done:
+		return false
+	default:
+		return k.cmd != nil
 	}
 }
 
@@ -253,13 +292,17 @@ func (k *Kubelet) LogPath() string { return filepath.Join(k.Dir, "kubelet.log") 
 
 // Pid is the running kubelet's process ID (0 when none runs).
 func (k *Kubelet) Pid() int {
+	if k.unit != nil {
+		return k.unit.PID()
+	}
 	if k.cmd == nil {
 		return 0
 	}
 	return k.cmd.Process.Pid
 }
 
-// Exited is closed when the kubelet's process ends.
+// Exited is closed when the kubelet's process ends; never as a unit,
+// which the suite restarts.
 func (k *Kubelet) Exited() <-chan struct{} { return k.done }
 
 // Stop ends the kubelet, removes what pods it left through its runtime,
@@ -272,6 +315,9 @@ func (k *Kubelet) Stop() error {
 		Terminate(k.cmd.Process, k.done, 30*time.Second)
 		k.log.Close()
 		k.cmd = nil
+	}
+	if k.unit != nil {
+		k.stopUnit()
 	}
 	if k.Runtime.cmd != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -116,7 +116,11 @@ fileCheckFrequency: %s
 # The test hosts include cgroup v1 ones, where the kubelet's default
 # (true since 1.35) would refuse to start.
 failCgroupV1: false
-%s`, opts.RuntimeEndpoint, a.Manifests, a.LogsDir, opts.CgroupRoot, opts.Address, opts.Port, opts.KubeletPort, opts.HealthzPort, opts.FileCheckFrequency, opts.Config)
+`, opts.RuntimeEndpoint, a.Manifests, a.LogsDir, opts.CgroupRoot, opts.Address, opts.Port, opts.KubeletPort, opts.HealthzPort, opts.FileCheckFrequency)
+	config, err := withConfig(config, opts.Config)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.WriteFile(a.ConfigFile, []byte(config), 0o644); err != nil {
 		return nil, err
 	}

@@ -92,6 +92,9 @@ func zombie(pid int) bool {
 	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
 }
 
+// PID is the running agent's process ID, 0 when none runs.
+func (u *Unit) PID() int { return u.pid() }
+
 // Running reports whether the agent runs.
 func (u *Unit) Running() bool { return u.pid() != 0 }
 
