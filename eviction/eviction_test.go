@@ -649,6 +649,46 @@ func TestPIDAndImageFsPressureEvictByTheirOwnMeasure(t *testing.T) {
 	}
 }
 
+// An evicted fork bomb goes on forking until it is killed, and its
+// processes take a while to die: its eviction covers the deficit until
+// they are gone, so no other pod goes along (upstream's
+// PriorityPidEvictionOrdering: the innocent pod, with 2 processes, was
+// evicted a second after the bombs while they died).
+func TestPIDEvictionInFlightLastsUntilItsProcessesAreGone(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &fakeSource{obs: Observations{}}
+	low, high, innocent := pod("low-bomb", corev1.PodQOSBestEffort, 0), pod("high-bomb", corev1.PodQOSBestEffort, 999999999), pod("innocent", corev1.PodQOSBestEffort, 999999999)
+	pods := &fakePods{pods: []*corev1.Pod{low, high, innocent}, procs: map[types.UID]int64{"innocent": 2},
+		evicted: map[types.UID]int64{}, msgs: map[types.UID]string{}}
+	ts, _ := ParseThresholds(Config{Hard: map[string]string{"pid.available": "92018"}})
+	m := NewManager(Options{Thresholds: ts, Pressure: NewPressure(time.Minute, clock), Clock: clock}, src, pods, pods)
+	steps := []struct {
+		what      string
+		low, high int64
+		evicted   []types.UID
+	}{
+		{"20 short: the low-priority bomb goes", 2000, 1000, []types.UID{"low-bomb"}},
+		{"it dies while the other forks: covered", 1500, 1600, []types.UID{"low-bomb"}},
+		{"it is gone, the other is short of 120: it goes", 0, 3100, []types.UID{"low-bomb", "high-bomb"}},
+		{"it forks on through its grace: covered", 0, 3200, []types.UID{"low-bomb", "high-bomb"}},
+		{"both gone", 0, 0, []types.UID{"low-bomb", "high-bomb"}},
+	}
+	for _, st := range steps {
+		pods.procs["low-bomb"], pods.procs["high-bomb"] = st.low, st.high
+		src.set(PIDAvailable, 100000-5000-st.low-st.high-2, 100000, clock.Now())
+		m.Synchronize(context.Background())
+		if len(pods.evicted) != len(st.evicted) {
+			t.Fatalf("%s: evicted %v, want %v", st.what, pods.evicted, st.evicted)
+		}
+		for _, uid := range st.evicted {
+			if pods.evicted[uid] != 1 {
+				t.Fatalf("%s: evicted %v, want %v", st.what, pods.evicted, st.evicted)
+			}
+		}
+		clock.Step(time.Second)
+	}
+}
+
 // armingSource records when its notifications are armed, against the
 // evictions.
 type armingSource struct {

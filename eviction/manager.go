@@ -507,7 +507,7 @@ func (m *Manager) execute(p *evictionPlan) {
 func (m *Manager) expirePendingLocked(now time.Time) {
 	for uid, p := range m.pending {
 		usage, ok := m.usageOf(p.pod, p.signal)
-		if ok && usage > drained && now.Sub(p.since) < pendingTimeout {
+		if ok && usage > drainedAt(p.signal) && now.Sub(p.since) < pendingTimeout {
 			p.usage = usage
 			m.pending[uid] = p
 			continue
@@ -528,9 +528,18 @@ func (m *Manager) expirePendingLocked(now time.Time) {
 	}
 }
 
-// drained is the usage below which an evicted pod counts as gone (what is
-// left is page cache charged to its cgroup).
-const drained = 4 << 20
+// drainedAt is the usage below which an evicted pod counts as gone: for
+// bytes, what is left is page cache charged to its cgroup and its kept
+// logs; for inodes, its log directories and files; processes all go.
+func drainedAt(s Signal) int64 {
+	switch s {
+	case PIDAvailable:
+		return 0
+	case NodeFsInodesFree, ImageFsInodesFree:
+		return 64
+	}
+	return 4 << 20
+}
 
 // localStorage evicts, at most every LocalStoragePeriod and pressure or
 // not, the pods over a local storage limit, as the kubelet's
