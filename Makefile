@@ -87,11 +87,11 @@ conformance-upstream: build runtime-up ## run the upstream [NodeConformance] spe
 conformance-upstream-quick: build runtime-up ## the upstream specs CI runs: a named subset of conformance-upstream (hack/upstream.sh QUICK_GROUPS), a few minutes
 	@GO=$(GO) BIN_DIR=$(BIN_DIR) AGENT=$(AGENT) hack/upstream.sh quick
 
-conformance-upstream-serial: build runtime-up ## the upstream [Serial] specs that reconfigure and restart the node (eviction, OOM, PIDs, critical pods, restarts, log rotation, image GC), one at a time, through sudo and systemctl stand-ins (results in bin/conformance-upstream-serial; hours)
-	@GO=$(GO) BIN_DIR=$(BIN_DIR) hack/upstream.sh serial
+conformance-upstream-serial: build runtime-up ## the upstream [Serial] specs that reconfigure and restart the node (eviction, OOM, PIDs, critical pods, restarts, log rotation, image GC), one at a time, through sudo and systemctl stand-ins; AGENT=kubelet for the control run (results in bin/conformance-upstream-serial[-kubelet]; hours)
+	@GO=$(GO) BIN_DIR=$(BIN_DIR) AGENT=$(AGENT) hack/upstream.sh serial
 
 conformance-upstream-serial-quick: build runtime-up ## the serial specs CI runs: OOMKiller and PodPidsLimit, about 2 minutes (hack/upstream.sh SERIAL_QUICK)
-	@GO=$(GO) BIN_DIR=$(BIN_DIR) hack/upstream.sh serial-quick
+	@GO=$(GO) BIN_DIR=$(BIN_DIR) AGENT=$(AGENT) hack/upstream.sh serial-quick
 
 upstream-build: ## build the upstream node e2e suite (e2e_node.test, ginkgo, agnhost) from k8s.io/kubernetes into bin/upstream (hack/e2enode; cached by release)
 	@GO=$(GO) hack/upstream.sh build

@@ -174,10 +174,11 @@ volumeStatsAggPeriod: 10s'
 # serial: the serial specs with the stand-ins on the suite's PATH and the
 # unit they drive; the suite writes its configurations to
 # $OUT/kubelet-config (its working directory), which the unit then starts
-# the agent with.
+# the agent with. AGENT=kubelet: the control run, the real kubelet as that
+# unit (nodetest peer kubelet --unit).
 serial() {
-	[ "$AGENT" = nodeagent ] || die "serial runs against nodeagent only (the control run needs a real systemd)"
 	RUN_OUT=$HERE/$BIN_DIR/conformance-upstream-serial
+	if [ "$AGENT" = kubelet ]; then RUN_OUT+=-kubelet; fi
 	SKIPS=("${SERIAL_SKIPS[@]}")
 	UPSTREAM_FOCUS=${UPSTREAM_FOCUS:-$SERIAL_FOCUS}
 	UPSTREAM_PROCS=1
@@ -189,10 +190,14 @@ serial() {
 	ln -s "$HERE/$BIN_DIR/nodetest" "$shims/sudo"
 	rm -f "$OUT/kubelet-config"
 	SUITE_ENV=(PATH="$shims:$PATH" NODETEST_UNIT="$RUN_OUT/agent/unit.json")
+	UNIT=$RUN_OUT/agent/unit.json
 	# The Restart specs SIGKILL containerd by its pid file; runtime-up's
-	# supervisor starts it again.
+	# supervisor starts it again. The control kubelet's containerd has
+	# neither: those specs are not the control run's.
 	local rundir=${CRI_ENDPOINT#unix://}
-	SUITE_ARGS=(--container-runtime-process-name=containerd --container-runtime-pid-file="${rundir%/*}/containerd.pid")
+	if [ "$AGENT" = nodeagent ]; then
+		SUITE_ARGS=(--container-runtime-process-name=containerd --container-runtime-pid-file="${rundir%/*}/containerd.pid")
+	fi
 	run
 }
 
@@ -226,6 +231,7 @@ SUITE_TITLE="upstream NodeConformance"
 SUITE_ENV=()
 SUITE_ARGS=()
 EXTRA_CONFIG=""
+UNIT="" # serial: the stand-in unit file the control kubelet runs as
 
 # json_string S: S as a JSON string (backslashes and quotes escaped; the
 # paths here hold no control characters).
@@ -346,10 +352,16 @@ agent_up() {
 kubelet_up() {
 	rm -rf "$RUN_OUT/kubelet" && mkdir -p "$RUN_OUT/agent"
 	write_kubeconfig
+	local extra=()
+	if [ -n "$EXTRA_CONFIG" ]; then
+		printf '%s\n' "$EXTRA_CONFIG" >"$RUN_OUT/agent/extra-config.yaml"
+		extra+=(--kubelet-config "$RUN_OUT/agent/extra-config.yaml")
+	fi
+	if [ -n "$UNIT" ]; then extra+=(--unit "$UNIT" --unit-config "$OUT/kubelet-config"); fi
 	setsid nohup "$HERE/$BIN_DIR/nodetest" peer kubelet --dir "$RUN_OUT/kubelet" --kubeconfig "$RUN_OUT/agent/kubeconfig" \
 		--node-name "$NODE_NAME" --address 0.0.0.0 --port "$KUBELET_PORT" --read-only-port "$READ_ONLY_PORT" --healthz-port 10248 \
 		--root-dir "$AGENT_ROOT" --pod-logs-dir /var/log/pods --node-ip "$NODE_ADDRESS" --cgroup-root / \
-		--kubelet-bin "$OUT/kubelet" --runtime-bin "$HERE/$BIN_DIR/runtime" >"$RUN_OUT/kubelet-peer.log" 2>&1 </dev/null &
+		--kubelet-bin "$OUT/kubelet" --runtime-bin "$HERE/$BIN_DIR/runtime" "${extra[@]}" >"$RUN_OUT/kubelet-peer.log" 2>&1 </dev/null &
 	echo $! >"$RUN_OUT/nodeagent.pid"
 	for _ in $(seq 120); do
 		SUITE_CRI=$(sed -n 's/^KUBELET_CRI_ENDPOINT=//p' "$RUN_OUT/kubelet-peer.log")

@@ -180,13 +180,13 @@ func (c fixedCache) Inspect(_ context.Context, uid types.UID) (*pleg.PodRuntime,
 }
 func (c fixedCache) UIDs() []types.UID { return slices.Collect(maps.Keys(c)) }
 
-func TestReclaimContainersTakesOnlyFinishedPodsOldRecords(t *testing.T) {
+func TestReclaimContainersTakesFinishedPodsContainersOnly(t *testing.T) {
 	ctr := func(id, name string, state runtimeapi.ContainerState) *runtimeapi.ContainerStatus {
 		return &runtimeapi.ContainerStatus{Id: id, Metadata: &runtimeapi.ContainerMetadata{Name: name}, State: state}
 	}
 	exited, running := runtimeapi.ContainerState_CONTAINER_EXITED, runtimeapi.ContainerState_CONTAINER_RUNNING
 	cache := fixedCache{
-		// Failed: the newest record of each container is its status.
+		// Failed: every record goes (the pod's status stands without them).
 		"done": {UID: "done", Containers: []*runtimeapi.ContainerStatus{
 			ctr("done-main-2", "main", exited), ctr("done-side-1", "side", exited), ctr("done-main-1", "main", exited), ctr("done-main-0", "main", exited)}},
 		// Running: its worker owns its containers, the exited one is its lastState.
@@ -210,8 +210,8 @@ func TestReclaimContainersTakesOnlyFinishedPodsOldRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"RemoveContainer done-main-1", "RemoveContainer done-main-0"}
-	if got := rt.Ops("RemoveContainer", "StopContainer", "StopPodSandbox", "RemovePodSandbox"); n != 2 || !slices.Equal(got, want) {
+	want := []string{"RemoveContainer done-main-0", "RemoveContainer done-main-1", "RemoveContainer done-side-1", "RemoveContainer done-main-2"}
+	if got := rt.Ops("RemoveContainer", "StopContainer", "StopPodSandbox", "RemovePodSandbox"); n != 4 || !slices.Equal(got, want) {
 		t.Errorf("removed %d: %v, want %v", n, got, want)
 	}
 }

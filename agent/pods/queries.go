@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -118,10 +119,11 @@ func pendingCopy(p *corev1.Pod, nodeIP string) *corev1.Pod {
 }
 
 // ReclaimContainers is the dead-container half of the reclaim that comes
-// before a disk eviction: a finished pod keeps only the newest record of
-// each container (its status; its lastState goes, as the kubelet removes
-// terminated pods' containers), and a running pod what prune already
-// leaves. It returns how many containers it removed.
+// before a disk eviction: a finished pod's containers all go (their
+// writable layers and logs with them; the pod's last status stands), as
+// the kubelet's container GC with evictNonDeletedPods, and a running pod
+// keeps what prune already leaves. It returns how many containers it
+// removed.
 func (m *Manager) ReclaimContainers(ctx context.Context) (int, error) {
 	var removed int
 	var errs []error
@@ -134,7 +136,12 @@ func (m *Manager) ReclaimContainers(ctx context.Context) (int, error) {
 		if hasRunning(rt) {
 			continue
 		}
-		for _, c := range deadContainers(rt, 1) {
+		// Oldest first, as the kubelet's removeOldestN: the newest record
+		// gives the status until it goes too, and a status computed
+		// between removals must not read an older exit.
+		dead := deadContainers(rt, 0)
+		slices.Reverse(dead)
+		for _, c := range dead {
 			if err := m.removeContainer(ctx, c); err != nil {
 				errs = append(errs, fmt.Errorf("remove dead container %s of pod %s: %w", shortID(c.Id), uid, err))
 				continue

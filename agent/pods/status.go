@@ -184,6 +184,11 @@ func computeStatus(in statusInput) corev1.PodStatus {
 			st.Phase, st.Reason, st.Message = corev1.PodFailed, t.Reason, t.Message
 		}
 	}
+	// No way out of a terminal phase, as the kubelet forces it back: a
+	// finished pod's records can go, and its worker must not start it again.
+	if terminalPhase(in.previous.Phase) {
+		st.Phase = in.previous.Phase
+	}
 	// A pod that ended keeps the IP it had, its sandbox stopped or not, as
 	// the kubelet's terminal status does.
 	if st.PodIP == "" && (in.stopped || st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed) {
@@ -256,6 +261,14 @@ func (in statusInput) containerStatus(c *corev1.Container, defaultWaiting string
 		return &corev1.ContainerStateWaiting{Reason: defaultWaiting}
 	}
 	reset, wasReset := in.resets[c.Name]
+	if len(recs) == 0 && !wasReset {
+		// A finished container's records can go (the reclaim before a
+		// disk eviction takes a finished pod's): its last status stands,
+		// as the kubelet keeps an old terminated status.
+		if old := in.previousStatus(c.Name); old != nil && old.State.Terminated != nil {
+			return *old.DeepCopy()
+		}
+	}
 	if len(recs) == 0 {
 		cs.State.Waiting = waiting()
 		if wasReset {
@@ -326,6 +339,19 @@ func (in statusInput) containerStatus(c *corev1.Container, defaultWaiting string
 		}
 	}
 	return cs
+}
+
+// previousStatus is the container's status as last published, nil when
+// there was none.
+func (in statusInput) previousStatus(name string) *corev1.ContainerStatus {
+	for _, l := range [][]corev1.ContainerStatus{in.previous.InitContainerStatuses, in.previous.ContainerStatuses, in.previous.EphemeralContainerStatuses} {
+		for i := range l {
+			if l[i].Name == name {
+				return &l[i]
+			}
+		}
+	}
+	return nil
 }
 
 // markStarted gives a container that has not run its started: false, as

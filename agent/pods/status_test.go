@@ -173,3 +173,50 @@ func TestRecoveredStartTime(t *testing.T) {
 		t.Errorf("no sandbox: %v, want now", got)
 	}
 }
+
+// The reclaim before a disk eviction removes a finished pod's containers:
+// the statuses they gave stand, as the kubelet keeps an old terminated
+// status, and the pod stays Succeeded.
+func TestFinishedContainersStatusOutlivesItsRecords(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyNever, "app")
+	pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "img"}}
+	notReady := readySandbox()
+	notReady.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{notReady}, Containers: []*runtimeapi.ContainerStatus{
+		record("app", runtimeapi.ContainerState_CONTAINER_EXITED, 0, "0", t0.Add(time.Second)),
+		record("init", runtimeapi.ContainerState_CONTAINER_EXITED, 0, "0", t0)}}
+	before := podStatus(pod, rt, nil)
+	if before.Phase != corev1.PodSucceeded || before.ContainerStatuses[0].State.Terminated == nil {
+		t.Fatalf("with its records: phase %s, %+v", before.Phase, before.ContainerStatuses[0].State)
+	}
+	rt.Containers = nil
+	after := computeStatus(statusInput{pod: pod, rt: rt, previous: before, hostIP: "192.0.2.1", now: t0.Add(time.Minute)})
+	if after.Phase != corev1.PodSucceeded {
+		t.Errorf("without its records: phase %s", after.Phase)
+	}
+	for i, pair := range [][2]corev1.ContainerStatus{{before.InitContainerStatuses[0], after.InitContainerStatuses[0]}, {before.ContainerStatuses[0], after.ContainerStatuses[0]}} {
+		b, a := pair[0], pair[1]
+		if a.State.Terminated == nil || a.ContainerID != b.ContainerID || a.State.Terminated.ExitCode != 0 || a.State.Terminated.FinishedAt != b.State.Terminated.FinishedAt {
+			t.Errorf("container %d without its records: %+v, before %+v", i, a, b)
+		}
+	}
+}
+
+// A status computed while a finished pod's records are being removed may
+// see an older failed run of an OnFailure container: the pod stays
+// Succeeded, as the kubelet forces a terminal phase back.
+func TestNoWayOutOfATerminalPhase(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyOnFailure, "app")
+	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()}, Containers: []*runtimeapi.ContainerStatus{
+		record("app", runtimeapi.ContainerState_CONTAINER_EXITED, 0, "1", t0.Add(time.Second)),
+		record("app", runtimeapi.ContainerState_CONTAINER_EXITED, 1, "0", t0)}}
+	before := podStatus(pod, rt, nil)
+	if before.Phase != corev1.PodSucceeded {
+		t.Fatalf("phase %s, want Succeeded", before.Phase)
+	}
+	rt.Containers = rt.Containers[1:]
+	after := computeStatus(statusInput{pod: pod, rt: rt, previous: before, hostIP: "192.0.2.1", now: t0.Add(time.Minute)})
+	if after.Phase != corev1.PodSucceeded {
+		t.Errorf("with only the failed run's record left: phase %s, want Succeeded", after.Phase)
+	}
+}

@@ -282,8 +282,8 @@ func TestDiskPressureEvictsTheWriter(t *testing.T) {
 		}
 	})
 	n.writeManifest("quiet.yaml", writerPod("quiet", "", "while true; do sleep 1 & wait $!; done"))
-	// A pod that failed once, then succeeded: two dead containers, of
-	// which the reclaim takes the older (the newer is its status).
+	// A pod that failed once, then succeeded: two dead containers, both
+	// taken by the reclaim (its status stands without them).
 	done := strings.Replace(writerPod("done", "", "[ -f /data/ran ] && exit 0; touch /data/ran; exit 1"), "spec:\n", "spec:\n  restartPolicy: OnFailure\n", 1)
 	n.writeManifest("done.yaml", done)
 	n.start()
@@ -320,12 +320,12 @@ func TestDiskPressureEvictsTheWriter(t *testing.T) {
 		t.Errorf("the quiet pod went too: %s %s", q.Status.Phase, q.Status.Message)
 	}
 	tr := n.evictions()
-	if len(tr) == 0 || tr[0].Signal != string(eviction.NodeFsAvailable) || !strings.HasPrefix(tr[0].Reclaimed, "removed 1 dead containers; removed ") {
-		t.Errorf("trace %+v: want a nodefs decision after reclaiming the done pod's old container, then images", tr)
+	if len(tr) == 0 || tr[0].Signal != string(eviction.NodeFsAvailable) || !strings.HasPrefix(tr[0].Reclaimed, "removed 2 dead containers; removed ") {
+		t.Errorf("trace %+v: want a nodefs decision after reclaiming the done pod's two containers, then images", tr)
 	}
 	_, containers := n.runtimeObjects(string(d.UID))
-	if len(containers) != 1 {
-		t.Errorf("the done pod has %d containers after the reclaim, want its newest only", len(containers))
+	if len(containers) != 0 {
+		t.Errorf("the done pod has %d containers after the reclaim, want none (the kubelet removes a finished pod's)", len(containers))
 	}
 	if p := n.mustPod("done"); p.Status.Phase != corev1.PodSucceeded || p.Status.ContainerStatuses[0].State.Terminated == nil {
 		t.Errorf("the done pod's status after the reclaim: %+v", p.Status)
