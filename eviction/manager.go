@@ -134,7 +134,26 @@ type Manager struct {
 	traces        []Trace
 	nextID        int
 	lastLocal     time.Time // last emptyDir sizeLimit check
+	logged        map[string]loggedLine
 	lastSync      time.Time // last observation, for Healthy
+}
+
+// loggedLine is a line about a persisting state, repeated only when it
+// changes or a minute has passed: pressure that nothing can relieve is
+// seen every second.
+type loggedLine struct {
+	text string
+	at   time.Time
+}
+
+// repeatLocked reports whether the line under key is worth logging now.
+func (m *Manager) repeatLocked(key, text string, now time.Time) bool {
+	last, ok := m.logged[key]
+	if ok && last.text == text && now.Sub(last.at) < time.Minute {
+		return false
+	}
+	m.logged[key] = loggedLine{text, now}
+	return true
 }
 
 type pendingEviction struct {
@@ -177,7 +196,7 @@ func NewManager(opts Options, node NodeSource, pods Pods, usage PodUsage) *Manag
 	}
 	return &Manager{
 		opts: opts, node: node, pods: pods, usage: usage, Metrics: newMetrics(opts.Thresholds),
-		firstObserved: map[string]time.Time{}, reclaiming: map[string]bool{}, pending: map[types.UID]pendingEviction{},
+		firstObserved: map[string]time.Time{}, reclaiming: map[string]bool{}, pending: map[types.UID]pendingEviction{}, logged: map[string]loggedLine{},
 	}
 }
 
@@ -248,7 +267,12 @@ func (m *Manager) Synchronize(ctx context.Context) {
 	if plan != nil && plan.reclaim != "" {
 		// Node-level reclaim first; evict only if the threshold still holds.
 		did := m.opts.Reclaim(ctx, plan.reclaim)
-		m.opts.Log.Info("reclaimed node resources before evicting", "signal", plan.reclaim, "reclaimed", did)
+		m.mu.Lock()
+		repeat := m.repeatLocked("reclaim "+string(plan.reclaim), did, m.opts.Clock.Now())
+		m.mu.Unlock()
+		if repeat {
+			m.opts.Log.Info("reclaimed node resources before evicting", "signal", plan.reclaim, "reclaimed", did)
+		}
 		obs, err = m.node.Observe(ctx)
 		m.mu.Lock()
 		plan = m.decideLocked(active, obs, err, woke, triggered, false)
@@ -404,7 +428,9 @@ func (m *Manager) planLocked(active []*corev1.Pod, t Threshold, o Observation, w
 		cands = append(cands, c)
 	}
 	if len(cands) == 0 {
-		m.opts.Log.Warn("eviction threshold met but no pod can be evicted", "threshold", t.String(), "available", o.Available)
+		if m.repeatLocked("no victim "+key(t), "", m.opts.Clock.Now()) {
+			m.opts.Log.Warn("eviction threshold met but no pod can be evicted", "threshold", t.String(), "available", o.Available)
+		}
 		return nil
 	}
 	Rank(cands, r, m.opts.Ranking)
