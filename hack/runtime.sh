@@ -108,15 +108,21 @@ registry_up() {
 		stop "$RUN_DIR/registry.pid" registry
 	fi
 	mv "$ROOT_DIR/registry.yml.new" "$ROOT_DIR/registry.yml"
-	if ! alive "$RUN_DIR/registry.pid"; then
-		log "starting registry on $REGISTRY"
-		setsid nohup docker-registry serve "$ROOT_DIR/registry.yml" >>"$ROOT_DIR/logs/registry.log" 2>&1 </dev/null &
-		echo $! >"$RUN_DIR/registry.pid"
-	fi
-	for _ in $(seq 100); do
-		curl -fsS "http://$REGISTRY/v2/" >/dev/null 2>&1 && return 0
-		alive "$RUN_DIR/registry.pid" || break
-		sleep 0.1
+	local attempt
+	for attempt in 1 2; do
+		if ! alive "$RUN_DIR/registry.pid"; then
+			log "starting registry on $REGISTRY"
+			setsid nohup docker-registry serve "$ROOT_DIR/registry.yml" >>"$ROOT_DIR/logs/registry.log" 2>&1 </dev/null &
+			echo $! >"$RUN_DIR/registry.pid"
+		fi
+		for _ in $(seq 100); do
+			curl -fsS "http://$REGISTRY/v2/" >/dev/null 2>&1 && return 0
+			alive "$RUN_DIR/registry.pid" || break
+			sleep 0.1
+		done
+		# One that runs but does not answer (stopped, or another program's
+		# pid) is started afresh once.
+		if [ "$attempt" = 1 ]; then stop "$RUN_DIR/registry.pid" "the registry, which does not answer"; fi
 	done
 	tail -n 20 "$ROOT_DIR/logs/registry.log" >&2 || true
 	die "registry did not come up on $REGISTRY (log: $ROOT_DIR/logs/registry.log)"
