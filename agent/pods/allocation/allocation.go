@@ -11,10 +11,12 @@ import (
 )
 
 // Resources is what one pod holds: each container's requirements by name
-// (init containers included) and the pod-level ones, if any.
+// (init containers included) and the pod-level ones, if any. The JSON
+// names are the kubelet's (PodResourceInfo), so each reads the other's
+// checkpoint.
 type Resources struct {
-	Containers map[string]corev1.ResourceRequirements `json:"containers,omitempty"`
-	Pod        *corev1.ResourceRequirements           `json:"pod,omitempty"`
+	Containers map[string]corev1.ResourceRequirements `json:"ContainerResources,omitempty"`
+	Pod        *corev1.ResourceRequirements           `json:"PodLevelResources,omitempty"`
 }
 
 // resizable are the resources an in-place resize may change.

@@ -1,6 +1,8 @@
 package allocation
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -136,5 +138,38 @@ func TestACorruptCheckpointIsLoggedAndStartsEmpty(t *testing.T) {
 	}
 	if _, ok := Open(path, quiet()).Get("uid-2"); !ok {
 		t.Fatal("the rewritten checkpoint does not read back")
+	}
+}
+
+// A checkpoint as a 1.37 kubelet writes it (its checksum taken with the
+// kubelet's hash dump, go-spew) reads back, and ours has its layout: a
+// node can go from one agent to the other on the same root directory (the
+// kubelet panics on a checkpoint it cannot read).
+func TestCheckpointIsTheKubelets(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "allocated_pods_state")
+	data := `{"entries":{"uid-k":{"ContainerResources":{"app":{"limits":{"memory":"128Mi"},"requests":{"cpu":"250m","memory":"64Mi"}}},"PodLevelResources":null,"EmptyDirVolumeLimits":null}}}`
+	kubelets := fmt.Sprintf(`{"data":%q,"checksum":973422491}`, data)
+	if err := os.WriteFile(path, []byte(kubelets), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := Open(path, quiet()).Get("uid-k")
+	app := got.Containers["app"]
+	if !ok || app.Requests.Cpu().String() != "250m" || app.Limits.Memory().String() != "128Mi" || got.Pod != nil {
+		t.Fatalf("the kubelet's checkpoint: %+v, %v", got, ok)
+	}
+	s := Open(filepath.Join(t.TempDir(), "ours"), quiet())
+	if err := s.Set("uid-k", got); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(s.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Data     string `json:"data"`
+		Checksum uint64 `json:"checksum"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil || !strings.Contains(f.Data, `"ContainerResources":{"app":`) || f.Checksum != checksum(f.Data) {
+		t.Fatalf("ours is not in the kubelet's layout (%v): %s", err, b)
 	}
 }

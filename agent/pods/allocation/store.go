@@ -31,10 +31,17 @@ type Store struct {
 	entries map[types.UID]Resources
 }
 
-// file is the checkpoint on disk; Checksum is FNV-32a of Entries' JSON.
+// file is allocated_pods_state in the kubelet's layout (its allocation
+// state Checkpoint): the entries as a JSON string, and the string's
+// checksum as the kubelet computes it. A kubelet started on this root
+// directory reads it; it panics on a file it cannot.
 type file struct {
-	Entries  json.RawMessage `json:"entries"`
-	Checksum uint32          `json:"checksum"`
+	Data     string `json:"data"`
+	Checksum uint64 `json:"checksum"`
+}
+
+type payload struct {
+	Entries map[types.UID]Resources `json:"entries,omitempty"`
 }
 
 // Open reads the checkpoint at path, if there is one.
@@ -60,20 +67,25 @@ func read(path string) (map[types.UID]Resources, error) {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
-	if sum := checksum(f.Entries); sum != f.Checksum {
+	if sum := checksum(f.Data); sum != f.Checksum {
 		return nil, fmt.Errorf("checksum %d, want %d: the file was changed or torn", f.Checksum, sum)
 	}
-	entries := map[types.UID]Resources{}
-	if err := json.Unmarshal(f.Entries, &entries); err != nil {
+	var p payload
+	if err := json.Unmarshal([]byte(f.Data), &p); err != nil {
 		return nil, fmt.Errorf("decode entries: %w", err)
 	}
-	return entries, nil
+	if p.Entries == nil {
+		p.Entries = map[types.UID]Resources{}
+	}
+	return p.Entries, nil
 }
 
-func checksum(b []byte) uint32 {
+// checksum is the kubelet's checkpoint checksum of a string: FNV-32a of
+// the string as its hash dump prints it.
+func checksum(data string) uint64 {
 	h := fnv.New32a()
-	h.Write(b)
-	return h.Sum32()
+	h.Write([]byte("(string)" + data))
+	return uint64(h.Sum32())
 }
 
 // Get is the pod's entry.
@@ -111,11 +123,11 @@ func (s *Store) Retain(keep func(types.UID) bool) error {
 
 // writeLocked writes entries and, once they are on disk, takes them.
 func (s *Store) writeLocked(entries map[types.UID]Resources) error {
-	body, err := json.Marshal(entries)
+	body, err := json.Marshal(payload{Entries: entries})
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(file{Entries: body, Checksum: checksum(body)})
+	b, err := json.Marshal(file{Data: string(body), Checksum: checksum(string(body))})
 	if err != nil {
 		return err
 	}
