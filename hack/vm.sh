@@ -19,7 +19,7 @@ VM_CPUS=${VM_CPUS:-2}
 VM_TIMEOUT=${VM_TIMEOUT:-1200}
 MIRROR=${VM_MIRROR:-http://deb.debian.org/debian}
 # Bump when the recipe below changes what ends up in the image.
-RECIPE=2
+RECIPE=3
 PACKAGES=systemd,systemd-sysv,udev,dbus,containerd,runc,containernetworking-plugins,iptables,iproute2,kmod,procps,ca-certificates,busybox-static
 # Modules the initramfs loads to mount the 9p root, in dependency order.
 MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci netfs fscache 9pnet 9pnet_virtio 9p"
@@ -81,7 +81,9 @@ image() {
 }
 
 # initramfs: static busybox and the 9p modules; its init mounts the shared
-# root and hands over to systemd.
+# root and hands over to systemd. Both 9p mounts cache freely (cache=loose):
+# only the guest changes them while it runs, and uncached, every exec and
+# read went through qemu's main thread (a lane 3 times as slow).
 initramfs() {
 	local dir=$1 kver=$2 root=$1/initramfs
 	mkdir -p "$root"/{bin,dev,proc,sys,newroot,lib}
@@ -104,7 +106,7 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 for m in $(cat /modules); do insmod /lib/$m.ko || echo "initramfs: insmod $m failed"; done
-mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 root /newroot || { echo "initramfs: cannot mount the 9p root"; poweroff -f; }
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=loose root /newroot || { echo "initramfs: cannot mount the 9p root"; poweroff -f; }
 exec switch_root /newroot /sbin/init
 INIT
 	chmod +x "$root/init"
@@ -117,7 +119,7 @@ configure_guest() {
 	local r=$1
 	echo nodeagent-vm >"$r/etc/hostname"
 	cat >"$r/etc/fstab" <<'FSTAB'
-work /work 9p trans=virtio,version=9p2000.L,msize=262144 0 0
+work /work 9p trans=virtio,version=9p2000.L,msize=262144,cache=loose 0 0
 tmpfs /tmp tmpfs defaults 0 0
 tmpfs /var/log tmpfs defaults 0 0
 # overlayfs cannot use 9p as its upper layer: containerd's state lives in memory
