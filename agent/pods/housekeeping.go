@@ -1,6 +1,7 @@
 package pods
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -29,9 +30,32 @@ func (m *Manager) housekeep() {
 	m.expirePreemptionWaitsLocked()
 	m.mu.Unlock()
 	m.collectOrphans()
+	m.collectEvictedContainers()
 	m.removeOrphanedPodDirs()
 	m.restarts.GC()
 	m.imagePulls.GC()
+}
+
+// collectEvictedContainers removes every dead container of the evicted
+// pods in the background, pressure or not: the kubelet's container GC
+// removes them all (ShouldPodContentBeRemoved), where a pod that merely
+// finished keeps its last records for `kubectl logs`.
+func (m *Manager) collectEvictedContainers() {
+	m.mu.Lock()
+	synced := m.synced
+	m.mu.Unlock()
+	if !synced || m.ctx == nil || !m.collectingEvicted.CompareAndSwap(false, true) {
+		return
+	}
+	m.wg.Go(func() {
+		defer m.collectingEvicted.Store(false)
+		n, err := m.removeFinishedContainers(m.ctx, func(p *corev1.Pod) bool {
+			return p.Status.Phase == corev1.PodFailed && p.Status.Reason == evictedReason
+		})
+		if n > 0 || err != nil {
+			m.log.Info("removed the dead containers of evicted pods", "containers", n, "err", err)
+		}
+	})
 }
 
 // Reconcile rewrites the whole cgroup tree for the admitted pods and

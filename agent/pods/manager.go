@@ -82,7 +82,12 @@ type Manager struct {
 	// touches sweepFailed (the directories it logged it could not remove).
 	sweeping    atomic.Bool
 	sweepFailed map[string]bool
+	// collectingEvicted: a goroutine removes evicted pods' containers.
+	collectingEvicted atomic.Bool
 }
+
+// evictedReason is an evicted pod's status.reason (eviction.Reason).
+const evictedReason = "Evicted"
 
 // NewManager returns a manager; Run starts it.
 func NewManager(opts Options, deps Deps) *Manager {
@@ -334,7 +339,7 @@ func (m *Manager) apply(u source.Update, complete bool) {
 		}
 		if r == nil && m.pressure != nil && !running[p.UID] {
 			if msg := m.pressure.Admit(p); msg != "" {
-				r = &Rejection{Reason: "Evicted", Message: msg}
+				r = &Rejection{Reason: evictedReason, Message: msg}
 			}
 		}
 		if r != nil {

@@ -204,7 +204,8 @@ func TestReclaimContainersTakesFinishedPodsContainersOnly(t *testing.T) {
 		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	for uid, phase := range map[types.UID]corev1.PodPhase{"done": corev1.PodFailed, "live": corev1.PodRunning, "stopping": corev1.PodFailed} {
-		store.Set(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid, Name: string(uid)}, Status: corev1.PodStatus{Phase: phase}})
+		store.Set(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid, Name: string(uid)},
+			Status: corev1.PodStatus{Phase: phase, ContainerStatuses: exitsOf(cache[uid])}})
 	}
 	n, err := m.ReclaimContainers(context.Background())
 	if err != nil {
@@ -213,6 +214,66 @@ func TestReclaimContainersTakesFinishedPodsContainersOnly(t *testing.T) {
 	want := []string{"RemoveContainer done-main-0", "RemoveContainer done-main-1", "RemoveContainer done-side-1", "RemoveContainer done-main-2"}
 	if got := rt.Ops("RemoveContainer", "StopContainer", "StopPodSandbox", "RemovePodSandbox"); n != 4 || !slices.Equal(got, want) {
 		t.Errorf("removed %d: %v, want %v", n, got, want)
+	}
+}
+
+// exitsOf is a status showing the exit of each container's newest record.
+func exitsOf(rt *pleg.PodRuntime) []corev1.ContainerStatus {
+	var out []corev1.ContainerStatus
+	seen := map[string]bool{}
+	for _, c := range rt.Containers {
+		if name := c.GetMetadata().GetName(); !seen[name] {
+			seen[name] = true
+			out = append(out, corev1.ContainerStatus{Name: name, ContainerID: "containerd://" + c.Id,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137}}})
+		}
+	}
+	return out
+}
+
+// The container GC removes an evicted pod's containers at once, as the
+// kubelet's (ShouldPodContentBeRemoved); a pod that only failed keeps its
+// last records for logs, a running pod its worker's.
+func TestEvictedPodsContainersAreCollected(t *testing.T) {
+	ctr := func(id string, state runtimeapi.ContainerState) *runtimeapi.ContainerStatus {
+		return &runtimeapi.ContainerStatus{Id: id, Metadata: &runtimeapi.ContainerMetadata{Name: "main"}, State: state}
+	}
+	exited, running := runtimeapi.ContainerState_CONTAINER_EXITED, runtimeapi.ContainerState_CONTAINER_RUNNING
+	cache := fixedCache{
+		"evicted": {UID: "evicted", Containers: []*runtimeapi.ContainerStatus{ctr("evicted-1", exited), ctr("evicted-0", exited)}},
+		"failed":  {UID: "failed", Containers: []*runtimeapi.ContainerStatus{ctr("failed-1", exited), ctr("failed-0", exited)}},
+		// Evicted, its exit not yet in its status: kept until it is.
+		"unpublished": {UID: "unpublished", Containers: []*runtimeapi.ContainerStatus{ctr("unpublished-0", exited)}},
+		"live":        {UID: "live", Containers: []*runtimeapi.ContainerStatus{ctr("live-1", running), ctr("live-0", exited)}},
+	}
+	rt := critest.New()
+	store := status.NewStore()
+	m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir()}, Deps{
+		Runtime: rt, Cache: cache, Store: store, Clock: clock.RealClock{},
+		Tree: cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true}),
+		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	set := func(uid types.UID, phase corev1.PodPhase, reason string) {
+		store.Set(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid, Name: string(uid)},
+			Status: corev1.PodStatus{Phase: phase, Reason: reason, ContainerStatuses: exitsOf(cache[uid])}})
+	}
+	set("evicted", corev1.PodFailed, "Evicted")
+	store.Set(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "unpublished", Name: "unpublished"}, Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted",
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "main", ContainerID: "containerd://unpublished-0", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}})
+	set("failed", corev1.PodFailed, "")
+	set("live", corev1.PodRunning, "")
+	m.ctx = context.Background()
+	m.collectEvictedContainers()
+	m.wg.Wait()
+	if got := rt.Ops("RemoveContainer"); len(got) != 0 {
+		t.Errorf("removed %v before the sources synced, want nothing", got)
+	}
+	m.synced = true
+	m.collectEvictedContainers()
+	m.wg.Wait()
+	want := []string{"RemoveContainer evicted-0", "RemoveContainer evicted-1"}
+	if got := rt.Ops("RemoveContainer", "StopContainer", "RemovePodSandbox"); !slices.Equal(got, want) {
+		t.Errorf("removed %v, want %v", got, want)
 	}
 }
 

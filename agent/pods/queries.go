@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"nodeagent/agent/pleg"
 	"nodeagent/internal/qos"
 )
 
@@ -125,6 +127,35 @@ func pendingCopy(p *corev1.Pod, nodeIP string) *corev1.Pod {
 // keeps what prune already leaves. It returns how many containers it
 // removed.
 func (m *Manager) ReclaimContainers(ctx context.Context) (int, error) {
+	return m.removeFinishedContainers(ctx, func(*corev1.Pod) bool { return true })
+}
+
+// exitsPublished reports whether the pod's status already shows the exit of
+// each container's newest record: once that record is gone, the status
+// keeps what it showed.
+func exitsPublished(pod *corev1.Pod, rt *pleg.PodRuntime) bool {
+	shown := map[string]bool{}
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			if _, id, ok := strings.Cut(cs.ContainerID, "://"); ok && cs.State.Terminated != nil {
+				shown[id] = true
+			}
+		}
+	}
+	newest := map[string]bool{}
+	for _, c := range rt.GetContainers() { // newest first
+		name := c.GetMetadata().GetName()
+		if !newest[name] && !shown[c.Id] {
+			return false
+		}
+		newest[name] = true
+	}
+	return true
+}
+
+// removeFinishedContainers removes every dead container of the finished
+// pods that match, once none of theirs runs.
+func (m *Manager) removeFinishedContainers(ctx context.Context, match func(*corev1.Pod) bool) (int, error) {
 	var removed int
 	var errs []error
 	for _, uid := range m.cache.UIDs() {
@@ -132,8 +163,12 @@ func (m *Manager) ReclaimContainers(ctx context.Context) (int, error) {
 		if !ok || (phase != corev1.PodSucceeded && phase != corev1.PodFailed) {
 			continue // a running pod's worker owns its containers
 		}
+		pod, ok := m.store.Get(uid)
+		if !ok || !match(pod) {
+			continue
+		}
 		rt := m.cache.Get(uid)
-		if hasRunning(rt) {
+		if hasRunning(rt) || !exitsPublished(pod, rt) {
 			continue
 		}
 		// Oldest first, as the kubelet's removeOldestN: the newest record
