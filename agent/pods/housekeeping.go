@@ -1,6 +1,8 @@
 package pods
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -30,11 +32,13 @@ func (m *Manager) housekeep() {
 	m.expirePreemptionWaitsLocked()
 	m.mu.Unlock()
 	m.collectOrphans()
-	m.collectEvictedContainers()
 	m.removeOrphanedPodDirs()
 	m.restarts.GC()
 	m.imagePulls.GC()
 }
+
+// containerGCPeriod is the kubelet's ContainerGCPeriod.
+const containerGCPeriod = time.Minute
 
 // collectEvictedContainers removes every dead container of the evicted
 // pods in the background, pressure or not: the kubelet's container GC

@@ -162,6 +162,8 @@ func (m *Manager) Run(ctx context.Context, updates <-chan source.Update) {
 	m.mu.Unlock()
 	housekeeping := m.clock.NewTicker(m.housekeeping)
 	defer housekeeping.Stop()
+	containerGC := m.clock.NewTicker(containerGCPeriod)
+	defer containerGC.Stop()
 	reconcile := m.clock.NewTicker(m.opts.ReconcilePeriod)
 	defer reconcile.Stop()
 	for {
@@ -184,6 +186,8 @@ func (m *Manager) Run(ctx context.Context, updates <-chan source.Update) {
 			}
 		case <-housekeeping.C():
 			m.housekeep()
+		case <-containerGC.C():
+			m.collectEvictedContainers()
 		case <-reconcile.C():
 			m.Reconcile()
 			m.retryResizes()
