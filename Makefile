@@ -160,8 +160,8 @@ vm-image: ## build (or reuse the cached) cgroup v2 test VM: Debian + systemd und
 
 # The Go integration tests that matter on cgroup v2, run in the VM by
 # test-v2: cgroup values, qosReserved, stats, OOM, restart, hostPath, swap,
-# graceful node shutdown against the VM's systemd-logind.
-V2_GO_TESTS ?= ^(TestQoSPodsRunInTheirCgroupsAndAreCleanedUp|TestGracefulNodeShutdown|TestQOSReservedCapsTheLowerClasses|TestStatsSummaryAgreesWithTheCgroupFiles|TestOOMKilledReason|TestAgentRestartKeepsContainersRunning|TestHostPathTypesOnTheNode|TestLimitedSwap)$$
+# graceful node shutdown against the VM's systemd-logind, exclusive CPUs.
+V2_GO_TESTS ?= ^(TestQoSPodsRunInTheirCgroupsAndAreCleanedUp|TestCPUManagerStaticExclusiveCPUs|TestGracefulNodeShutdown|TestQOSReservedCapsTheLowerClasses|TestStatsSummaryAgreesWithTheCgroupFiles|TestOOMKilledReason|TestAgentRestartKeepsContainersRunning|TestHostPathTypesOnTheNode|TestLimitedSwap)$$
 
 test-v2: build runtime-up vm-image ## boot the cgroup v2 VM: the v2 smoke lane and the Go integration tests of V2_GO_TESTS inside it
 	@rm -rf $(V2_WORK) && mkdir -p $(V2_WORK)/bin $(V2_WORK)/deploy
