@@ -46,15 +46,16 @@ const containerGCPeriod = time.Minute
 // finished keeps its last records for `kubectl logs`.
 func (m *Manager) collectEvictedContainers() {
 	m.mu.Lock()
-	synced := m.synced
+	synced, ctx := m.synced, m.ctx
 	m.mu.Unlock()
-	if !synced || m.ctx == nil || !m.collectingEvicted.CompareAndSwap(false, true) {
+	if !synced || ctx == nil || ctx.Err() != nil || !m.collectingEvicted.CompareAndSwap(false, true) {
 		return
 	}
 	m.wg.Go(func() {
 		defer m.collectingEvicted.Store(false)
-		n, err := m.removeFinishedContainers(m.ctx, func(p *corev1.Pod) bool {
-			return p.Status.Phase == corev1.PodFailed && p.Status.Reason == evictedReason
+		n, err := m.removeFinishedContainers(ctx, func(p *corev1.Pod) bool {
+			// Preempted pods too: the kubelet kills both as evictions.
+			return p.Status.Phase == corev1.PodFailed && (p.Status.Reason == evictedReason || p.Status.Reason == preemptReason)
 		})
 		if n > 0 || err != nil {
 			m.log.Info("removed the dead containers of evicted pods", "containers", n, "err", err)

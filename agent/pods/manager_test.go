@@ -244,7 +244,12 @@ func TestEvictedPodsContainersAreCollected(t *testing.T) {
 		"failed":  {UID: "failed", Containers: []*runtimeapi.ContainerStatus{ctr("failed-1", exited), ctr("failed-0", exited)}},
 		// Evicted, its exit not yet in its status: kept until it is.
 		"unpublished": {UID: "unpublished", Containers: []*runtimeapi.ContainerStatus{ctr("unpublished-0", exited)}},
-		"live":        {UID: "live", Containers: []*runtimeapi.ContainerStatus{ctr("live-1", running), ctr("live-0", exited)}},
+		// Preempted, with a debug container, and a newest record that never
+		// ran (the pod stopped between create and start): the exited ones go.
+		"preempted": {UID: "preempted", Containers: []*runtimeapi.ContainerStatus{
+			ctr("preempted-2", runtimeapi.ContainerState_CONTAINER_CREATED),
+			{Id: "preempted-debug", Metadata: &runtimeapi.ContainerMetadata{Name: "debug"}, State: exited}, ctr("preempted-1", exited)}},
+		"live": {UID: "live", Containers: []*runtimeapi.ContainerStatus{ctr("live-1", running), ctr("live-0", exited)}},
 	}
 	rt := critest.New()
 	store := status.NewStore()
@@ -258,6 +263,9 @@ func TestEvictedPodsContainersAreCollected(t *testing.T) {
 			Status: corev1.PodStatus{Phase: phase, Reason: reason, ContainerStatuses: exitsOf(cache[uid])}})
 	}
 	set("evicted", corev1.PodFailed, "Evicted")
+	store.Set(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "preempted", Name: "preempted"}, Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Preempting",
+		ContainerStatuses:          []corev1.ContainerStatus{{Name: "main", ContainerID: "containerd://preempted-2", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{}}}},
+		EphemeralContainerStatuses: []corev1.ContainerStatus{{Name: "debug", ContainerID: "containerd://preempted-debug", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}}}}})
 	store.Set(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "unpublished", Name: "unpublished"}, Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted",
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "main", ContainerID: "containerd://unpublished-0", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}})
 	set("failed", corev1.PodFailed, "")
@@ -271,8 +279,10 @@ func TestEvictedPodsContainersAreCollected(t *testing.T) {
 	m.synced = true
 	m.collectEvictedContainers()
 	m.wg.Wait()
-	want := []string{"RemoveContainer evicted-0", "RemoveContainer evicted-1"}
-	if got := rt.Ops("RemoveContainer", "StopContainer", "RemovePodSandbox"); !slices.Equal(got, want) {
+	want := []string{"RemoveContainer evicted-0", "RemoveContainer evicted-1", "RemoveContainer preempted-1", "RemoveContainer preempted-debug"}
+	got := rt.Ops("RemoveContainer", "StopContainer", "RemovePodSandbox")
+	slices.Sort(got) // pods in map order
+	if !slices.Equal(got, want) {
 		t.Errorf("removed %v, want %v", got, want)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"nodeagent/agent/pleg"
 	"nodeagent/internal/qos"
@@ -135,7 +136,7 @@ func (m *Manager) ReclaimContainers(ctx context.Context) (int, error) {
 // keeps what it showed.
 func exitsPublished(pod *corev1.Pod, rt *pleg.PodRuntime) bool {
 	shown := map[string]bool{}
-	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses, pod.Status.EphemeralContainerStatuses} {
 		for _, cs := range list {
 			if _, id, ok := strings.Cut(cs.ContainerID, "://"); ok && cs.State.Terminated != nil {
 				shown[id] = true
@@ -145,7 +146,9 @@ func exitsPublished(pod *corev1.Pod, rt *pleg.PodRuntime) bool {
 	newest := map[string]bool{}
 	for _, c := range rt.GetContainers() { // newest first
 		name := c.GetMetadata().GetName()
-		if !newest[name] && !shown[c.Id] {
+		// A newest record that never ran (created, then the pod was
+		// stopped) is not removed and has no exit to show.
+		if !newest[name] && c.State == runtimeapi.ContainerState_CONTAINER_EXITED && !shown[c.Id] {
 			return false
 		}
 		newest[name] = true

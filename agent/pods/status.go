@@ -305,6 +305,10 @@ func (in statusInput) containerStatus(c *corev1.Container, defaultWaiting string
 		previous = in.terminated(recs[1])
 	} else if len(recs) == 1 && wasReset {
 		previous = reset.last // the one before was removed by the reset
+	} else if old := in.previousStatus(c.Name); len(recs) == 1 && old != nil && old.ContainerID == cs.ContainerID && old.LastTerminationState.Terminated != nil {
+		// The record before was removed (a finished pod's, oldest
+		// first): the exit the status showed stands as lastState.
+		previous = old.LastTerminationState.Terminated.DeepCopy()
 	}
 	switch latest.State {
 	case runtimeapi.ContainerState_CONTAINER_RUNNING:

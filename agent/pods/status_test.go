@@ -202,6 +202,25 @@ func TestFinishedContainersStatusOutlivesItsRecords(t *testing.T) {
 	}
 }
 
+// The records of a finished pod go oldest first: once only the newest is
+// left, the exit of the one before still shows as lastState.
+func TestFinishedContainersLastStateOutlivesItsRecord(t *testing.T) {
+	pod := testPod(corev1.RestartPolicyOnFailure, "app")
+	rt := &pleg.PodRuntime{Sandboxes: []*runtimeapi.PodSandboxStatus{readySandbox()}, Containers: []*runtimeapi.ContainerStatus{
+		record("app", runtimeapi.ContainerState_CONTAINER_EXITED, 0, "1", t0.Add(time.Second)),
+		record("app", runtimeapi.ContainerState_CONTAINER_EXITED, 3, "0", t0)}}
+	before := podStatus(pod, rt, nil)
+	if last := before.ContainerStatuses[0].LastTerminationState.Terminated; before.Phase != corev1.PodSucceeded || last == nil || last.ExitCode != 3 {
+		t.Fatalf("with both records: phase %s, lastState %+v", before.Phase, before.ContainerStatuses[0].LastTerminationState)
+	}
+	rt.Containers = rt.Containers[:1]
+	after := computeStatus(statusInput{pod: pod, rt: rt, previous: before, hostIP: "192.0.2.1", runtimeName: "containerd", now: t0.Add(time.Minute)})
+	cs := after.ContainerStatuses[0]
+	if last := cs.LastTerminationState.Terminated; last == nil || last.ExitCode != 3 || cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
+		t.Errorf("with the older record gone: state %+v, lastState %+v", cs.State, cs.LastTerminationState)
+	}
+}
+
 // A status computed while a finished pod's records are being removed may
 // see an older failed run of an OnFailure container: the pod stays
 // Succeeded, as the kubelet forces a terminal phase back.
