@@ -182,8 +182,9 @@ func TestImageGCRemovesImagesUnusedPastMaxAge(t *testing.T) {
 	}
 	n.args = []string{"--image-gc-period", "1s"}
 	n.writeManifest("user.yaml", podManifest("user", ""))
-	n.start()
+	// Before the start: the agent's own clock for the age begins later.
 	started := time.Now()
+	n.start()
 	n.waitRunning("user")
 	n.eventually("the image unused past imageMaximumGCAge removed", 30*time.Second, func() error {
 		img, err := n.cri.ImageStatus(ctx, victim)
