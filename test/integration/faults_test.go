@@ -236,9 +236,13 @@ func TestImageGCRemovesOnlyUnusedImages(t *testing.T) {
 			t.Errorf("%s was removed: the image in use and the sandbox image must stay", keep)
 		}
 	}
-	if !strings.Contains(n.logText(), "removed unused image") {
-		t.Error("no log line for the removal")
-	}
+	// Logged once RemoveImage returns, after the runtime shows it gone.
+	n.eventually("a log line for the removal", 10*time.Second, func() error {
+		if !strings.Contains(n.logText(), "removed unused image") {
+			return fmt.Errorf("none yet")
+		}
+		return nil
+	})
 }
 
 // Start-up faults end with exit code 1 and one error line that names the
