@@ -180,6 +180,15 @@ func (c fixedCache) Inspect(_ context.Context, uid types.UID) (*pleg.PodRuntime,
 }
 func (c fixedCache) UIDs() []types.UID { return slices.Collect(maps.Keys(c)) }
 
+// cachedManager is a manager over a runtime the relist saw as cache.
+func cachedManager(t *testing.T, rt *critest.Runtime, cache fixedCache, store *status.Store) *Manager {
+	return NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir()}, Deps{
+		Runtime: rt, Cache: cache, Store: store, Clock: clock.RealClock{},
+		Tree: cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true}),
+		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+}
+
 func TestReclaimContainersTakesFinishedPodsContainersOnly(t *testing.T) {
 	ctr := func(id, name string, state runtimeapi.ContainerState) *runtimeapi.ContainerStatus {
 		return &runtimeapi.ContainerStatus{Id: id, Metadata: &runtimeapi.ContainerMetadata{Name: name}, State: state}
@@ -196,13 +205,8 @@ func TestReclaimContainersTakesFinishedPodsContainersOnly(t *testing.T) {
 		"stopping": {UID: "stopping", Containers: []*runtimeapi.ContainerStatus{
 			ctr("stopping-main-1", "main", running), ctr("stopping-main-0", "main", exited)}},
 	}
-	rt := critest.New()
-	store := status.NewStore()
-	m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir()}, Deps{
-		Runtime: rt, Cache: cache, Store: store, Clock: clock.RealClock{},
-		Tree: cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true}),
-		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	rt, store := critest.New(), status.NewStore()
+	m := cachedManager(t, rt, cache, store)
 	for uid, phase := range map[types.UID]corev1.PodPhase{"done": corev1.PodFailed, "live": corev1.PodRunning, "stopping": corev1.PodFailed} {
 		store.Set(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid, Name: string(uid)},
 			Status: corev1.PodStatus{Phase: phase, ContainerStatuses: exitsOf(cache[uid])}})
@@ -251,13 +255,8 @@ func TestEvictedPodsContainersAreCollected(t *testing.T) {
 			{Id: "preempted-debug", Metadata: &runtimeapi.ContainerMetadata{Name: "debug"}, State: exited}, ctr("preempted-1", exited)}},
 		"live": {UID: "live", Containers: []*runtimeapi.ContainerStatus{ctr("live-1", running), ctr("live-0", exited)}},
 	}
-	rt := critest.New()
-	store := status.NewStore()
-	m := NewManager(Options{NodeName: "n", MaxPods: 10, PodLogsDir: t.TempDir(), RootDir: t.TempDir()}, Deps{
-		Runtime: rt, Cache: cache, Store: store, Clock: clock.RealClock{},
-		Tree: cgroups.NewTree(nopCgroups{}, cgroups.TreeConfig{PerQOS: true}),
-		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	rt, store := critest.New(), status.NewStore()
+	m := cachedManager(t, rt, cache, store)
 	set := func(uid types.UID, phase corev1.PodPhase, reason string) {
 		store.Set(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid, Name: string(uid)},
 			Status: corev1.PodStatus{Phase: phase, Reason: reason, ContainerStatuses: exitsOf(cache[uid])}})
