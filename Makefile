@@ -136,7 +136,7 @@ integration: build mixin-series runtime-up controlplane kubelet ## integration t
 
 # The eviction tests of make test, run again with the CPUs saturated (2 busy
 # loops per core started by the tests): .ci/run runs them once so.
-EVICTION_TESTS = ^Test(MemoryAllocatableEviction|EvictionOrder|FastHogIsEvictedBeforeTheOOMKiller|HardMemoryVictimIsKilledAtOnce|DiskPressureEvictsTheWriter|EmptyDirOverItsSizeLimitIsEvicted|EphemeralStorageLimitsAreEnforced|BurstableOverRequestGoesFirst|QOSReservedCapsTheLowerClasses|BestEffortBombExperimentEndToEnd)$$
+EVICTION_TESTS = ^Test(MemoryAllocatableEviction|EvictionOrder|FastHogIsEvictedBeforeTheOOMKiller|HardMemoryVictimIsKilledAtOnce|DiskPressureEvictsTheWriter|ReclaimedLayerSpaceIsWaitedFor|EmptyDirOverItsSizeLimitIsEvicted|EphemeralStorageLimitsAreEnforced|BurstableOverRequestGoesFirst|QOSReservedCapsTheLowerClasses|BestEffortBombExperimentEndToEnd)$$
 
 integration-loaded: build mixin-series runtime-up controlplane ## the eviction integration tests with the CPUs saturated (2 busy loops per core)
 	NODEAGENT_TEST_CPU_LOAD=2 CRI_ENDPOINT=$(CRI_ENDPOINT) NODEAGENT_BIN=$(CURDIR)/$(BIN_DIR)/nodeagent NODECTL_BIN=$(CURDIR)/$(BIN_DIR)/nodectl CONTROLPLANE_BIN=$(CURDIR)/$(BIN_DIR)/controlplane \

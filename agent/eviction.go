@@ -63,7 +63,7 @@ func (a *Agent) evictionSignals(ctx context.Context, p *parts) error {
 // reclaim frees node resources before a disk eviction, in the kubelet's
 // order: dead containers, then unused images (which the removed
 // containers may have been holding).
-func (p *parts) reclaim(ctx context.Context, _ eviction.Signal) string {
+func (p *parts) reclaim(ctx context.Context, _ eviction.Signal) (string, bool) {
 	var did []string
 	containers, err := p.manager.ReclaimContainers(ctx)
 	did = append(did, fmt.Sprintf("removed %d dead containers", containers))
@@ -75,7 +75,7 @@ func (p *parts) reclaim(ctx context.Context, _ eviction.Signal) string {
 	if err != nil {
 		did = append(did, "image garbage collection failed: "+err.Error())
 	}
-	return strings.Join(did, "; ")
+	return strings.Join(did, "; "), containers > 0 || len(images) > 0
 }
 
 // onKernelOOM records a kernel OOM kill: a metric, a node event naming

@@ -438,10 +438,10 @@ func TestDiskPressureReclaimsBeforeEvicting(t *testing.T) {
 	reclaims := 0
 	freed := int64(0)
 	m := NewManager(Options{Thresholds: ts, Pressure: NewPressure(time.Minute, clock), Clock: clock,
-		Reclaim: func(context.Context, Signal) string {
+		Reclaim: func(context.Context, Signal) (string, bool) {
 			reclaims++
 			src.set(NodeFsAvailable, 8*gi+freed, 100*gi, clock.Now())
-			return "removed unused images"
+			return "removed unused images", false
 		}}, src, pods, pods)
 
 	// Images free enough: nothing is evicted.
@@ -468,6 +468,51 @@ func TestDiskPressureReclaimsBeforeEvicting(t *testing.T) {
 	}
 	if tr := m.Traces(); len(tr) != 1 || tr[0].Reclaimed != "removed unused images" || tr[0].Signal != string(NodeFsAvailable) {
 		t.Errorf("trace %+v", tr)
+	}
+}
+
+// A reclaim that removed something gets reclaimSettle for its space to
+// show (the runtime frees a removed container's layer later), once per
+// episode: a reclaim that removes something every round cannot hold the
+// eviction off for longer.
+func TestReclaimedSpaceGetsTimeToShow(t *testing.T) {
+	gi := int64(1 << 30)
+	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &fakeSource{obs: Observations{}}
+	pods := &fakePods{
+		pods:    []*corev1.Pod{pod("writer", corev1.PodQOSBestEffort, 0)},
+		disk:    map[types.UID]int64{"writer": 5 * gi},
+		evicted: map[types.UID]int64{}, msgs: map[types.UID]string{},
+	}
+	ts, _ := ParseThresholds(Config{Hard: map[string]string{"nodefs.available": "10%"}})
+	m := NewManager(Options{Thresholds: ts, Pressure: NewPressure(time.Minute, clock), Clock: clock,
+		Reclaim: func(context.Context, Signal) (string, bool) { return "removed 1 dead containers", true }}, src, pods, pods)
+	round := func(available int64) {
+		src.set(NodeFsAvailable, available, 100*gi, clock.Now())
+		m.Synchronize(context.Background())
+	}
+
+	// The removed container's layer shows a second later: nobody goes.
+	round(8 * gi)
+	clock.Step(time.Second)
+	round(12 * gi)
+	if len(pods.evicted) != 0 {
+		t.Fatalf("evicted %v while the reclaimed space was on its way", pods.evicted)
+	}
+
+	// A new episode whose reclaim never shows: the writer goes once
+	// reclaimSettle has passed, not before.
+	clock.Step(time.Second)
+	for range 5 {
+		round(8 * gi)
+		if len(pods.evicted) != 0 {
+			t.Fatalf("evicted %v within %s of the reclaim", pods.evicted, reclaimSettle)
+		}
+		clock.Step(time.Second)
+	}
+	round(8 * gi)
+	if len(pods.evicted) != 1 {
+		t.Fatalf("evicted %v %s after a reclaim whose space never showed, want the writer", pods.evicted, reclaimSettle)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -103,8 +104,9 @@ type Options struct {
 	// Event records a node event.
 	Event func(eventType, reason, message string)
 	// Reclaim frees node-level resources for a disk signal before any pod
-	// is evicted for it (unused images); it returns what it did.
-	Reclaim func(ctx context.Context, s Signal) string
+	// is evicted for it (dead containers, unused images); it returns what
+	// it did and whether it removed anything.
+	Reclaim func(ctx context.Context, s Signal) (did string, removed bool)
 	// LocalStoragePeriod is how often emptyDir sizeLimits are checked
 	// (default 10 s, the kubelet's monitoring interval).
 	LocalStoragePeriod time.Duration
@@ -130,6 +132,7 @@ type Manager struct {
 	obsErr        error
 	firstObserved map[string]time.Time // threshold key -> first observation meeting it
 	reclaiming    map[string]bool      // thresholds met, kept until minimum reclaim is satisfied
+	settling      map[Signal]settle    // disk signals: the reclaim whose freed space may still show
 	pending       map[types.UID]pendingEviction
 	traces        []Trace
 	nextID        int
@@ -164,6 +167,21 @@ type pendingEviction struct {
 	trace  int
 }
 
+// reclaimSettle is how long a reclaim that removed something has for its
+// space to show before pods are evicted for the same pressure. The runtime
+// frees a removed container's layer at its next garbage collection, not
+// at RemoveContainer (containerd: up to about a second later, then the
+// time to delete the files); the kubelet reads at once and would evict a
+// pod for space that is on its way back. Once per pressure episode, so a
+// reclaim that removes a little every round cannot hold evictions off.
+const reclaimSettle = 5 * time.Second
+
+// settle is a pressure episode's reclaim that removed something.
+type settle struct {
+	until time.Time // evictions wait until then
+	did   string
+}
+
 // pendingTimeout bounds how long an evicted pod's usage is assumed to be
 // on its way out.
 const pendingTimeout = 30 * time.Second
@@ -196,7 +214,7 @@ func NewManager(opts Options, node NodeSource, pods Pods, usage PodUsage) *Manag
 	}
 	return &Manager{
 		opts: opts, node: node, pods: pods, usage: usage, Metrics: newMetrics(opts.Thresholds),
-		firstObserved: map[string]time.Time{}, reclaiming: map[string]bool{}, pending: map[types.UID]pendingEviction{}, logged: map[string]loggedLine{},
+		firstObserved: map[string]time.Time{}, reclaiming: map[string]bool{}, settling: map[Signal]settle{}, pending: map[types.UID]pendingEviction{}, logged: map[string]loggedLine{},
 	}
 }
 
@@ -265,21 +283,7 @@ func (m *Manager) Synchronize(ctx context.Context) {
 	plan := m.decideLocked(active, obs, err, woke, triggered, m.opts.Reclaim != nil)
 	m.mu.Unlock()
 	if plan != nil && plan.reclaim != "" {
-		// Node-level reclaim first; evict only if the threshold still holds.
-		did := m.opts.Reclaim(ctx, plan.reclaim)
-		m.mu.Lock()
-		repeat := m.repeatLocked("reclaim "+string(plan.reclaim), did, m.opts.Clock.Now())
-		m.mu.Unlock()
-		if repeat {
-			m.opts.Log.Info("reclaimed node resources before evicting", "signal", plan.reclaim, "reclaimed", did)
-		}
-		obs, err = m.node.Observe(ctx)
-		m.mu.Lock()
-		plan = m.decideLocked(active, obs, err, woke, triggered, false)
-		if plan != nil {
-			plan.trace.Reclaimed = did
-		}
-		m.mu.Unlock()
+		plan = m.reclaimThenDecide(ctx, plan.reclaim, active, woke, triggered)
 	}
 	if local := m.localStorage(active); local != nil {
 		m.execute(local)
@@ -293,6 +297,34 @@ func (m *Manager) Synchronize(ctx context.Context) {
 			m.opts.Log.Debug("some eviction notifications could not be armed; the poll still reads their signals", "err", err)
 		}
 	}
+}
+
+// reclaimThenDecide frees node-level resources for signal, reads the
+// signals again and returns the evictions still needed, if any.
+func (m *Manager) reclaimThenDecide(ctx context.Context, signal Signal, active []*corev1.Pod, woke time.Time, triggered wakeup) *evictionPlan {
+	did, removed := m.opts.Reclaim(ctx, signal)
+	m.mu.Lock()
+	now := m.opts.Clock.Now()
+	repeat := m.repeatLocked("reclaim "+string(signal), did, now)
+	episode, settling := m.settling[signal]
+	if removed && !settling {
+		m.settling[signal] = settle{until: now.Add(reclaimSettle), did: did}
+	}
+	m.mu.Unlock()
+	if repeat {
+		m.opts.Log.Info("reclaimed node resources before evicting", "signal", signal, "reclaimed", did)
+	}
+	obs, err := m.node.Observe(ctx)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	plan := m.decideLocked(active, obs, err, woke, triggered, false)
+	if plan != nil {
+		plan.trace.Reclaimed = did
+		if !removed && settling {
+			plan.trace.Reclaimed = episode.did + "; then waited " + reclaimSettle.String() + " for the space"
+		}
+	}
+	return plan
 }
 
 // decideLocked updates the bookkeeping with a new observation and returns
@@ -326,6 +358,15 @@ func (m *Manager) decideLocked(active []*corev1.Pod, obs Observations, err error
 			delete(m.reclaiming, key(t))
 		}
 	}
+	for sig, st := range m.settling {
+		if !slices.ContainsFunc(met, func(t Threshold) bool { return t.Signal == sig }) {
+			delete(m.settling, sig) // the episode is over
+			delete(m.logged, "settle "+string(sig))
+			if now.Before(st.until) {
+				m.opts.Log.Info("the reclaimed space showed; no pod evicted", "signal", sig, "after", now.Sub(st.until.Add(-reclaimSettle)).Round(time.Millisecond))
+			}
+		}
+	}
 	// Soft thresholds count once they held for their grace period.
 	var acting []Threshold
 	for _, t := range met {
@@ -345,6 +386,12 @@ func (m *Manager) decideLocked(active []*corev1.Pod, obs Observations, err error
 	t := acting[0]
 	if reclaimFirst && t.Signal.Resource() != corev1.ResourceMemory && t.Signal != PIDAvailable {
 		return &evictionPlan{reclaim: t.Signal}
+	}
+	if st, ok := m.settling[t.Signal]; ok && now.Before(st.until) {
+		if m.repeatLocked("settle "+string(t.Signal), "", now) {
+			m.opts.Log.Info("waiting for the reclaimed space to show before evicting", "signal", t.Signal, "until", st.until.Format(time.RFC3339Nano))
+		}
+		return nil
 	}
 	return m.planLocked(active, t, obs[t.Signal], woke, triggered)
 }

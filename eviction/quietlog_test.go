@@ -26,7 +26,7 @@ func TestPersistingPressureIsLoggedOnceAMinute(t *testing.T) {
 	reclaimed := "removed 0 dead containers"
 	m := NewManager(Options{Thresholds: ts, Pressure: NewPressure(time.Minute, clock), Clock: clock,
 		Log:     slog.New(slog.NewTextHandler(&buf, nil)),
-		Reclaim: func(context.Context, Signal) string { return reclaimed }}, src, pods, pods)
+		Reclaim: func(context.Context, Signal) (string, bool) { return reclaimed, false }}, src, pods, pods)
 	count := func(line string) int { return strings.Count(buf.String(), line) }
 	step := func(n int) {
 		for range n {

@@ -107,13 +107,18 @@ func (g *GC) SetPolicy(p Policy) {
 	g.policy = p
 }
 
-// Run collects every period until ctx is done.
+// Run collects at once and then every period until ctx is done. The
+// first pass also starts the images' ages, as the kubelet's detection at
+// start does: an image present at start may go MinAge later, not MinAge
+// after a first period.
 func (g *GC) Run(ctx context.Context, period time.Duration) {
-	loop.Every(ctx, g.clock, period, func(ctx context.Context) {
+	collect := func(ctx context.Context) {
 		if _, err := g.Once(ctx); err != nil && ctx.Err() == nil {
 			g.log.Warn("image garbage collection", "err", err)
 		}
-	})
+	}
+	collect(ctx)
+	loop.Every(ctx, g.clock, period, collect)
 }
 
 // Once updates the image records and, above the high threshold, removes

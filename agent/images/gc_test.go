@@ -105,3 +105,28 @@ func TestGCRemovesImagesUnusedLongerThanMaxAge(t *testing.T) {
 		t.Errorf("kubelet_image_garbage_collected_total{reason=age} = %v, want 2", m.GetCounter().GetValue())
 	}
 }
+
+// The images present at start age from the start, as the kubelet's
+// detection at start has them: a disk-pressure reclaim MinAge later may
+// remove them although no periodic pass has come yet.
+func TestGCImagesAgeFromTheStart(t *testing.T) {
+	rt := critest.New()
+	rt.PutImage(img("sha256:pause", "registry/pause:1", 100))
+	rt.PutImage(img("sha256:prepulled", "registry/prepulled:1", 100))
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	g := NewGC(rt, Policy{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: 2 * time.Minute}, "registry/pause:1", clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	g.statfs = func(string) (uint64, uint64, error) { return 1000, 900, nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.Run(ctx, Period) }()
+	defer func() { cancel(); <-done }()
+	// Run's first pass has listed the images once it waits on its ticker.
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(3 * time.Minute) // past MinAge, before the first period
+	removed, err := g.DeleteUnused(context.Background())
+	if err != nil || len(removed) != 1 || removed[0] != "registry/prepulled:1" {
+		t.Errorf("DeleteUnused 3 min after the start removed %v (%v), want the image present at start", removed, err)
+	}
+}

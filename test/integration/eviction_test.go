@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -350,6 +351,64 @@ func TestDiskPressureEvictsTheWriter(t *testing.T) {
 	}
 	if tr := n.evictions(); len(tr) != 1 {
 		t.Errorf("%d eviction decisions, want 1: %+v", len(tr), tr)
+	}
+}
+
+// TestReclaimedLayerSpaceIsWaitedFor: a finished pod's writable layer
+// holds the inodes that put the node under pressure. The reclaim removes
+// its container, and containerd frees the layer at its next garbage
+// collection, after the agent's re-read; the pod writing to its emptyDir
+// must not be evicted for inodes on their way back (the upstream
+// ImageGCTerminatedPodsContainersCleanup without images to remove).
+func TestReclaimedLayerSpaceIsWaitedFor(t *testing.T) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(os.TempDir(), &st); err != nil {
+		t.Fatal(err)
+	}
+	// The agent's root and containerd's layers share this filesystem.
+	threshold := int64(st.Ffree) - 40000
+	n := newNode(t, fmt.Sprintf("evictionHard: {nodefs.inodesFree: \"%d\"}\nimageMinimumGCAge: 1h\nevictionPressureTransitionPeriod: 30s\n", threshold))
+	files := func(dir string, count int) string {
+		return fmt.Sprintf("mkdir -p %s && cd %s && i=0; while [ $i -lt %d ]; do : > f$i; i=$((i+1)); done", dir, dir, count)
+	}
+	// 30,000 inodes in the hog's layer, then 15,000 in the other's
+	// emptyDir: over the 40,000 only together.
+	hog := strings.Replace(writerPod("hog", "", files("/hog", 30000)), "spec:\n", "spec:\n  restartPolicy: Never\n", 1)
+	n.writeManifest("hog.yaml", hog)
+	n.start()
+	h := n.waitPod("hog", 120*time.Second, "Succeeded", func(p *corev1.Pod) error {
+		if p == nil || p.Status.Phase != corev1.PodSucceeded {
+			return fmt.Errorf("not finished yet")
+		}
+		return nil
+	})
+	n.writeManifest("inodes.yaml", writerPod("inodes", "", files("/data/small", 15000)+"; while true; do sleep 1 & wait $!; done"))
+	n.eventually("the hog's container reclaimed", 90*time.Second, func() error {
+		if _, containers := n.runtimeObjects(string(h.UID)); len(containers) != 0 {
+			return fmt.Errorf("%d containers left", len(containers))
+		}
+		if !strings.Contains(n.logText(), "signal=nodefs.inodesFree reclaimed=\"removed 1 dead containers; removed 0 unused images\"") {
+			return fmt.Errorf("no reclaim logged")
+		}
+		return nil
+	})
+	n.eventually("the pressure relieved by the reclaim", 10*time.Second, func() error {
+		log := n.logText()
+		i := strings.Index(log, "the reclaimed space showed; no pod evicted")
+		if i < 0 {
+			return fmt.Errorf("not logged")
+		}
+		t.Logf("%s", strings.SplitN(log[i:], "\n", 2)[0])
+		return nil
+	})
+	// Longer than the wait the reclaim is given, so an eviction after it
+	// would show.
+	time.Sleep(10 * time.Second)
+	if p := n.mustPod("inodes"); p.Status.Phase != corev1.PodRunning {
+		t.Errorf("the emptyDir writer was evicted for the reclaimed layer's inodes: %s %s", p.Status.Phase, p.Status.Message)
+	}
+	if tr := n.evictions(); len(tr) != 0 {
+		t.Errorf("eviction decisions %+v, want none: the reclaim relieved the pressure", tr)
 	}
 }
 
