@@ -24,7 +24,7 @@ LDFLAGS  := -X nodeagent/internal/version.Version=$(VERSION)
 export RUNTIME_DIR RUNTIME_RUN_DIR REGISTRY PAUSE_IMAGE TEST_IMAGE BIN_DIR NODE_ADDRESS
 
 .DEFAULT_GOAL := help
-.PHONY: kubelet integration-loaded mixin-series controlplane conformance-upstream conformance-upstream-quick conformance-upstream-serial conformance-upstream-serial-quick upstream-build cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 test-v2-full vm-image bench lint clean
+.PHONY: kubelet integration-loaded mixin-series controlplane conformance-upstream conformance-upstream-quick conformance-upstream-serial conformance-upstream-serial-quick conformance-upstream-v2 upstream-build cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 test-v2-full vm-image bench lint clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -92,6 +92,9 @@ conformance-upstream-serial: build runtime-up ## the upstream [Serial] specs tha
 
 conformance-upstream-serial-quick: build runtime-up ## the serial specs CI runs: OOMKiller and PodPidsLimit, about 2 minutes (hack/upstream.sh SERIAL_QUICK)
 	@GO=$(GO) BIN_DIR=$(BIN_DIR) AGENT=$(AGENT) hack/upstream.sh serial-quick
+
+conformance-upstream-v2: build runtime-up vm-image ## the upstream serial specs that need systemd, logind and a system bus (GracefulNodeShutdown) in the cgroup v2 VM: suite, services and nodeagent inside it (results in bin/v2-upstream/bin/conformance-upstream-serial; about 5 min)
+	@GO=$(GO) BIN_DIR=$(BIN_DIR) PAUSE_IMAGE=$(PAUSE_IMAGE) hack/upstream.sh serial-v2
 
 upstream-build: ## build the upstream node e2e suite (e2e_node.test, ginkgo, agnhost) from k8s.io/kubernetes into bin/upstream (hack/e2enode; cached by release)
 	@GO=$(GO) hack/upstream.sh build
@@ -171,7 +174,7 @@ test-v2: build runtime-up vm-image ## boot the cgroup v2 VM: the v2 smoke lane a
 	@$(GO) test -c -tags integration -o $(V2_WORK)/bin/eviction.test ./eviction
 	@$(GO) test -c -tags integration -o $(V2_WORK)/bin/integration.test ./test/integration
 	@cp -r examples $(V2_WORK)/ && cp -r deploy/containerd deploy/systemd $(V2_WORK)/deploy/
-	@cp test/v2/smoke.sh $(V2_WORK)/smoke.sh
+	@cp test/v2/smoke.sh test/v2/containerd.sh $(V2_WORK)/
 	@if [ -n "$(V2_CONTROLPLANE)" ]; then cp $(BIN_DIR)/controlplane $(V2_WORK)/bin/; fi
 	@printf '#!/bin/sh\nexport REGISTRY=$(REGISTRY) PAUSE_IMAGE=$(PAUSE_IMAGE) TEST_IMAGE=$(TEST_IMAGE) V2_GO_TESTS='"'"'$(V2_GO_TESTS)'"'"' V2_GO_TIMEOUT=$(V2_GO_TIMEOUT) V2_CONTROLPLANE=$(V2_CONTROLPLANE)\nexec /work/smoke.sh\n' > $(V2_WORK)/run.sh && chmod +x $(V2_WORK)/run.sh
 	@VM_TIMEOUT=$(V2_VM_TIMEOUT) hack/vm.sh run $(CURDIR)/$(V2_WORK); code=$$?; grep -E '^(PASS|FAIL|==|  )' $(V2_WORK)/run.log; exit $$code

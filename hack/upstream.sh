@@ -15,6 +15,11 @@
 #                            systemctl stand-ins; results in
 #                            bin/conformance-upstream-serial
 #   hack/upstream.sh serial-quick  serial, on the SERIAL_QUICK subset (CI)
+#   hack/upstream.sh serial-v2  the GracefulNodeShutdown specs, serial, in
+#                            the cgroup v2 VM (hack/vm.sh), where systemd,
+#                            logind and the system bus are real: the host
+#                            prepares, the guest runs test/v2/upstream.sh;
+#                            results in bin/v2-upstream/bin/conformance-upstream-serial
 #   hack/upstream.sh kubelet build bin/upstream/kubelet, the real kubelet
 #                            (the peer of make bench; cached likewise)
 #   hack/upstream.sh busybox build bin/upstream/busybox, the images' base
@@ -25,7 +30,13 @@
 # ginkgo processes, default 4), UPSTREAM_TIMEOUT (default 90m), AGENT
 # (nodeagent, the default, or kubelet: the control run, the same specs
 # against the real kubelet of the release on a containerd of its own,
-# results in bin/conformance-upstream-kubelet).
+# results in bin/conformance-upstream-kubelet). UPSTREAM_PHASE: all (the
+# default), prepare (build and push the images only) or execute (the rest,
+# on a node that has the prepared files: the v2 VM). HOSTS_DIR: the
+# runtime's registry hosts directory, where the registry is not at
+# 127.0.0.1 (the VM). SERVICES_WAIT, NODE_WAIT: seconds for the services
+# and the node to come up (120, 60). UPSTREAM_FLAKY=1 (serial): run the
+# specs upstream marks [Flaky] too. CONTROL_SOCKET: the agent's, where RUN_OUT cannot hold a socket (9p).
 #
 # The binaries come from hack/e2enode, a Go module of its own that
 # requires k8s.io/kubernetes at a release; the agent's go.mod never does.
@@ -177,9 +188,11 @@ volumeStatsAggPeriod: 10s'
 # the agent with. AGENT=kubelet: the control run, the real kubelet as that
 # unit (nodetest peer kubelet --unit).
 serial() {
-	RUN_OUT=$HERE/$BIN_DIR/conformance-upstream-serial
+	RUN_OUT=${SERIAL_OUT:-$HERE/$BIN_DIR/conformance-upstream-serial}
 	if [ "$AGENT" = kubelet ]; then RUN_OUT+=-kubelet; fi
 	SKIPS=("${SERIAL_SKIPS[@]}")
+	# UPSTREAM_FLAKY=1: the specs upstream marks flaky run too.
+	if [ -n "${UPSTREAM_FLAKY:-}" ]; then SKIPS=('\[Feature:NodeSwap\]' "the nodes here have no swap"); fi
 	UPSTREAM_FOCUS=${UPSTREAM_FOCUS:-$SERIAL_FOCUS}
 	UPSTREAM_PROCS=1
 	SUITE_TITLE="upstream serial"
@@ -203,6 +216,38 @@ serial() {
 
 serial_quick() {
 	UPSTREAM_FOCUS=$SERIAL_QUICK serial
+}
+
+# SERIAL_V2_FOCUS: the serial specs that need systemd as PID 1, logind and
+# a system bus; the VM has them.
+SERIAL_V2_FOCUS='GracefulNodeShutdown'
+
+# serial_v2: prepare here, then run the serial specs of SERIAL_V2_FOCUS in
+# the v2 VM with the suite, its services and the agent all inside it (the
+# specs emit logind's signal on the node's own bus and restart the agent
+# through the stand-ins there). The VM's work directory mirrors this
+# tree's layout, so the same script runs there as /work/hack/upstream.sh.
+serial_v2() {
+	need_root
+	[ -x "$HERE/$BIN_DIR/nodetest" ] || die "$BIN_DIR/nodetest missing: run 'make build' first"
+	local work=$HERE/$BIN_DIR/v2-upstream f focus=${UPSTREAM_FOCUS:-$SERIAL_V2_FOCUS}
+	rm -rf "$work" && mkdir -p "$work/bin/upstream" "$work/hack" "$work/deploy"
+	SERIAL_OUT=$work/bin/conformance-upstream-serial UPSTREAM_PHASE=prepare serial
+	for f in e2e_node.test ginkgo report; do ln -f "$OUT/$f" "$work/bin/upstream/$f" 2>/dev/null || cp "$OUT/$f" "$work/bin/upstream/$f"; done
+	cp "$HERE/$BIN_DIR/nodeagent" "$HERE/$BIN_DIR/nodetest" "$work/bin/"
+	cp -rL "$HERE/$BIN_DIR/runtime" "$work/bin/runtime"
+	cp "$HERE/hack/upstream.sh" "$HERE/hack/lib.sh" "$work/hack/"
+	cp -r "$HERE/deploy/containerd" "$work/deploy/"
+	cp "$HERE/test/v2/containerd.sh" "$HERE/test/v2/upstream.sh" "$work/"
+	printf '#!/bin/sh\nexport REGISTRY=%s PAUSE_IMAGE=%s UPSTREAM_FOCUS=%s UPSTREAM_TIMEOUT=%s UPSTREAM_FLAKY=%s\nexec /work/upstream.sh\n' \
+		"$REGISTRY" "${PAUSE_IMAGE:?PAUSE_IMAGE: the pause image of the VM runtime}" \
+		"'$focus'" "${UPSTREAM_TIMEOUT:-60m}" "${UPSTREAM_FLAKY:-}" >"$work/run.sh"
+	chmod +x "$work/run.sh"
+	local code=0
+	VM_MEMORY=${VM_MEMORY:-4096} VM_TIMEOUT=${VM_TIMEOUT:-4500} "$HERE/hack/vm.sh" run "$work" || code=$?
+	[ -f "$work/run.log" ] && grep -E '^upstream' "$work/run.log" >&2
+	[ -f "$work/bin/conformance-upstream-serial/summary.md" ] && cat "$work/bin/conformance-upstream-serial/summary.md"
+	return "$code"
 }
 
 quick() {
@@ -265,8 +310,10 @@ push_images() {
 # under that name, pinned (internal/images/prepull.go).
 pull_images() {
 	local ctr=("$HERE/$BIN_DIR/runtime/ctr" --address "${1#unix://}" --namespace k8s.io) ref name out
+	local from=(--plain-http)
+	[ -n "${HOSTS_DIR:-}" ] && from=(--hosts-dir "$HOSTS_DIR")
 	while read -r ref; do
-		out=$("${ctr[@]}" images pull --plain-http "${ref%@*}" 2>&1) ||
+		out=$("${ctr[@]}" images pull "${from[@]}" "${ref%@*}" 2>&1) ||
 			{ printf '%s\n' "$out" | tail -n 5 >&2; die "pull ${ref%@*} into the runtime at $1"; }
 	done <"$RUN_OUT/images.txt"
 	while read -r ref name; do
@@ -297,7 +344,7 @@ services_up() {
 	(cd "$RUN_OUT/services" && exec setsid nohup "$OUT/e2e_node.test" --run-services-mode --bearer-token="$TOKEN") \
 		>"$RUN_OUT/services.log" 2>&1 </dev/null &
 	echo $! >"$RUN_OUT/services.pid"
-	for _ in $(seq 120); do
+	for _ in $(seq "${SERVICES_WAIT:-120}"); do
 		api_get /readyz >/dev/null 2>&1 && { log "services ready at $API"; return 0; }
 		alive "$RUN_OUT/services.pid" || break
 		sleep 1
@@ -331,7 +378,7 @@ agent_up() {
 	[ -n "$EXTRA_CONFIG" ] && printf '%s\n' "$EXTRA_CONFIG" >>"$RUN_OUT/agent/config.yaml"
 	local argv=("$HERE/$BIN_DIR/nodeagent" --config "$RUN_OUT/agent/config.yaml" --kubeconfig "$RUN_OUT/agent/kubeconfig"
 		--hostname-override "$NODE_NAME" --node-ip "$NODE_ADDRESS" --root-dir "$AGENT_ROOT"
-		--control-socket "$RUN_OUT/agent/control.sock")
+		--control-socket "${CONTROL_SOCKET:-$RUN_OUT/agent/control.sock}")
 	# The unit the stand-ins drive (serial): the same agent, restarted on
 	# the configuration the suite writes.
 	local a quoted=()
@@ -387,7 +434,7 @@ write_kubeconfig() {
 
 # wait_node PIDFILE LOG: until the node is Ready in the API.
 wait_node() {
-	for _ in $(seq 60); do
+	for _ in $(seq "${NODE_WAIT:-60}"); do
 		api_get "/api/v1/nodes/$NODE_NAME" 2>/dev/null | grep -q '"type": *"Ready"' && { log "node $NODE_NAME registered ($AGENT)"; return 0; }
 		alive "$1" || break
 		sleep 1
@@ -441,16 +488,34 @@ skip_regexp() {
 
 run() {
 	need_root
+	case "${UPSTREAM_PHASE:-all}" in
+	all)
+		prepare
+		execute
+		;;
+	prepare) prepare ;;
+	execute) execute ;;
+	*) die "UPSTREAM_PHASE=$UPSTREAM_PHASE: all, prepare or execute" ;;
+	esac
+}
+
+# prepare: the binaries, and the suite's images in the registry.
+prepare() {
 	deps
 	[ -x "$HERE/$BIN_DIR/nodeagent" ] || die "$BIN_DIR/nodeagent missing: run 'make build' first"
 	build
 	[ "$AGENT" = kubelet ] && kubelet
 	busybox
 	(cd "$MODULE" && "$GO" build -o "$OUT/report" ./report)
+	mkdir -p "$RUN_OUT"
+	push_images
+}
+
+# execute: the services and the node up, the suite, the report.
+execute() {
 	alive "$RUN_OUT/nodeagent.pid" && stop "$RUN_OUT/nodeagent.pid" "the $AGENT of an earlier run" 120
 	alive "$RUN_OUT/services.pid" && stop "$RUN_OUT/services.pid" "services of an earlier run" 30
 	rm -rf "$RUN_OUT/report" && mkdir -p "$RUN_OUT/report"
-	push_images
 	KUBEPODS_BEFORE=$(kubepods_dirs)
 	trap teardown EXIT
 	# Ctrl-C or a kill: teardown still runs (bash skips the EXIT trap on a
@@ -486,7 +551,8 @@ run) run ;;
 quick) quick ;;
 serial) serial ;;
 serial-quick) serial_quick ;;
+serial-v2) serial_v2 ;;
 kubelet) kubelet ;;
 busybox) busybox ;;
-*) echo "usage: $0 build|run|quick|serial|serial-quick|kubelet|busybox" >&2; exit 2 ;;
+*) echo "usage: $0 build|run|quick|serial|serial-quick|serial-v2|kubelet|busybox" >&2; exit 2 ;;
 esac

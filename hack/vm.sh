@@ -19,8 +19,8 @@ VM_CPUS=${VM_CPUS:-2}
 VM_TIMEOUT=${VM_TIMEOUT:-1200}
 MIRROR=${VM_MIRROR:-http://deb.debian.org/debian}
 # Bump when the recipe below changes what ends up in the image.
-RECIPE=3
-PACKAGES=systemd,systemd-sysv,udev,dbus,containerd,runc,containernetworking-plugins,iptables,iproute2,kmod,procps,ca-certificates,busybox-static
+RECIPE=4
+PACKAGES=systemd,systemd-sysv,udev,dbus,containerd,runc,containernetworking-plugins,iptables,iproute2,kmod,procps,ca-certificates,busybox-static,curl
 # Modules the initramfs loads to mount the 9p root, in dependency order.
 MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci netfs fscache 9pnet 9pnet_virtio 9p"
 
@@ -66,6 +66,10 @@ image() {
 	cp "$dir.tmp/kernel/x/boot/vmlinuz-$kver" "$dir.tmp/vmlinuz"
 	mkdir -p "$dir.tmp/rootfs/lib/modules"
 	cp -a "$dir.tmp/kernel/x/lib/modules/$kver" "$dir.tmp/rootfs/lib/modules/"
+	# The kernel's configuration, which the upstream suite's system check
+	# reads (Debian builds no /proc/config.gz).
+	mkdir -p "$dir.tmp/rootfs/boot"
+	cp "$dir.tmp/kernel/x/boot/config-$kver" "$dir.tmp/rootfs/boot/"
 	depmod -b "$dir.tmp/rootfs" "$kver"
 
 	initramfs "$dir.tmp" "$kver"

@@ -49,29 +49,15 @@ echo "== kernel notifications the eviction manager wakes on (eviction package, l
 live_test eviction notify_live_test
 
 echo "== containerd (registry through the host's loopback at 10.0.2.2)"
-# The guest's root is 9p, where inotify sees nothing: the runtime's state
-# (and the CNI directory containerd watches) live in memory.
-mkdir -p /run/nodeagent-runtime /var/lib/nodeagent-runtime
-mount -t tmpfs tmpfs /var/lib/nodeagent-runtime
-REGISTRY=${REGISTRY:-127.0.0.1:5050}
-mkdir -p /var/lib/nodeagent-runtime/certs.d/$REGISTRY /var/lib/nodeagent-runtime/cni/net.d
-sed -e "s|@ROOT@|/var/lib/nodeagent-runtime|g" -e "s|@RUN@|/run/nodeagent-runtime|g" \
-	-e "s|@PAUSE_IMAGE@|$PAUSE_IMAGE|g" -e "s|@RESTRICT_OOM@|false|g" -e "s|@RUNTIME_BIN@|$W/runtime|g" \
-	$W/deploy/containerd/config.toml.in >/var/lib/nodeagent-runtime/containerd.toml
-# The guest's root directory is 9p; containerd's must be the tmpfs.
-sed -i 's|^root = .*|root = "/var/lib/containerd"|' /var/lib/nodeagent-runtime/containerd.toml
-printf 'server = "http://10.0.2.2:%s"\n[host."http://10.0.2.2:%s"]\n  capabilities = ["pull", "resolve"]\n' "${REGISTRY##*:}" "${REGISTRY##*:}" \
-	>/var/lib/nodeagent-runtime/certs.d/$REGISTRY/hosts.toml
-containerd --config /var/lib/nodeagent-runtime/containerd.toml >/var/log/containerd.log 2>&1 &
-for i in $(seq 100); do [ -S /run/nodeagent-runtime/containerd.sock ] && break; sleep 0.2; done
-[ -S /run/nodeagent-runtime/containerd.sock ] && pass "containerd up" || { fail "containerd did not start"; tail -20 /var/log/containerd.log; }
+. $W/containerd.sh
+start_containerd $W/runtime && pass "containerd up" || fail "containerd did not start"
 # The images first, as on a provisioned node: containerd's root is a tmpfs,
 # and a cold pull through the host under TCG took most of the first test's
 # minute to run its pods.
 t0=$(date +%s)
 for ref in "$PAUSE_IMAGE" "$TEST_IMAGE"; do
 	if out=$(ctr --address /run/nodeagent-runtime/containerd.sock -n k8s.io images pull \
-		--hosts-dir /var/lib/nodeagent-runtime/certs.d "$ref" 2>&1); then
+		--hosts-dir $HOSTS_DIR "$ref" 2>&1); then
 		pass "$ref pulled ($(($(date +%s) - t0)) s from the start)"
 	else
 		fail "pull $ref: $(printf '%s' "$out" | tail -n 2)"
