@@ -516,6 +516,46 @@ func TestReclaimedSpaceGetsTimeToShow(t *testing.T) {
 	}
 }
 
+// A reclaim that relieves a soft threshold for a moment does not start its
+// grace period over: the writer takes the freed space back within the
+// second, and is evicted once the reclaim's space had its time, as the
+// upstream LocalStorageSoftEvictionNotOverwriteTerminationGracePeriodSeconds
+// expects (the kubelet's reclaim reading never enters its bookkeeping).
+func TestReclaimKeepsTheSoftGraceClock(t *testing.T) {
+	gi := int64(1 << 30)
+	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &fakeSource{obs: Observations{}}
+	pods := &fakePods{
+		pods:    []*corev1.Pod{pod("writer", corev1.PodQOSBestEffort, 0)},
+		disk:    map[types.UID]int64{"writer": 5 * gi},
+		evicted: map[types.UID]int64{}, msgs: map[types.UID]string{},
+	}
+	ts, _ := ParseThresholds(Config{Soft: map[string]string{"nodefs.available": "10%"}, SoftGracePeriod: map[string]string{"nodefs.available": "30s"}})
+	images := true
+	m := NewManager(Options{Thresholds: ts, Pressure: NewPressure(time.Minute, clock), Clock: clock,
+		Reclaim: func(context.Context, Signal) (string, bool) {
+			if !images {
+				return "removed 0 unused images", false
+			}
+			images = false
+			src.set(NodeFsAvailable, 11*gi, 100*gi, clock.Now()) // relieved, for a moment
+			return "removed 16 unused images", true
+		}}, src, pods, pods)
+	start := clock.Now()
+	for clock.Since(start) <= time.Minute && len(pods.evicted) == 0 {
+		src.set(NodeFsAvailable, 8*gi, 100*gi, clock.Now())
+		m.Synchronize(context.Background())
+		clock.Step(time.Second)
+	}
+	if len(pods.evicted) != 1 {
+		t.Fatalf("evicted %v a minute into the pressure, want the writer", pods.evicted)
+	}
+	// 30 s of grace, then the 5 s the images' space is given.
+	if took := clock.Since(start) - time.Second; took != 30*time.Second+reclaimSettle {
+		t.Errorf("the writer was evicted %s into the pressure, want %s", took, 30*time.Second+reclaimSettle)
+	}
+}
+
 func TestEmptyDirOverItsSizeLimitIsEvicted(t *testing.T) {
 	mi := int64(1 << 20)
 	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))

@@ -280,7 +280,11 @@ func (m *Manager) Synchronize(ctx context.Context) {
 		woke = triggered.at
 	}
 	m.mu.Lock()
-	plan := m.decideLocked(active, obs, err, woke, triggered, m.opts.Reclaim != nil)
+	step := roundReading
+	if m.opts.Reclaim != nil {
+		step = roundReclaimFirst
+	}
+	plan := m.decideLocked(active, obs, err, woke, triggered, step)
 	m.mu.Unlock()
 	if plan != nil && plan.reclaim != "" {
 		plan = m.reclaimThenDecide(ctx, plan.reclaim, active, woke, triggered)
@@ -317,7 +321,7 @@ func (m *Manager) reclaimThenDecide(ctx context.Context, signal Signal, active [
 	obs, err := m.node.Observe(ctx)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	plan := m.decideLocked(active, obs, err, woke, triggered, false)
+	plan := m.decideLocked(active, obs, err, woke, triggered, roundAfterReclaim)
 	if plan != nil {
 		plan.trace.Reclaimed = did
 		if !removed && settling {
@@ -327,9 +331,24 @@ func (m *Manager) reclaimThenDecide(ctx context.Context, signal Signal, active [
 	return plan
 }
 
+// roundStep is which reading of a round a decision is on.
+type roundStep int
+
+const (
+	roundReading      roundStep = iota // the round's reading, no reclaim configured
+	roundReclaimFirst                  // the round's reading; a disk signal reclaims first
+	// roundAfterReclaim is the reading after a reclaim: it decides this
+	// round's evictions, but a threshold it finds unmet stays in its
+	// episode (soft grace clock, minimum reclaim, settle) until the next
+	// round's reading. Space a reclaim freed can be taken again within
+	// the second, and a soft threshold would then start its grace period
+	// over; the kubelet's reclaim reading never enters its bookkeeping.
+	roundAfterReclaim
+)
+
 // decideLocked updates the bookkeeping with a new observation and returns
 // the evictions to make, if any.
-func (m *Manager) decideLocked(active []*corev1.Pod, obs Observations, err error, woke time.Time, triggered wakeup, reclaimFirst bool) *evictionPlan {
+func (m *Manager) decideLocked(active []*corev1.Pod, obs Observations, err error, woke time.Time, triggered wakeup, step roundStep) *evictionPlan {
 	m.obs, m.obsErr = obs, err
 	m.lastSync = m.opts.Clock.Now()
 	if err != nil {
@@ -353,17 +372,19 @@ func (m *Manager) decideLocked(active []*corev1.Pod, obs Observations, err error
 				m.firstObserved[key(t)] = o.Time
 			}
 			m.opts.Pressure.observe(t.Signal.Condition(), now)
-		} else {
+		} else if step != roundAfterReclaim {
 			delete(m.firstObserved, key(t))
 			delete(m.reclaiming, key(t))
 		}
 	}
-	for sig, st := range m.settling {
-		if !slices.ContainsFunc(met, func(t Threshold) bool { return t.Signal == sig }) {
-			delete(m.settling, sig) // the episode is over
-			delete(m.logged, "settle "+string(sig))
-			if now.Before(st.until) {
-				m.opts.Log.Info("the reclaimed space showed; no pod evicted", "signal", sig, "after", now.Sub(st.until.Add(-reclaimSettle)).Round(time.Millisecond))
+	if step != roundAfterReclaim {
+		for sig, st := range m.settling {
+			if !slices.ContainsFunc(met, func(t Threshold) bool { return t.Signal == sig }) {
+				delete(m.settling, sig) // the episode is over
+				delete(m.logged, "settle "+string(sig))
+				if now.Before(st.until) {
+					m.opts.Log.Info("the reclaimed space showed; no pod evicted", "signal", sig, "after", now.Sub(st.until.Add(-reclaimSettle)).Round(time.Millisecond))
+				}
 			}
 		}
 	}
@@ -384,7 +405,7 @@ func (m *Manager) decideLocked(active []*corev1.Pod, obs Observations, err error
 		return a < b
 	})
 	t := acting[0]
-	if reclaimFirst && t.Signal.Resource() != corev1.ResourceMemory && t.Signal != PIDAvailable {
+	if step == roundReclaimFirst && t.Signal.Resource() != corev1.ResourceMemory && t.Signal != PIDAvailable {
 		return &evictionPlan{reclaim: t.Signal}
 	}
 	if st, ok := m.settling[t.Signal]; ok && now.Before(st.until) {

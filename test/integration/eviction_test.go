@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -365,9 +366,24 @@ func TestReclaimedLayerSpaceIsWaitedFor(t *testing.T) {
 	if err := unix.Statfs(os.TempDir(), &st); err != nil {
 		t.Fatal(err)
 	}
-	// The agent's root and containerd's layers share this filesystem.
+	// The free inodes of the agent's root (under the temp dir), which the
+	// runtime's layers must share (checked below).
 	threshold := int64(st.Ffree) - 40000
 	n := newNode(t, fmt.Sprintf("evictionHard: {nodefs.inodesFree: \"%d\"}\nimageMinimumGCAge: 1h\nevictionPressureTransitionPeriod: 30s\n", threshold))
+	fss, err := n.cri.ImageFsInfo(context.Background())
+	if err != nil || len(fss) == 0 {
+		t.Fatalf("the runtime's image filesystem: %v %v", fss, err)
+	}
+	var layers, agent unix.Stat_t
+	if err := unix.Stat(fss[0].GetFsId().GetMountpoint(), &layers); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Stat(os.TempDir(), &agent); err != nil {
+		t.Fatal(err)
+	}
+	if layers.Dev != agent.Dev {
+		t.Fatalf("the runtime's layers (%s) are not on the agent's filesystem (%s): the test needs one filesystem for both, as a node without a separate image filesystem", fss[0].GetFsId().GetMountpoint(), os.TempDir())
+	}
 	files := func(dir string, count int) string {
 		return fmt.Sprintf("mkdir -p %s && cd %s && i=0; while [ $i -lt %d ]; do : > f$i; i=$((i+1)); done", dir, dir, count)
 	}
