@@ -492,10 +492,13 @@ func TestReclaimedSpaceGetsTimeToShow(t *testing.T) {
 		m.Synchronize(context.Background())
 	}
 
-	// The removed container's layer shows a second later: nobody goes.
+	// The removed container's layer shows a second later: nobody goes,
+	// and the relief that lasts past the window ends the episode.
 	round(8 * gi)
-	clock.Step(time.Second)
-	round(12 * gi)
+	for range int(reclaimSettle / time.Second) {
+		clock.Step(time.Second)
+		round(12 * gi)
+	}
 	if len(pods.evicted) != 0 {
 		t.Fatalf("evicted %v while the reclaimed space was on its way", pods.evicted)
 	}
@@ -503,7 +506,7 @@ func TestReclaimedSpaceGetsTimeToShow(t *testing.T) {
 	// A new episode whose reclaim never shows: the writer goes once
 	// reclaimSettle has passed, not before.
 	clock.Step(time.Second)
-	for range 5 {
+	for range int(reclaimSettle / time.Second) {
 		round(8 * gi)
 		if len(pods.evicted) != 0 {
 			t.Fatalf("evicted %v within %s of the reclaim", pods.evicted, reclaimSettle)
@@ -517,8 +520,8 @@ func TestReclaimedSpaceGetsTimeToShow(t *testing.T) {
 }
 
 // A reclaim that relieves a soft threshold for a moment does not start its
-// grace period over: the writer takes the freed space back within the
-// second, and is evicted once the reclaim's space had its time, as the
+// grace period over: the writer takes the freed space back within
+// seconds, and is evicted once the reclaim's space had its time, as the
 // upstream LocalStorageSoftEvictionNotOverwriteTerminationGracePeriodSeconds
 // expects (the kubelet's reclaim reading never enters its bookkeeping).
 func TestReclaimKeepsTheSoftGraceClock(t *testing.T) {
@@ -531,19 +534,23 @@ func TestReclaimKeepsTheSoftGraceClock(t *testing.T) {
 		evicted: map[types.UID]int64{}, msgs: map[types.UID]string{},
 	}
 	ts, _ := ParseThresholds(Config{Soft: map[string]string{"nodefs.available": "10%"}, SoftGracePeriod: map[string]string{"nodefs.available": "30s"}})
-	images := true
+	var relievedUntil time.Time
 	m := NewManager(Options{Thresholds: ts, Pressure: NewPressure(time.Minute, clock), Clock: clock,
 		Reclaim: func(context.Context, Signal) (string, bool) {
-			if !images {
+			if !relievedUntil.IsZero() {
 				return "removed 0 unused images", false
 			}
-			images = false
-			src.set(NodeFsAvailable, 11*gi, 100*gi, clock.Now()) // relieved, for a moment
+			relievedUntil = clock.Now().Add(3 * time.Second) // the writer takes it back in 3 s
+			src.set(NodeFsAvailable, 11*gi, 100*gi, clock.Now())
 			return "removed 16 unused images", true
 		}}, src, pods, pods)
 	start := clock.Now()
 	for clock.Since(start) <= time.Minute && len(pods.evicted) == 0 {
-		src.set(NodeFsAvailable, 8*gi, 100*gi, clock.Now())
+		available := 8 * gi
+		if clock.Now().Before(relievedUntil) {
+			available = 11 * gi
+		}
+		src.set(NodeFsAvailable, available, 100*gi, clock.Now())
 		m.Synchronize(context.Background())
 		clock.Step(time.Second)
 	}

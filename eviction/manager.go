@@ -168,18 +168,31 @@ type pendingEviction struct {
 }
 
 // reclaimSettle is how long a reclaim that removed something has for its
-// space to show before pods are evicted for the same pressure. The runtime
-// frees a removed container's layer at its next garbage collection, not
-// at RemoveContainer (containerd: up to about a second later, then the
-// time to delete the files); the kubelet reads at once and would evict a
-// pod for space that is on its way back. Once per pressure episode, so a
-// reclaim that removes a little every round cannot hold evictions off.
-const reclaimSettle = 5 * time.Second
+// space to show before pods are evicted for the same pressure, and how
+// long a relief it brings must last to end the pressure episode. The
+// runtime frees a removed container's layer at its next garbage
+// collection, not at RemoveContainer (containerd: up to about a second
+// later, then the time to delete the files); the kubelet reads at once
+// and would evict a pod for space on its way back. A writer may take the
+// freed space back within seconds: that is the same episode, and a soft
+// threshold keeps its grace clock, as under the kubelet, whose readings
+// 10 s apart (its housekeeping) do not see so short a relief. Once per
+// episode, so a reclaim that removes a little every round cannot hold
+// evictions off.
+const reclaimSettle = 10 * time.Second
 
 // settle is a pressure episode's reclaim that removed something.
 type settle struct {
-	until time.Time // evictions wait until then
-	did   string
+	until  time.Time // evictions wait, and a relief holds the episode, until then
+	did    string
+	showed bool // a reading found the threshold relieved
+}
+
+// holdingLocked tells whether a reclaim's window keeps signal's episode
+// open through a reading that finds it relieved.
+func (m *Manager) holdingLocked(signal Signal, now time.Time) bool {
+	st, ok := m.settling[signal]
+	return ok && now.Before(st.until)
 }
 
 // pendingTimeout bounds how long an evicted pod's usage is assumed to be
@@ -372,20 +385,26 @@ func (m *Manager) decideLocked(active []*corev1.Pod, obs Observations, err error
 				m.firstObserved[key(t)] = o.Time
 			}
 			m.opts.Pressure.observe(t.Signal.Condition(), now)
-		} else if step != roundAfterReclaim {
+		} else if step != roundAfterReclaim && !m.holdingLocked(t.Signal, now) {
 			delete(m.firstObserved, key(t))
 			delete(m.reclaiming, key(t))
 		}
 	}
 	if step != roundAfterReclaim {
 		for sig, st := range m.settling {
-			if !slices.ContainsFunc(met, func(t Threshold) bool { return t.Signal == sig }) {
-				delete(m.settling, sig) // the episode is over
-				delete(m.logged, "settle "+string(sig))
-				if now.Before(st.until) {
-					m.opts.Log.Info("the reclaimed space showed; no pod evicted", "signal", sig, "after", now.Sub(st.until.Add(-reclaimSettle)).Round(time.Millisecond))
-				}
+			if slices.ContainsFunc(met, func(t Threshold) bool { return t.Signal == sig }) {
+				continue
 			}
+			if now.Before(st.until) {
+				if !st.showed {
+					st.showed = true
+					m.settling[sig] = st
+					m.opts.Log.Info("the reclaimed space showed", "signal", sig, "after", now.Sub(st.until.Add(-reclaimSettle)).Round(time.Millisecond))
+				}
+				continue
+			}
+			delete(m.settling, sig) // relieved past the window: the episode is over
+			delete(m.logged, "settle "+string(sig))
 		}
 	}
 	// Soft thresholds count once they held for their grace period.
