@@ -471,19 +471,23 @@ func TestDiskPressureReclaimsBeforeEvicting(t *testing.T) {
 	}
 }
 
+// diskWriterNode is a node under a fake clock whose one pod, "writer",
+// holds 5 GiB of the node filesystem.
+func diskWriterNode() (*clocktesting.FakeClock, *fakeSource, *fakePods) {
+	return clocktesting.NewFakeClock(time.Unix(1000, 0)), &fakeSource{obs: Observations{}}, &fakePods{
+		pods:    []*corev1.Pod{pod("writer", corev1.PodQOSBestEffort, 0)},
+		disk:    map[types.UID]int64{"writer": 5 << 30},
+		evicted: map[types.UID]int64{}, msgs: map[types.UID]string{},
+	}
+}
+
 // A reclaim that removed something gets reclaimSettle for its space to
 // show (the runtime frees a removed container's layer later), once per
 // episode: a reclaim that removes something every round cannot hold the
 // eviction off for longer.
 func TestReclaimedSpaceGetsTimeToShow(t *testing.T) {
 	gi := int64(1 << 30)
-	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	src := &fakeSource{obs: Observations{}}
-	pods := &fakePods{
-		pods:    []*corev1.Pod{pod("writer", corev1.PodQOSBestEffort, 0)},
-		disk:    map[types.UID]int64{"writer": 5 * gi},
-		evicted: map[types.UID]int64{}, msgs: map[types.UID]string{},
-	}
+	clock, src, pods := diskWriterNode()
 	ts, _ := ParseThresholds(Config{Hard: map[string]string{"nodefs.available": "10%"}})
 	m := NewManager(Options{Thresholds: ts, Pressure: NewPressure(time.Minute, clock), Clock: clock,
 		Reclaim: func(context.Context, Signal) (string, bool) { return "removed 1 dead containers", true }}, src, pods, pods)
@@ -526,13 +530,7 @@ func TestReclaimedSpaceGetsTimeToShow(t *testing.T) {
 // expects (the kubelet's reclaim reading never enters its bookkeeping).
 func TestReclaimKeepsTheSoftGraceClock(t *testing.T) {
 	gi := int64(1 << 30)
-	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	src := &fakeSource{obs: Observations{}}
-	pods := &fakePods{
-		pods:    []*corev1.Pod{pod("writer", corev1.PodQOSBestEffort, 0)},
-		disk:    map[types.UID]int64{"writer": 5 * gi},
-		evicted: map[types.UID]int64{}, msgs: map[types.UID]string{},
-	}
+	clock, src, pods := diskWriterNode()
 	ts, _ := ParseThresholds(Config{Soft: map[string]string{"nodefs.available": "10%"}, SoftGracePeriod: map[string]string{"nodefs.available": "30s"}})
 	var relievedUntil time.Time
 	m := NewManager(Options{Thresholds: ts, Pressure: NewPressure(time.Minute, clock), Clock: clock,
