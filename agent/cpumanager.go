@@ -33,12 +33,13 @@ func (a *Agent) buildCPUManager(p *parts) error {
 		}
 	}
 	m, err := cpumanager.New(cpumanager.Options{Topology: topo, Reserved: reserved, StrictReservation: a.cfg.StrictCPUReservation(),
-		StateFile: layout.Root(a.opts.RootDir).CPUManagerState(), Log: a.log.With("component", "cpumanager")})
+		FullPhysicalCPUsOnly: a.cfg.FullPCPUsOnly(), StateFile: layout.Root(a.opts.RootDir).CPUManagerState(), Log: a.log.With("component", "cpumanager")})
 	if err != nil {
 		return fmt.Errorf("cpuManagerPolicy static: %w", err)
 	}
 	p.cpus = m
-	a.log.Info("CPU manager static policy", "reserved", reserved.String(), "shared_pool", m.Shared().String(), "strict_reservation", a.cfg.StrictCPUReservation())
+	a.log.Info("CPU manager static policy", "reserved", reserved.String(), "shared_pool", m.Shared().String(),
+		"strict_reservation", a.cfg.StrictCPUReservation(), "full_pcpus_only", a.cfg.FullPCPUsOnly())
 	return nil
 }
 
@@ -80,6 +81,10 @@ var (
 		"The size of the shared CPU pool for non-guaranteed QoS pods, in millicores.", nil, nil)
 	cpuExclusiveDesc = prometheus.NewDesc("kubelet_cpu_manager_exclusive_cpu_allocation_count",
 		"The total number of CPUs exclusively allocated to containers running on this node", nil, nil)
+	alignedDesc = prometheus.NewDesc("kubelet_container_aligned_compute_resources_count",
+		"Cumulative number of aligned compute resources allocated to containers by alignment type.", []string{"scope", "boundary"}, nil)
+	alignedFailureDesc = prometheus.NewDesc("kubelet_container_aligned_compute_resources_failure_count",
+		"Cumulative number of failures to allocate aligned compute resources to containers by alignment type.", []string{"scope", "boundary"}, nil)
 )
 
 // cpuManagerCollector is the kubelet's CPU manager metrics, read at scrape
@@ -91,6 +96,8 @@ func (c cpuManagerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cpuPinningErrorsDesc
 	ch <- cpuSharedPoolDesc
 	ch <- cpuExclusiveDesc
+	ch <- alignedDesc
+	ch <- alignedFailureDesc
 }
 
 func (c cpuManagerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -107,6 +114,13 @@ func (c cpuManagerCollector) Collect(ch chan<- prometheus.Metric) {
 	available := c.m.Shared().Difference(c.m.Reserved())
 	ch <- prometheus.MustNewConstMetric(cpuSharedPoolDesc, prometheus.GaugeValue, float64(available.Size()*1000))
 	ch <- prometheus.MustNewConstMetric(cpuExclusiveDesc, prometheus.GaugeValue, float64(exclusive.Size()))
+	// As the kubelet's static policy: both physical_cpu series from the
+	// start (counted under full-pcpus-only), and uncore_cache at 0, as no
+	// option here aligns by uncore cache.
+	aligned, failed := c.m.Alignment()
+	ch <- prometheus.MustNewConstMetric(alignedDesc, prometheus.CounterValue, float64(aligned), "container", "physical_cpu")
+	ch <- prometheus.MustNewConstMetric(alignedFailureDesc, prometheus.CounterValue, float64(failed), "container", "physical_cpu")
+	ch <- prometheus.MustNewConstMetric(alignedDesc, prometheus.CounterValue, 0, "container", "uncore_cache")
 }
 
 // cpuMetrics are the CPU manager's collectors for /metrics, under the

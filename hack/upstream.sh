@@ -239,9 +239,9 @@ serial_v2() {
 	cp "$HERE/hack/upstream.sh" "$HERE/hack/lib.sh" "$work/hack/"
 	cp -r "$HERE/deploy/containerd" "$work/deploy/"
 	cp "$HERE/test/v2/containerd.sh" "$HERE/test/v2/upstream.sh" "$work/"
-	printf '#!/bin/sh\nexport REGISTRY=%s PAUSE_IMAGE=%s UPSTREAM_FOCUS=%s UPSTREAM_TIMEOUT=%s UPSTREAM_FLAKY=%s\nexec /work/upstream.sh\n' \
+	printf '#!/bin/sh\nexport REGISTRY=%s PAUSE_IMAGE=%s UPSTREAM_FOCUS=%s UPSTREAM_SKIP=%s UPSTREAM_TIMEOUT=%s UPSTREAM_FLAKY=%s\nexec /work/upstream.sh\n' \
 		"$REGISTRY" "${PAUSE_IMAGE:?PAUSE_IMAGE: the pause image of the VM runtime}" \
-		"'$focus'" "${UPSTREAM_TIMEOUT:-60m}" "${UPSTREAM_FLAKY:-}" >"$work/run.sh"
+		"'$focus'" "'${UPSTREAM_SKIP:-}'" "${UPSTREAM_TIMEOUT:-60m}" "${UPSTREAM_FLAKY:-}" >"$work/run.sh"
 	chmod +x "$work/run.sh"
 	local code=0
 	VM_MEMORY=${VM_MEMORY:-4096} VM_TIMEOUT=${VM_TIMEOUT:-4500} "$HERE/hack/vm.sh" run "$work" || code=$?

@@ -16,6 +16,9 @@ set -euo pipefail
 VM_CACHE=${VM_CACHE:-/var/cache/nodeagent-vm}
 VM_MEMORY=${VM_MEMORY:-3072}
 VM_CPUS=${VM_CPUS:-2}
+# VM_SMP: qemu's CPU topology beside the count, e.g. sockets=1,cores=4,threads=2
+# (SMT siblings for the CPU manager specs); empty: qemu's default.
+VM_SMP=${VM_SMP:-}
 VM_TIMEOUT=${VM_TIMEOUT:-1200}
 MIRROR=${VM_MIRROR:-http://deb.debian.org/debian}
 # Bump when the recipe below changes what ends up in the image.
@@ -167,9 +170,9 @@ run() {
 	[ -x "$work/run.sh" ] || die "$work/run.sh missing or not executable"
 	local dir; dir=$(image)
 	rm -f "$work/result" "$work/run.log"
-	log "booting (qemu TCG, ${VM_CPUS} vCPUs, ${VM_MEMORY} MiB); console: $work/console.log"
+	log "booting (qemu TCG, ${VM_CPUS} vCPUs${VM_SMP:+ ($VM_SMP)}, ${VM_MEMORY} MiB); console: $work/console.log"
 	local t0=$SECONDS
-	timeout "$VM_TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -smp "$VM_CPUS" -m "$VM_MEMORY" \
+	timeout "$VM_TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -smp "$VM_CPUS${VM_SMP:+,$VM_SMP}" -m "$VM_MEMORY" \
 		-kernel "$dir/vmlinuz" -initrd "$dir/initramfs.gz" \
 		-append "console=ttyS0 panic=-1 systemd.unified_cgroup_hierarchy=1 systemd.show_status=0 loglevel=4" \
 		-virtfs "local,path=$dir/rootfs,mount_tag=root,security_model=passthrough,id=root" \

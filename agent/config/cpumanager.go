@@ -5,24 +5,37 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 
 	"k8s.io/utils/cpuset"
 
 	"nodeagent/internal/sat"
 )
 
-// CPU manager policy options nodeagent runs; the kubelet's others
-// (full-pcpus-only, distribute-cpus-across-numa, align-by-socket,
-// distribute-cpus-across-cores, prefer-align-cpus-by-uncorecache) are
-// refused rather than silently dropped.
-const StrictCPUReservation = "strict-cpu-reservation"
+// CPU manager policy options nodeagent runs. The kubelet's others are
+// taken only as "false" (what nodeagent does without them) and refused
+// when on, rather than silently dropped.
+const (
+	StrictCPUReservation = "strict-cpu-reservation"
+	FullPCPUsOnly        = "full-pcpus-only"
+)
+
+var cpuOptionsNotRun = []string{"distribute-cpus-across-numa", "align-by-socket", "distribute-cpus-across-cores", "prefer-align-cpus-by-uncorecache"}
 
 // CPUManagerStatic reports whether cpuManagerPolicy is static.
 func (c *Config) CPUManagerStatic() bool { return c.CPUManagerPolicy == "static" }
 
 // StrictCPUReservation reports the strict-cpu-reservation option.
-func (c *Config) StrictCPUReservation() bool {
-	return c.CPUManagerPolicyOptions[StrictCPUReservation] == "true"
+func (c *Config) StrictCPUReservation() bool { return c.cpuOption(StrictCPUReservation) }
+
+// FullPCPUsOnly reports the full-pcpus-only option.
+func (c *Config) FullPCPUsOnly() bool { return c.cpuOption(FullPCPUsOnly) }
+
+// cpuOption is a policy option's value, read as the kubelet does
+// (strconv.ParseBool; validated at load).
+func (c *Config) cpuOption(name string) bool {
+	on, _ := strconv.ParseBool(c.CPUManagerPolicyOptions[name])
+	return on
 }
 
 // ReservedCPUs is reservedSystemCPUs; the empty set when unset.
@@ -59,13 +72,16 @@ func (c *Config) validateCPUManager() []error {
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.CPUManagerPolicyOptions)) {
 		v := c.CPUManagerPolicyOptions[k]
+		on, err := strconv.ParseBool(v)
 		switch {
 		case !c.CPUManagerStatic():
 			bad("cpuManagerPolicyOptions", k, "options need cpuManagerPolicy: static")
-		case k != StrictCPUReservation:
-			bad("cpuManagerPolicyOptions", k, "nodeagent runs only "+StrictCPUReservation)
-		case v != "true" && v != "false":
+		case k != StrictCPUReservation && k != FullPCPUsOnly && !slices.Contains(cpuOptionsNotRun, k):
+			bad("cpuManagerPolicyOptions", k, "unknown option: nodeagent runs "+StrictCPUReservation+" and "+FullPCPUsOnly)
+		case err != nil:
 			bad("cpuManagerPolicyOptions."+k, v, "want true or false")
+		case on && slices.Contains(cpuOptionsNotRun, k):
+			bad("cpuManagerPolicyOptions."+k, v, "nodeagent does not run this option: only "+StrictCPUReservation+" and "+FullPCPUsOnly)
 		}
 	}
 	if c.ReservedSystemCPUs != "" {

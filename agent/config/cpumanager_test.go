@@ -14,7 +14,9 @@ func TestCPUManagerFieldsAreCheckedAndNamed(t *testing.T) {
 		{"cpuManagerPolicy: dynamic\n", `cpuManagerPolicy: invalid value "dynamic": want none or static`},
 		{"cpuManagerPolicy: static\n", "the static policy needs reserved CPUs"},
 		{"cpuManagerPolicy: static\nreservedSystemCPUs: 0-x\n", `reservedSystemCPUs: invalid value "0-x"`},
-		{"cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\ncpuManagerPolicyOptions:\n  full-pcpus-only: \"true\"\n", `cpuManagerPolicyOptions: invalid value "full-pcpus-only": nodeagent runs only strict-cpu-reservation`},
+		{"cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\ncpuManagerPolicyOptions:\n  align-by-socket: \"true\"\n", `cpuManagerPolicyOptions.align-by-socket: invalid value "true": nodeagent does not run this option`},
+		{"cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\ncpuManagerPolicyOptions:\n  full-pcpus-olny: \"true\"\n", `cpuManagerPolicyOptions: invalid value "full-pcpus-olny": unknown option`},
+		{"cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\ncpuManagerPolicyOptions:\n  full-pcpus-only: \"yes\"\n", `cpuManagerPolicyOptions.full-pcpus-only: invalid value "yes": want true or false`},
 		{"cpuManagerPolicyOptions:\n  strict-cpu-reservation: \"true\"\n", "options need cpuManagerPolicy: static"},
 		{"memoryManagerPolicy: Static\n", `memoryManagerPolicy: invalid value "Static": nodeagent has no memory manager`},
 		{"topologyManagerPolicy: single-numa-node\n", `topologyManagerPolicy: invalid value "single-numa-node"`},
@@ -46,5 +48,18 @@ func TestStaticPolicyAcceptedWithReservedCPUs(t *testing.T) {
 	}
 	if n := cfg.ReservedCPUCount(); n != 2 {
 		t.Fatalf("1.2 reserved CPUs count as %d, want 2", n)
+	}
+}
+
+// TestCPUPolicyOptionsReadAsTheKubelet: full-pcpus-only runs; an option
+// nodeagent does not run is taken when off, as the upstream suites write
+// prefer-align-cpus-by-uncorecache: "false" on a node with one L3 cache.
+func TestCPUPolicyOptionsReadAsTheKubelet(t *testing.T) {
+	cfg, err := Load(write(t, header+"cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\ncpuManagerPolicyOptions:\n  full-pcpus-only: \"True\"\n  prefer-align-cpus-by-uncorecache: \"false\"\n  strict-cpu-reservation: \"0\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.FullPCPUsOnly() || cfg.StrictCPUReservation() {
+		t.Errorf("full-pcpus-only %v, strict %v; want true, false", cfg.FullPCPUsOnly(), cfg.StrictCPUReservation())
 	}
 }

@@ -2,6 +2,7 @@ package pods
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +41,12 @@ func (m *Manager) admitCPUsLocked(p *corev1.Pod) *Rejection {
 		return set
 	}
 	if err := m.cpus.Allocate(p, prefer); err != nil {
+		// The kubelet's admission: an error that names its type is the
+		// reason (SMTAlignmentError); any other is unexpected.
+		var typed interface{ Type() string }
+		if errors.As(err, &typed) {
+			return &Rejection{Reason: typed.Type(), Message: err.Error()}
+		}
 		return &Rejection{Reason: "UnexpectedAdmissionError", Message: fmt.Sprintf("Allocate failed due to %v, which is unexpected", err)}
 	}
 	return nil

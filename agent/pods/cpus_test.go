@@ -85,3 +85,23 @@ func TestStaticCPUManagerRefusesWhatItCannotPin(t *testing.T) {
 		t.Fatalf("3 of 3 free CPUs: %+v, shared pool %s", r, m.cpus.(*cpumanager.Manager).Shared())
 	}
 }
+
+// Under full-pcpus-only a request that is not a multiple of the threads per
+// core is refused with the kubelet's reason, SMTAlignmentError, which the
+// upstream specs match the pod's status reason against.
+func TestFullPCPUsOnlyRefusalIsAnSMTAlignmentError(t *testing.T) {
+	m, _ := newTestManager(t, critest.New(), nil)
+	cpus, err := cpumanager.New(cpumanager.Options{Topology: cpumanager.Uniform(1, 2, 2), Reserved: cpuset.New(0), FullPhysicalCPUsOnly: true,
+		StateFile: filepath.Join(t.TempDir(), "cpu_manager_state"), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.cpus = cpus
+	m.opts.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("4Gi")}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.admitLocked(guaranteedCPUs(testPod(corev1.RestartPolicyAlways, "a"), "1"), nil)
+	if r == nil || r.Reason != "SMTAlignmentError" || r.Message != "SMT Alignment Error: requested 1 cpus not multiple cpus per core = 2" {
+		t.Fatalf("rejection %+v", r)
+	}
+}

@@ -35,7 +35,11 @@ type Options struct {
 	// StrictReservation (strict-cpu-reservation) also keeps the shared
 	// pool off the reserved CPUs.
 	StrictReservation bool
-	StateFile         string // cpu_manager_state
+	// FullPhysicalCPUsOnly (full-pcpus-only) admits only whole cores: a
+	// request that is not a multiple of the threads per core, or more than
+	// the free whole cores hold, is refused with an SMTAlignmentError.
+	FullPhysicalCPUsOnly bool
+	StateFile            string // cpu_manager_state
 	Log               *slog.Logger
 }
 
@@ -49,8 +53,10 @@ type Manager struct {
 	assigned assignments
 	onChange []func()
 	// pinned and failed count the containers that asked for exclusive
-	// CPUs and those refused (the kubelet's pinning metrics).
-	pinned, failed uint64
+	// CPUs and those refused (the kubelet's pinning metrics); aligned and
+	// misaligned those admitted and refused under full-pcpus-only.
+	pinned, failed      uint64
+	aligned, misaligned uint64
 }
 
 // New loads the checkpoint. One that does not read back, was written for
@@ -162,15 +168,24 @@ func (m *Manager) Allocate(pod *corev1.Pod, prefer func(container string) cpuset
 		set, ok := have[c.Name]
 		if !ok || set.Size() != n {
 			delete(have, c.Name)
-			free := m.freeLocked(pod.UID, have).Union(reuse)
-			var err error
-			if set, err = m.pick(free, n, prefer, c.Name); err != nil {
+			free := m.freeLocked(pod.UID, have)
+			err := m.alignedLocked(n, free)
+			if err == nil {
+				set, err = m.pick(free.Union(reuse), n, prefer, c.Name)
+			}
+			if err != nil {
 				m.failed++
+				if m.opts.FullPhysicalCPUsOnly {
+					m.misaligned++
+				}
 				m.mu.Unlock()
 				return err
 			}
 			have[c.Name] = set
 			changed = true
+		}
+		if m.opts.FullPhysicalCPUsOnly {
+			m.aligned++
 		}
 		if c.init && !c.sidecar {
 			reuse = reuse.Union(set)
@@ -194,6 +209,43 @@ func (m *Manager) Allocate(pod *corev1.Pod, prefer func(container string) cpuset
 		return err
 	}
 	m.notifyUnlock()
+	return nil
+}
+
+// SMTAlignmentError is full-pcpus-only's refusal, worded as the kubelet's
+// (its Type is the pod's status reason).
+type SMTAlignmentError struct {
+	Requested, PerCore, FreePhysical int
+	// ByFreeCores: the request is a multiple of the threads per core but
+	// the free whole cores hold fewer CPUs.
+	ByFreeCores bool
+}
+
+func (e SMTAlignmentError) Error() string {
+	if e.ByFreeCores {
+		return fmt.Sprintf("SMT Alignment Error: not enough free physical CPUs: available physical CPUs = %d, requested CPUs = %d, CPUs per core = %d", e.FreePhysical, e.Requested, e.PerCore)
+	}
+	return fmt.Sprintf("SMT Alignment Error: requested %d cpus not multiple cpus per core = %d", e.Requested, e.PerCore)
+}
+
+// Type is the kubelet's admission reason.
+func (SMTAlignmentError) Type() string { return "SMTAlignmentError" }
+
+// alignedLocked is full-pcpus-only's check: n a multiple of the threads
+// per core, and no more than free holds outside the cores of the reserved
+// CPUs (their siblings would otherwise be handed out as half cores).
+func (m *Manager) alignedLocked(n int, free cpuset.CPUSet) error {
+	if !m.opts.FullPhysicalCPUsOnly {
+		return nil
+	}
+	perCore := m.opts.Topology.CPUsPerCore()
+	if n%perCore != 0 {
+		return SMTAlignmentError{Requested: n, PerCore: perCore}
+	}
+	physical := free.Difference(m.opts.Topology.CoresOf(m.opts.Reserved)).Size()
+	if n > physical {
+		return SMTAlignmentError{Requested: n, PerCore: perCore, FreePhysical: physical, ByFreeCores: true}
+	}
 	return nil
 }
 
@@ -317,6 +369,18 @@ func (m *Manager) Pinning() (requests, errors uint64) {
 	defer m.mu.Unlock()
 	return m.pinned, m.failed
 }
+
+// Alignment counts the containers admitted and refused under
+// full-pcpus-only since the start (the kubelet's
+// container_aligned_compute_resources counters for physical CPUs).
+func (m *Manager) Alignment() (aligned, failed uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.aligned, m.misaligned
+}
+
+// FullPhysicalCPUsOnly reports full-pcpus-only.
+func (m *Manager) FullPhysicalCPUsOnly() bool { return m.opts.FullPhysicalCPUsOnly }
 
 // Assigned is a copy of the pod's exclusive CPUs by container.
 func (m *Manager) Assigned(uid types.UID) map[string]cpuset.CPUSet {

@@ -2,6 +2,7 @@ package cpumanager
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -199,5 +200,41 @@ func TestReadsTheKubeletsCheckpoint(t *testing.T) {
 	policy, _, err := readState(path)
 	if err != nil || policy != "none" {
 		t.Fatalf("policy %q, err %v", policy, err)
+	}
+}
+
+// TestFullPCPUsOnlyAdmitsWholeCoresOnly: on 2 cores of 2 threads with CPU 0
+// reserved, a 1-CPU request is refused as not a multiple, a 2-CPU request
+// gets the free whole core, and then a second one is refused: CPU 1 is
+// free but its core holds a reserved CPU. The counters follow the
+// kubelet's.
+func TestFullPCPUsOnlyAdmitsWholeCoresOnly(t *testing.T) {
+	topo := Topology{CPUs: []CPU{{ID: 0, Core: 0}, {ID: 1, Core: 0}, {ID: 2, Core: 1}, {ID: 3, Core: 1}}}
+	m, err := New(Options{Topology: topo, Reserved: cpuset.New(0), FullPhysicalCPUsOnly: true,
+		StateFile: filepath.Join(t.TempDir(), "cpu_manager_state"), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var smt SMTAlignmentError
+	err = m.Allocate(guaranteed("odd", container("app", "1")), nil)
+	if !errors.As(err, &smt) || err.Error() != "SMT Alignment Error: requested 1 cpus not multiple cpus per core = 2" || smt.Type() != "SMTAlignmentError" {
+		t.Fatalf("1 CPU: err %v, want the kubelet's not-a-multiple SMTAlignmentError", err)
+	}
+	if err := m.Allocate(guaranteed("even", container("app", "2")), nil); err != nil {
+		t.Fatal(err)
+	}
+	if set, _ := m.CPUs("even", "app"); set.String() != "2-3" {
+		t.Fatalf("2 CPUs got %s, want the whole core 2-3", set)
+	}
+	err = m.Allocate(guaranteed("more", container("app", "2")), nil)
+	want := "SMT Alignment Error: not enough free physical CPUs: available physical CPUs = 0, requested CPUs = 2, CPUs per core = 2"
+	if err == nil || err.Error() != want {
+		t.Fatalf("a third core's worth: err %v, want %q", err, want)
+	}
+	if ok, failed := m.Alignment(); ok != 1 || failed != 2 {
+		t.Errorf("aligned %d, failed %d; want 1, 2", ok, failed)
+	}
+	if req, failed := m.Pinning(); req != 3 || failed != 2 {
+		t.Errorf("pinning requests %d, errors %d; want 3, 2", req, failed)
 	}
 }

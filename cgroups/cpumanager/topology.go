@@ -83,6 +83,23 @@ func (t Topology) All() cpuset.CPUSet {
 	return cpuset.New(ids...)
 }
 
+// CoresOf is every CPU of the cores that hold a CPU of set.
+func (t Topology) CoresOf(set cpuset.CPUSet) cpuset.CPUSet {
+	cores := map[int]bool{}
+	for _, c := range t.CPUs {
+		if set.Contains(c.ID) {
+			cores[c.Core] = true
+		}
+	}
+	var ids []int
+	for _, c := range t.CPUs {
+		if cores[c.Core] {
+			ids = append(ids, c.ID)
+		}
+	}
+	return cpuset.New(ids...)
+}
+
 // CPUsPerCore is the threads of a core (1 without SMT).
 func (t Topology) CPUsPerCore() int {
 	return t.per(func(c CPU) int { return c.Core })
