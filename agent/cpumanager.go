@@ -33,13 +33,13 @@ func (a *Agent) buildCPUManager(p *parts) error {
 		}
 	}
 	m, err := cpumanager.New(cpumanager.Options{Topology: topo, Reserved: reserved, StrictReservation: a.cfg.StrictCPUReservation(),
-		FullPhysicalCPUsOnly: a.cfg.FullPCPUsOnly(), StateFile: layout.Root(a.opts.RootDir).CPUManagerState(), Log: a.log.With("component", "cpumanager")})
+		FullPhysicalCPUsOnly: a.cfg.FullPCPUsOnly(), PreferAlignByUncoreCache: a.cfg.PreferAlignByUncoreCache(), StateFile: layout.Root(a.opts.RootDir).CPUManagerState(), Log: a.log.With("component", "cpumanager")})
 	if err != nil {
 		return fmt.Errorf("cpuManagerPolicy static: %w", err)
 	}
 	p.cpus = m
 	a.log.Info("CPU manager static policy", "reserved", reserved.String(), "shared_pool", m.Shared().String(),
-		"strict_reservation", a.cfg.StrictCPUReservation(), "full_pcpus_only", a.cfg.FullPCPUsOnly())
+		"strict_reservation", a.cfg.StrictCPUReservation(), "full_pcpus_only", a.cfg.FullPCPUsOnly(), "prefer_align_by_uncore_cache", a.cfg.PreferAlignByUncoreCache())
 	return nil
 }
 
@@ -114,13 +114,13 @@ func (c cpuManagerCollector) Collect(ch chan<- prometheus.Metric) {
 	available := c.m.Shared().Difference(c.m.Reserved())
 	ch <- prometheus.MustNewConstMetric(cpuSharedPoolDesc, prometheus.GaugeValue, float64(available.Size()*1000))
 	ch <- prometheus.MustNewConstMetric(cpuExclusiveDesc, prometheus.GaugeValue, float64(exclusive.Size()))
-	// As the kubelet's static policy: both physical_cpu series from the
-	// start (counted under full-pcpus-only), and uncore_cache at 0, as no
-	// option here aligns by uncore cache.
-	aligned, failed := c.m.Alignment()
-	ch <- prometheus.MustNewConstMetric(alignedDesc, prometheus.CounterValue, float64(aligned), "container", "physical_cpu")
+	// As the kubelet's static policy, every series from the start:
+	// physical_cpu counted under full-pcpus-only, uncore_cache for each
+	// new assignment within one last-level cache.
+	physical, failed, uncore := c.m.Alignment()
+	ch <- prometheus.MustNewConstMetric(alignedDesc, prometheus.CounterValue, float64(physical), "container", "physical_cpu")
 	ch <- prometheus.MustNewConstMetric(alignedFailureDesc, prometheus.CounterValue, float64(failed), "container", "physical_cpu")
-	ch <- prometheus.MustNewConstMetric(alignedDesc, prometheus.CounterValue, 0, "container", "uncore_cache")
+	ch <- prometheus.MustNewConstMetric(alignedDesc, prometheus.CounterValue, float64(uncore), "container", "uncore_cache")
 }
 
 // cpuMetrics are the CPU manager's collectors for /metrics, under the

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"k8s.io/utils/cpuset"
 
@@ -16,17 +17,25 @@ import (
 // taken only as "false" (what nodeagent does without them) and refused
 // when on, rather than silently dropped.
 const (
-	StrictCPUReservation = "strict-cpu-reservation"
-	FullPCPUsOnly        = "full-pcpus-only"
+	StrictCPUReservation     = "strict-cpu-reservation"
+	FullPCPUsOnly            = "full-pcpus-only"
+	PreferAlignByUncoreCache = "prefer-align-cpus-by-uncorecache"
 )
 
-var cpuOptionsNotRun = []string{"distribute-cpus-across-numa", "align-by-socket", "distribute-cpus-across-cores", "prefer-align-cpus-by-uncorecache"}
+var (
+	cpuOptionsRun    = []string{StrictCPUReservation, FullPCPUsOnly, PreferAlignByUncoreCache}
+	cpuOptionsNotRun = []string{"distribute-cpus-across-numa", "align-by-socket", "distribute-cpus-across-cores"}
+)
 
 // CPUManagerStatic reports whether cpuManagerPolicy is static.
 func (c *Config) CPUManagerStatic() bool { return c.CPUManagerPolicy == "static" }
 
 // StrictCPUReservation reports the strict-cpu-reservation option.
 func (c *Config) StrictCPUReservation() bool { return c.cpuOption(StrictCPUReservation) }
+
+// PreferAlignByUncoreCache reports the prefer-align-cpus-by-uncorecache
+// option.
+func (c *Config) PreferAlignByUncoreCache() bool { return c.cpuOption(PreferAlignByUncoreCache) }
 
 // FullPCPUsOnly reports the full-pcpus-only option.
 func (c *Config) FullPCPUsOnly() bool { return c.cpuOption(FullPCPUsOnly) }
@@ -76,12 +85,12 @@ func (c *Config) validateCPUManager() []error {
 		switch {
 		case !c.CPUManagerStatic():
 			bad("cpuManagerPolicyOptions", k, "options need cpuManagerPolicy: static")
-		case k != StrictCPUReservation && k != FullPCPUsOnly && !slices.Contains(cpuOptionsNotRun, k):
-			bad("cpuManagerPolicyOptions", k, "unknown option: nodeagent runs "+StrictCPUReservation+" and "+FullPCPUsOnly)
+		case !slices.Contains(cpuOptionsRun, k) && !slices.Contains(cpuOptionsNotRun, k):
+			bad("cpuManagerPolicyOptions", k, "unknown option: nodeagent runs "+strings.Join(cpuOptionsRun, ", "))
 		case err != nil:
 			bad("cpuManagerPolicyOptions."+k, v, "want true or false")
 		case on && slices.Contains(cpuOptionsNotRun, k):
-			bad("cpuManagerPolicyOptions."+k, v, "nodeagent does not run this option: only "+StrictCPUReservation+" and "+FullPCPUsOnly)
+			bad("cpuManagerPolicyOptions."+k, v, "nodeagent does not run this option, only "+strings.Join(cpuOptionsRun, ", "))
 		}
 	}
 	if c.ReservedSystemCPUs != "" {

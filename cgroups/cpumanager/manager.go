@@ -39,8 +39,11 @@ type Options struct {
 	// request that is not a multiple of the threads per core, or more than
 	// the free whole cores hold, is refused with an SMTAlignmentError.
 	FullPhysicalCPUsOnly bool
-	StateFile            string // cpu_manager_state
-	Log               *slog.Logger
+	// PreferAlignByUncoreCache (prefer-align-cpus-by-uncorecache) takes
+	// a request's CPUs from as few last-level caches as it can.
+	PreferAlignByUncoreCache bool
+	StateFile                string // cpu_manager_state
+	Log                      *slog.Logger
 }
 
 // Manager holds the exclusive assignments. Methods are safe for
@@ -54,9 +57,10 @@ type Manager struct {
 	onChange []func()
 	// pinned and failed count the containers that asked for exclusive
 	// CPUs and those refused (the kubelet's pinning metrics); aligned and
-	// misaligned those admitted and refused under full-pcpus-only.
-	pinned, failed      uint64
-	aligned, misaligned uint64
+	// misaligned those admitted and refused under full-pcpus-only;
+	// oneUncore the new assignments within one uncore cache.
+	pinned, failed                 uint64
+	aligned, misaligned, oneUncore uint64
 }
 
 // New loads the checkpoint. One that does not read back, was written for
@@ -183,6 +187,9 @@ func (m *Manager) Allocate(pod *corev1.Pod, prefer func(container string) cpuset
 			}
 			have[c.Name] = set
 			changed = true
+			if m.opts.Topology.SameUncore(set) {
+				m.oneUncore++
+			}
 		}
 		if m.opts.FullPhysicalCPUsOnly {
 			m.aligned++
@@ -256,7 +263,7 @@ func (m *Manager) pick(free cpuset.CPUSet, n int, prefer func(string) cpuset.CPU
 			return p, nil
 		}
 	}
-	return take(m.opts.Topology, free, n)
+	return take(m.opts.Topology, free, n, m.opts.PreferAlignByUncoreCache)
 }
 
 // freeLocked is what a container of pod can be given: the exclusive pool
@@ -370,13 +377,13 @@ func (m *Manager) Pinning() (requests, errors uint64) {
 	return m.pinned, m.failed
 }
 
-// Alignment counts the containers admitted and refused under
-// full-pcpus-only since the start (the kubelet's
-// container_aligned_compute_resources counters for physical CPUs).
-func (m *Manager) Alignment() (aligned, failed uint64) {
+// Alignment counts, since the start, the containers admitted and refused
+// under full-pcpus-only and the new assignments within one uncore cache
+// (the kubelet's container_aligned_compute_resources counters).
+func (m *Manager) Alignment() (physical, physicalFailed, uncore uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.aligned, m.misaligned
+	return m.aligned, m.misaligned, m.oneUncore
 }
 
 // FullPhysicalCPUsOnly reports full-pcpus-only.

@@ -231,7 +231,7 @@ func TestFullPCPUsOnlyAdmitsWholeCoresOnly(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("a third core's worth: err %v, want %q", err, want)
 	}
-	if ok, failed := m.Alignment(); ok != 1 || failed != 2 {
+	if ok, failed, _ := m.Alignment(); ok != 1 || failed != 2 {
 		t.Errorf("aligned %d, failed %d; want 1, 2", ok, failed)
 	}
 	if req, failed := m.Pinning(); req != 3 || failed != 2 {

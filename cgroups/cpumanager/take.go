@@ -2,6 +2,7 @@ package cpumanager
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"k8s.io/utils/cpuset"
@@ -9,14 +10,16 @@ import (
 
 // Reserve picks the n CPUs the static policy keeps for the system when
 // reservedSystemCPUs is unset, as the kubelet does: by topology from all.
-func Reserve(t Topology, n int) (cpuset.CPUSet, error) { return take(t, t.All(), n) }
+func Reserve(t Topology, n int) (cpuset.CPUSet, error) { return take(t, t.All(), n, false) }
 
 // take picks n CPUs of avail packed, as the kubelet's static policy does
 // (takeByTopologyNUMAPacked): whole free sockets while n covers one, then
 // whole free cores while n covers one, then single CPUs from the sockets
 // and cores with the fewest free CPUs first, so that big free blocks stay
-// whole for later requests. Ties go to the lowest ID.
-func take(t Topology, avail cpuset.CPUSet, n int) (cpuset.CPUSet, error) {
+// whole for later requests. Ties go to the lowest ID. byUncore
+// (prefer-align-cpus-by-uncorecache) puts the kubelet's uncore step
+// between sockets and cores (takeUncoreCache).
+func take(t Topology, avail cpuset.CPUSet, n int, byUncore bool) (cpuset.CPUSet, error) {
 	if n <= 0 {
 		return cpuset.New(), nil
 	}
@@ -29,6 +32,9 @@ func take(t Topology, avail cpuset.CPUSet, n int) (cpuset.CPUSet, error) {
 		if acc.need >= perSocket && acc.free(func(c CPU) bool { return c.Socket == socket }, perSocket) {
 			acc.takeWhere(func(c CPU) bool { return c.Socket == socket })
 		}
+	}
+	if byUncore {
+		acc.takeUncore()
 	}
 	for _, core := range acc.cores() {
 		if acc.need >= perCore && acc.free(func(c CPU) bool { return c.Core == core }, perCore) {
@@ -43,6 +49,50 @@ func take(t Topology, avail cpuset.CPUSet, n int) (cpuset.CPUSet, error) {
 		}
 	}
 	return acc.result, nil
+}
+
+// takeUncore is the kubelet's takeUncoreCache: uncore caches with the
+// fewest free CPUs first, whole free ones while the need covers one, else
+// the first cores (by ID) of one cache with free CPUs when they hold
+// exactly what is needed, an odd need on SMT leaving the last thread.
+func (a *accumulator) takeUncore() {
+	per, perCore := a.topo.CPUsPerUncore(), a.topo.CPUsPerCore()
+	for _, uncore := range a.sorted(func(c CPU) int { return c.Uncore }) {
+		if a.need <= 0 {
+			return
+		}
+		if a.need >= per {
+			for _, whole := range a.sorted(func(c CPU) int { return c.Uncore }) {
+				if a.need >= per && a.free(func(c CPU) bool { return c.Uncore == whole }, per) {
+					a.takeWhere(func(c CPU) bool { return c.Uncore == whole })
+				}
+			}
+			if a.need <= 0 {
+				return
+			}
+		}
+		var cores []int
+		for _, c := range a.topo.CPUs {
+			if c.Uncore == uncore && a.avail.Contains(c.ID) && !slices.Contains(cores, c.Core) {
+				cores = append(cores, c.Core)
+			}
+		}
+		slices.Sort(cores)
+		cores = cores[:min(len(cores), (a.need+perCore-1)/perCore)]
+		var ids []int
+		for _, c := range a.topo.CPUs {
+			if slices.Contains(cores, c.Core) && a.avail.Contains(c.ID) {
+				ids = append(ids, c.ID)
+			}
+		}
+		slices.Sort(ids)
+		if a.need%2 != 0 && perCore > 1 && len(ids) > a.need {
+			ids = ids[:len(ids)-1]
+		}
+		if len(ids) == a.need {
+			a.takeWhere(func(c CPU) bool { return slices.Contains(ids, c.ID) })
+		}
+	}
 }
 
 type accumulator struct {

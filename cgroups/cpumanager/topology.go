@@ -1,7 +1,9 @@
 package cpumanager
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +18,9 @@ type CPU struct {
 	ID     int
 	Core   int // unique on the node: (socket, core_id) numbered in order
 	Socket int
+	// Uncore is the last-level (L3) cache the CPU shares, its
+	// cache/index3/id; the socket where there is none, as the kubelet.
+	Uncore int
 }
 
 // Topology is the node's online CPUs, sorted by ID, as the kubelet reads
@@ -45,13 +50,19 @@ func ReadTopology(sysfs string) (Topology, error) {
 		if err != nil {
 			return Topology{}, err
 		}
+		uncore, err := readInt(filepath.Join(dir, fmt.Sprintf("cpu%d", id), "cache", "index3", "id"))
+		if errors.Is(err, fs.ErrNotExist) {
+			uncore = socket
+		} else if err != nil {
+			return Topology{}, err
+		}
 		k := key{socket, core}
 		n, ok := cores[k]
 		if !ok {
 			n = len(cores)
 			cores[k] = n
 		}
-		t.CPUs = append(t.CPUs, CPU{ID: id, Core: n, Socket: socket})
+		t.CPUs = append(t.CPUs, CPU{ID: id, Core: n, Socket: socket, Uncore: uncore})
 	}
 	if len(t.CPUs) == 0 {
 		return Topology{}, fmt.Errorf("%s lists no CPU", filepath.Join(dir, "online"))
@@ -67,7 +78,8 @@ func Uniform(sockets, coresPerSocket, threadsPerCore int) Topology {
 	cores := sockets * coresPerSocket
 	for thread := 0; thread < threadsPerCore; thread++ {
 		for core := 0; core < cores; core++ {
-			t.CPUs = append(t.CPUs, CPU{ID: thread*cores + core, Core: core, Socket: core / coresPerSocket})
+			socket := core / coresPerSocket
+			t.CPUs = append(t.CPUs, CPU{ID: thread*cores + core, Core: core, Socket: socket, Uncore: socket})
 		}
 	}
 	sort.Slice(t.CPUs, func(i, j int) bool { return t.CPUs[i].ID < t.CPUs[j].ID })
@@ -103,6 +115,22 @@ func (t Topology) CoresOf(set cpuset.CPUSet) cpuset.CPUSet {
 // CPUsPerCore is the threads of a core (1 without SMT).
 func (t Topology) CPUsPerCore() int {
 	return t.per(func(c CPU) int { return c.Core })
+}
+
+// SameUncore reports whether every CPU of set shares one uncore cache.
+func (t Topology) SameUncore(set cpuset.CPUSet) bool {
+	uncores := map[int]bool{}
+	for _, c := range t.CPUs {
+		if set.Contains(c.ID) {
+			uncores[c.Uncore] = true
+		}
+	}
+	return len(uncores) <= 1
+}
+
+// CPUsPerUncore is the logical CPUs of an uncore cache.
+func (t Topology) CPUsPerUncore() int {
+	return t.per(func(c CPU) int { return c.Uncore })
 }
 
 // CPUsPerSocket is the logical CPUs of a socket.
