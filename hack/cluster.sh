@@ -90,7 +90,15 @@ up() {
 			--hostname-override "$NODE" --node-ip "$NODE_ADDRESS" --root-dir "$DIR/agent" >>"$DIR/logs/nodeagent.log" 2>&1 </dev/null &
 		echo $! >"$DIR/nodeagent.pid"
 	fi
-	if ! kubectl wait --for=condition=Ready "node/$NODE" --timeout=120s >/dev/null; then
+	# kubectl wait fails at once on a Node not registered yet: wait for
+	# the Node first, then for it to be Ready.
+	local registered=
+	for _ in $(seq 240); do
+		if kubectl get node "$NODE" >/dev/null 2>&1; then registered=1; break; fi
+		alive "$DIR/nodeagent.pid" || break
+		sleep 0.5
+	done
+	if [ -z "$registered" ] || ! kubectl wait --for=condition=Ready "node/$NODE" --timeout=120s >/dev/null; then
 		tail -n 20 "$DIR/logs/nodeagent.log" >&2
 		die "node $NODE did not become Ready (log: $DIR/logs/nodeagent.log)"
 	fi
