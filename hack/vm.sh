@@ -172,7 +172,7 @@ run() {
 	rm -f "$work/result" "$work/run.log"
 	log "booting (qemu TCG, ${VM_CPUS} vCPUs${VM_SMP:+ ($VM_SMP)}, ${VM_MEMORY} MiB); console: $work/console.log"
 	local t0=$SECONDS
-	timeout "$VM_TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -smp "$VM_CPUS${VM_SMP:+,$VM_SMP}" -m "$VM_MEMORY" \
+	timeout "$VM_TIMEOUT" qemu-system-x86_64 -accel tcg -cpu "max${VM_SMP:+,vendor=GenuineIntel}" -smp "$VM_CPUS${VM_SMP:+,$VM_SMP}" -m "$VM_MEMORY" \
 		-kernel "$dir/vmlinuz" -initrd "$dir/initramfs.gz" \
 		-append "console=ttyS0 panic=-1 systemd.unified_cgroup_hierarchy=1 systemd.show_status=0 loglevel=4" \
 		-virtfs "local,path=$dir/rootfs,mount_tag=root,security_model=passthrough,id=root" \
