@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/cpuset"
@@ -25,6 +26,13 @@ func (a *Agent) buildCPUManager(p *parts) error {
 	topo, err := cpumanager.ReadTopology("/sys")
 	if err != nil {
 		return fmt.Errorf("cpuManagerPolicy static: read the CPU topology: %w", err)
+	}
+	// The NUMA options change nothing where there is one NUMA node and
+	// one socket; nodeagent has no NUMA alignment for the others.
+	if on := a.cfg.NUMAOptions(); len(on) > 0 {
+		if numa, sockets := cpumanager.NUMANodes("/sys"), topo.Sockets(); numa > 1 || sockets > 1 {
+			return fmt.Errorf("cpuManagerPolicyOptions %s: this host has %d NUMA nodes and %d sockets; nodeagent aligns CPUs by NUMA node and socket only on hosts of one", strings.Join(on, ", "), numa, sockets)
+		}
 	}
 	reserved := a.cfg.ReservedCPUs()
 	if reserved.IsEmpty() {

@@ -13,19 +13,32 @@ import (
 	"nodeagent/internal/sat"
 )
 
-// CPU manager policy options nodeagent runs. The kubelet's others are
-// taken only as "false" (what nodeagent does without them) and refused
-// when on, rather than silently dropped.
+// CPU manager policy options nodeagent runs. The NUMA ones
+// (NUMAOptions) change nothing on a node of one NUMA node and one socket,
+// the only nodes they are accepted on (checked at start). The kubelet's
+// other option is taken only as "false" and refused when on, rather than
+// silently dropped.
 const (
 	StrictCPUReservation     = "strict-cpu-reservation"
 	FullPCPUsOnly            = "full-pcpus-only"
 	PreferAlignByUncoreCache = "prefer-align-cpus-by-uncorecache"
+	DistributeAcrossNUMA     = "distribute-cpus-across-numa"
+	AlignBySocket            = "align-by-socket"
+	distributeAcrossCores    = "distribute-cpus-across-cores"
 )
 
-var (
-	cpuOptionsRun    = []string{StrictCPUReservation, FullPCPUsOnly, PreferAlignByUncoreCache}
-	cpuOptionsNotRun = []string{"distribute-cpus-across-numa", "align-by-socket", "distribute-cpus-across-cores"}
-)
+var cpuOptionsRun = []string{StrictCPUReservation, FullPCPUsOnly, PreferAlignByUncoreCache, DistributeAcrossNUMA, AlignBySocket}
+
+// NUMAOptions are the options set that align by NUMA node or socket.
+func (c *Config) NUMAOptions() []string {
+	var on []string
+	for _, o := range []string{DistributeAcrossNUMA, AlignBySocket} {
+		if c.cpuOption(o) {
+			on = append(on, o)
+		}
+	}
+	return on
+}
 
 // CPUManagerStatic reports whether cpuManagerPolicy is static.
 func (c *Config) CPUManagerStatic() bool { return c.CPUManagerPolicy == "static" }
@@ -85,13 +98,17 @@ func (c *Config) validateCPUManager() []error {
 		switch {
 		case !c.CPUManagerStatic():
 			bad("cpuManagerPolicyOptions", k, "options need cpuManagerPolicy: static")
-		case !slices.Contains(cpuOptionsRun, k) && !slices.Contains(cpuOptionsNotRun, k):
+		case !slices.Contains(cpuOptionsRun, k) && k != distributeAcrossCores:
 			bad("cpuManagerPolicyOptions", k, "unknown option: nodeagent runs "+strings.Join(cpuOptionsRun, ", "))
 		case err != nil:
 			bad("cpuManagerPolicyOptions."+k, v, "want true or false")
-		case on && slices.Contains(cpuOptionsNotRun, k):
+		case on && k == distributeAcrossCores:
 			bad("cpuManagerPolicyOptions."+k, v, "nodeagent does not run this option, only "+strings.Join(cpuOptionsRun, ", "))
 		}
+	}
+	// The kubelet's exclusions (policy_options.go ValidateStaticPolicyOptions).
+	if c.PreferAlignByUncoreCache() && c.cpuOption(DistributeAcrossNUMA) {
+		bad("cpuManagerPolicyOptions", PreferAlignByUncoreCache, "can not be used with "+DistributeAcrossNUMA)
 	}
 	if c.ReservedSystemCPUs != "" {
 		if set, err := cpuset.Parse(c.ReservedSystemCPUs); err != nil {

@@ -131,3 +131,23 @@ func TestReadTopologyReadsUncoreCaches(t *testing.T) {
 		t.Fatalf("uncore caches %v, want [7 9 1]", got)
 	}
 }
+
+// TestNUMANodesCountsSysfsNodes: the nodes sysfs lists, 1 where it lists
+// none (a kernel without NUMA).
+func TestNUMANodesCountsSysfsNodes(t *testing.T) {
+	root := t.TempDir()
+	if n := NUMANodes(root); n != 1 {
+		t.Fatalf("no node directory: %d NUMA nodes, want 1", n)
+	}
+	for _, d := range []string{"node0", "node1", "possible"} {
+		if err := os.MkdirAll(filepath.Join(root, "devices", "system", "node", d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := NUMANodes(root); n != 2 {
+		t.Fatalf("%d NUMA nodes, want 2", n)
+	}
+	if s := Uniform(2, 2, 1).Sockets(); s != 2 {
+		t.Fatalf("%d sockets, want 2", s)
+	}
+}

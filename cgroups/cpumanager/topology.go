@@ -71,6 +71,22 @@ func ReadTopology(sysfs string) (Topology, error) {
 	return t, nil
 }
 
+// NUMANodes counts the NUMA nodes under sysfs (normally /sys); 1 where
+// the kernel shows none.
+func NUMANodes(sysfs string) int {
+	nodes, _ := filepath.Glob(filepath.Join(sysfs, "devices", "system", "node", "node[0-9]*"))
+	return max(len(nodes), 1)
+}
+
+// Sockets counts the sockets.
+func (t Topology) Sockets() int {
+	sockets := map[int]bool{}
+	for _, c := range t.CPUs {
+		sockets[c.Socket] = true
+	}
+	return len(sockets)
+}
+
 // Uniform returns a topology of sockets×cores×threads CPUs numbered as
 // Linux numbers SMT siblings (the second threads after all first ones).
 func Uniform(sockets, coresPerSocket, threadsPerCore int) Topology {
