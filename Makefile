@@ -24,7 +24,7 @@ LDFLAGS  := -X nodeagent/internal/version.Version=$(VERSION)
 export RUNTIME_DIR RUNTIME_RUN_DIR REGISTRY PAUSE_IMAGE TEST_IMAGE BIN_DIR NODE_ADDRESS
 
 .DEFAULT_GOAL := help
-.PHONY: kubelet integration-loaded mixin-series controlplane conformance-upstream conformance-upstream-quick conformance-upstream-serial conformance-upstream-serial-quick conformance-upstream-v2 upstream-build cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 test-v2-full vm-image bench lint clean
+.PHONY: kubelet integration-loaded mixin-series controlplane conformance-upstream conformance-upstream-quick conformance-upstream-serial conformance-upstream-serial-quick conformance-upstream-v2 conformance-upstream-cpumanager upstream-build cluster cluster-down cluster-status verify lint tools help build install uninstall images deps runtime-up runtime-down runtime-status run test unit integration conformance fuzz test-v2 test-v2-full vm-image bench lint clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -93,8 +93,11 @@ conformance-upstream-serial: build runtime-up ## the upstream [Serial] specs tha
 conformance-upstream-serial-quick: build runtime-up ## the serial specs CI runs: OOMKiller and PodPidsLimit, about 2 minutes (hack/upstream.sh SERIAL_QUICK)
 	@GO=$(GO) BIN_DIR=$(BIN_DIR) AGENT=$(AGENT) hack/upstream.sh serial-quick
 
-conformance-upstream-v2: build runtime-up vm-image ## the upstream serial specs that need systemd, logind and a system bus (GracefulNodeShutdown) in the cgroup v2 VM: suite, services and nodeagent inside it (results in bin/v2-upstream/bin/conformance-upstream-serial; about 5 min)
+conformance-upstream-v2: build runtime-up vm-image ## the upstream serial specs that need systemd, logind and a system bus (GracefulNodeShutdown) or SMT threads (the CPU manager's SMT alignment) in the cgroup v2 VM of 8 vCPUs: suite, services and nodeagent inside it (results in bin/v2-upstream/bin/conformance-upstream-serial)
 	@GO=$(GO) BIN_DIR=$(BIN_DIR) PAUSE_IMAGE=$(PAUSE_IMAGE) hack/upstream.sh serial-v2
+
+conformance-upstream-cpumanager: build runtime-up vm-image ## the upstream CPU manager specs (static policy, its options, CFS quota, metrics) in the cgroup v2 VM of 8 vCPUs on 4 SMT cores (results in bin/v2-upstream/bin/conformance-upstream-serial; about 40 min)
+	@GO=$(GO) BIN_DIR=$(BIN_DIR) PAUSE_IMAGE=$(PAUSE_IMAGE) hack/upstream.sh cpumanager-v2
 
 upstream-build: ## build the upstream node e2e suite (e2e_node.test, ginkgo, agnhost) from k8s.io/kubernetes into bin/upstream (hack/e2enode; cached by release)
 	@GO=$(GO) hack/upstream.sh build
