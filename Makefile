@@ -93,7 +93,7 @@ conformance-upstream-serial: build runtime-up ## the upstream [Serial] specs tha
 conformance-upstream-serial-quick: build runtime-up ## the serial specs CI runs: OOMKiller and PodPidsLimit, about 2 minutes (hack/upstream.sh SERIAL_QUICK)
 	@GO=$(GO) BIN_DIR=$(BIN_DIR) AGENT=$(AGENT) hack/upstream.sh serial-quick
 
-conformance-upstream-v2: build runtime-up vm-image ## the upstream serial specs that need systemd, logind and a system bus (GracefulNodeShutdown) or SMT threads (the CPU manager's SMT alignment) in the cgroup v2 VM of 8 vCPUs: suite, services and nodeagent inside it (results in bin/v2-upstream/bin/conformance-upstream-serial)
+conformance-upstream-v2: build runtime-up vm-image ## the upstream serial specs that need systemd, logind and a system bus (GracefulNodeShutdown) in the cgroup v2 VM: suite, services and nodeagent inside it (results in bin/v2-upstream/bin/conformance-upstream-serial; about 5 min)
 	@GO=$(GO) BIN_DIR=$(BIN_DIR) PAUSE_IMAGE=$(PAUSE_IMAGE) hack/upstream.sh serial-v2
 
 conformance-upstream-cpumanager: build runtime-up vm-image ## the upstream CPU manager specs (static policy, its options, CFS quota, metrics) in the cgroup v2 VM of 8 vCPUs on 4 SMT cores (results in bin/v2-upstream/bin/conformance-upstream-serial; about 40 min)
