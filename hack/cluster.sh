@@ -24,6 +24,8 @@ PORT=${CLUSTER_PORT:-6443}
 NODE=${NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
 CRI_ENDPOINT=${CRI_ENDPOINT:-unix:///run/nodeagent-runtime/containerd.sock}
 NODE_ADDRESS=${NODE_ADDRESS:-198.18.0.1}
+# The pods' range; the controller manager gives each node a /24 of it.
+CLUSTER_CIDR=${CLUSTER_CIDR:-10.88.0.0/16}
 ADMIN=$DIR/admin.kubeconfig
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
@@ -66,7 +68,8 @@ up() {
 	mkdir -p "$DIR/logs" "$DIR/manifests"
 	if ! alive "$DIR/controlplane.pid"; then
 		log "starting the control plane on https://127.0.0.1:$PORT (state in $DIR)"
-		setsid nohup "$BIN/controlplane" run --dir "$DIR" --port "$PORT" >>"$DIR/logs/controlplane.log" 2>&1 </dev/null &
+		setsid nohup "$BIN/controlplane" run --dir "$DIR" --port "$PORT" --advertise-address "$NODE_ADDRESS" --cluster-cidr "$CLUSTER_CIDR" \
+			>>"$DIR/logs/controlplane.log" 2>&1 </dev/null &
 		echo $! >"$DIR/controlplane.pid"
 	fi
 	local ok=

@@ -5,7 +5,8 @@
 // development and test tool, in its own Go module so that the agent's
 // go.mod never requires k8s.io/kubernetes.
 //
-//	controlplane run --dir DIR [--port 6443]   serve until SIGTERM
+//	controlplane run --dir DIR [--port 6443] [--advertise-address IP] [--cluster-cidr CIDR]
+//	                                           serve until SIGTERM
 //	controlplane kubeconfig --dir DIR --node NAME --out FILE
 //	                                           a node's client kubeconfig
 //	controlplane bootstrap-kubeconfig --dir DIR --out FILE [--ttl 24h]
@@ -16,6 +17,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,9 +32,11 @@ import (
 const usage = `controlplane: a local Kubernetes control plane for nodeagent
 
 Usage:
-  controlplane run --dir DIR [--port 6443]
+  controlplane run --dir DIR [--port 6443] [--advertise-address IP] [--cluster-cidr CIDR]
       Serve kube-apiserver on https://127.0.0.1:PORT with the scheduler and
-      the controller manager, state and certificates in DIR. Prints
+      the controller manager, state and certificates in DIR. With
+      --advertise-address it also listens on IP and the kubernetes Service
+      has it as its endpoint; with --cluster-cidr nodes get pod ranges. Prints
       "KUBECONFIG=DIR/admin.kubeconfig" once the API server is ready.
       SIGTERM or SIGINT stop it; the next run in DIR finds the same cluster.
   controlplane kubeconfig --dir DIR --node NAME --out FILE
@@ -82,17 +86,27 @@ func runCommand(args []string) error {
 	dir := fs.String("dir", "", "state directory (etcd data, certificates, kubeconfigs)")
 	port := fs.Int("port", 6443, "API server port on 127.0.0.1")
 	signing := fs.Duration("signing-duration", 365*24*time.Hour, "lifetime of the certificates the controller manager signs (short ones exercise rotation)")
+	advertise := fs.String("advertise-address", "", "the address nodes and pods reach the API server at: it then listens on every address and the kubernetes Service's endpoints name it (default: loopback only, no endpoints)")
+	clusterCIDR := fs.String("cluster-cidr", "", "the pods' range: each node is given a /24 of it in spec.podCIDRs (default: none given)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *dir == "" {
 		return fmt.Errorf("run: --dir is required")
 	}
+	if *advertise != "" && net.ParseIP(*advertise) == nil {
+		return fmt.Errorf("run: --advertise-address %q is not an IP address", *advertise)
+	}
+	if *clusterCIDR != "" {
+		if _, _, err := net.ParseCIDR(*clusterCIDR); err != nil {
+			return fmt.Errorf("run: --cluster-cidr %q: %w", *clusterCIDR, err)
+		}
+	}
 	abs, err := filepath.Abs(*dir)
 	if err != nil {
 		return err
 	}
-	return run(abs, *port, *signing)
+	return run(abs, *port, *signing, network{advertise: *advertise, clusterCIDR: *clusterCIDR})
 }
 
 func kubeconfigCommand(args []string) error {

@@ -27,17 +27,28 @@ import (
 	scheduleroptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 )
 
-// Cluster-wide settings a node needs to agree with.
+// Cluster-wide settings a node needs to agree with; the Services' range is
+// kubeadm's, so that cluster DNS is 10.96.0.10.
 const (
-	serviceCIDR    = "10.96.0.0/16"
+	serviceCIDR    = "10.96.0.0/12"
 	kubernetesSvc  = "10.96.0.1" // the first address of serviceCIDR
 	serviceIssuer  = "https://kubernetes.default.svc.cluster.local"
 	readyTimeout   = 2 * time.Minute
 	componentsUser = "system:kube-"
 )
 
+// network is where the cluster's nodes and pods reach it.
+type network struct {
+	// advertise is the API server's address for nodes and pods; empty:
+	// loopback only.
+	advertise string
+	// clusterCIDR is the pods' range the controller manager splits among
+	// the nodes; empty: none.
+	clusterCIDR string
+}
+
 // run serves the control plane from dir until SIGTERM or SIGINT.
-func run(dir string, port int, signing time.Duration) error {
+func run(dir string, port int, signing time.Duration, nw network) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	p, err := loadOrCreatePKI(filepath.Join(dir, "pki"))
@@ -45,7 +56,7 @@ func run(dir string, port int, signing time.Duration) error {
 		return err
 	}
 	server := "https://127.0.0.1:" + strconv.Itoa(port)
-	if err := writeCredentials(p, dir, server); err != nil {
+	if err := writeCredentials(p, dir, server, nw.advertise); err != nil {
 		return fmt.Errorf("certificates: %w", err)
 	}
 
@@ -57,7 +68,7 @@ func run(dir string, port int, signing time.Duration) error {
 
 	// The components share the process's feature gates: the controller
 	// manager's flags must be made before the others add the gates'.
-	runCM, err := controllerManager(p, filepath.Join(dir, "controller-manager.kubeconfig"), signing)
+	runCM, err := controllerManager(p, filepath.Join(dir, "controller-manager.kubeconfig"), signing, nw.clusterCIDR)
 	if err != nil {
 		return fmt.Errorf("kube-controller-manager: %w", err)
 	}
@@ -65,7 +76,7 @@ func run(dir string, port int, signing time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("kube-scheduler: %w", err)
 	}
-	runAPI, err := apiServer(p, etcdURL, port)
+	runAPI, err := apiServer(p, etcdURL, port, nw.advertise)
 	if err != nil {
 		return fmt.Errorf("kube-apiserver: %w", err)
 	}
@@ -110,11 +121,14 @@ func run(dir string, port int, signing time.Duration) error {
 // writeCredentials issues the serving certificate and the components'
 // client certificates (fresh each run: the port may have changed), and
 // their kubeconfigs.
-func writeCredentials(p *pki, dir, server string) error {
+func writeCredentials(p *pki, dir, server, advertise string) error {
 	if err := p.serviceAccountKey(); err != nil {
 		return err
 	}
 	hosts := []string{"127.0.0.1", "localhost", kubernetesSvc, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
+	if advertise != "" {
+		hosts = append(hosts, advertise)
+	}
 	if err := p.issue("apiserver", "kube-apiserver", nil, hosts); err != nil {
 		return err
 	}
@@ -191,12 +205,10 @@ func etcdPorts(file string) ([2]int, error) {
 }
 
 // apiServer parses the API server's flags; the function it returns runs it.
-func apiServer(p *pki, etcdURL string, port int) (func(context.Context) error, error) {
+func apiServer(p *pki, etcdURL string, port int, advertise string) (func(context.Context) error, error) {
 	s := apiserveroptions.NewServerRunOptions()
 	args := []string{
 		"--etcd-servers=" + etcdURL,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
 		"--tls-cert-file=" + p.path("apiserver.crt"),
 		"--tls-private-key-file=" + p.path("apiserver.key"),
@@ -216,10 +228,15 @@ func apiServer(p *pki, etcdURL string, port int) (func(context.Context) error, e
 		"--kubelet-preferred-address-types=InternalIP,Hostname",
 		"--profiling=false",
 		"--event-ttl=1h",
-		// Endpoints may not name loopback, and nothing routes the service
-		// IP here: the kubernetes Service exists (pods get its variables)
-		// without endpoints.
-		"--endpoint-reconciler-type=none",
+	}
+	if advertise != "" {
+		// As kubeadm's: every address, and the lease reconciler keeps the
+		// kubernetes Service's endpoint at the advertised one.
+		args = append(args, "--bind-address=0.0.0.0", "--advertise-address="+advertise)
+	} else {
+		// Endpoints may not name loopback: the kubernetes Service exists
+		// (pods get its variables) without endpoints.
+		args = append(args, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none")
 	}
 	if err := parseInto(s.Flags(), args); err != nil {
 		return nil, err
@@ -241,7 +258,7 @@ func apiServer(p *pki, etcdURL string, port int) (func(context.Context) error, e
 
 // controllerManager parses the controller manager's flags; the function
 // it returns runs it.
-func controllerManager(p *pki, kubeconfig string, signing time.Duration) (func(context.Context) error, error) {
+func controllerManager(p *pki, kubeconfig string, signing time.Duration, clusterCIDR string) (func(context.Context) error, error) {
 	s, err := cmoptions.NewKubeControllerManagerOptions()
 	if err != nil {
 		return nil, err
@@ -256,6 +273,10 @@ func controllerManager(p *pki, kubeconfig string, signing time.Duration) (func(c
 		"--cluster-signing-duration="+signing.String(),
 		"--service-cluster-ip-range="+serviceCIDR,
 	)
+	if clusterCIDR != "" {
+		// The node IPAM controller gives each node a /24 (spec.podCIDRs).
+		args = append(args, "--allocate-node-cidrs=true", "--cluster-cidr="+clusterCIDR)
+	}
 	if err := parseInto(s.Flags(all, off, aliases), args); err != nil {
 		return nil, err
 	}
