@@ -62,6 +62,21 @@ build() {
 
 kubectl() { "$BIN/kubectl" --kubeconfig "$ADMIN" "$@"; }
 
+# poll SECONDS PIDFILE CMD...: true once CMD succeeds, polled every half
+# second for up to SECONDS; false at once when PIDFILE's process is gone.
+poll() {
+	local i tries=$(($1 * 2)) pidfile=$2
+	shift 2
+	for ((i = 0; i < tries; i++)); do
+		"$@" >/dev/null 2>&1 && return 0
+		alive "$pidfile" || return 1
+		sleep 0.5
+	done
+	return 1
+}
+
+api_ready() { [ -f "$ADMIN" ] && kubectl get --raw /readyz; }
+
 up() {
 	[ "$(id -u)" = 0 ] || die "must run as root (the agent needs containerd, cgroups and CNI)"
 	[ -x "$BIN/nodeagent" ] && [ -x "$BIN/controlplane" ] || die "run 'make build' and 'hack/cluster.sh build' first"
@@ -72,13 +87,7 @@ up() {
 			>>"$DIR/logs/controlplane.log" 2>&1 </dev/null &
 		echo $! >"$DIR/controlplane.pid"
 	fi
-	local ok=
-	for _ in $(seq 240); do
-		if [ -f "$ADMIN" ] && kubectl get --raw /readyz >/dev/null 2>&1; then ok=1; break; fi
-		alive "$DIR/controlplane.pid" || break
-		sleep 0.5
-	done
-	[ -n "$ok" ] || { tail -n 20 "$DIR/logs/controlplane.log" >&2; die "the API server did not become ready (log: $DIR/logs/controlplane.log)"; }
+	poll 120 "$DIR/controlplane.pid" api_ready || { tail -n 20 "$DIR/logs/controlplane.log" >&2; die "the API server did not become ready (log: $DIR/logs/controlplane.log)"; }
 
 	"$BIN/controlplane" kubeconfig --dir "$DIR" --node "$NODE" --out "$DIR/node.kubeconfig"
 	cp "$HERE"/examples/pods/*.yaml "$DIR/manifests/"
@@ -95,13 +104,7 @@ up() {
 	fi
 	# kubectl wait fails at once on a Node not registered yet: wait for
 	# the Node first, then for it to be Ready.
-	local registered=
-	for _ in $(seq 240); do
-		if kubectl get node "$NODE" >/dev/null 2>&1; then registered=1; break; fi
-		alive "$DIR/nodeagent.pid" || break
-		sleep 0.5
-	done
-	if [ -z "$registered" ] || ! kubectl wait --for=condition=Ready "node/$NODE" --timeout=120s >/dev/null; then
+	if ! poll 120 "$DIR/nodeagent.pid" kubectl get node "$NODE" || ! kubectl wait --for=condition=Ready "node/$NODE" --timeout=120s >/dev/null; then
 		tail -n 20 "$DIR/logs/nodeagent.log" >&2
 		die "node $NODE did not become Ready (log: $DIR/logs/nodeagent.log)"
 	fi
@@ -109,12 +112,7 @@ up() {
 	kubectl uncordon "$NODE" >/dev/null
 	# Pods need their namespace's default service account, which the
 	# controller manager makes a moment after the API comes up.
-	local sa=
-	for _ in $(seq 120); do
-		if kubectl get serviceaccount default -n default >/dev/null 2>&1; then sa=1; break; fi
-		sleep 0.5
-	done
-	[ -n "$sa" ] || die "the default service account did not appear (log: $DIR/logs/controlplane.log)"
+	poll 60 "$DIR/controlplane.pid" kubectl get serviceaccount default -n default || die "the default service account did not appear (log: $DIR/logs/controlplane.log)"
 	log "node $NODE is Ready; try: $BIN_DIR/kubectl get nodes"
 	echo "KUBECONFIG=$ADMIN"
 }

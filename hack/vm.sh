@@ -17,7 +17,9 @@ VM_CACHE=${VM_CACHE:-/var/cache/nodeagent-vm}
 VM_MEMORY=${VM_MEMORY:-3072}
 VM_CPUS=${VM_CPUS:-2}
 # VM_SMP: qemu's CPU topology beside the count, e.g. sockets=1,cores=4,threads=2
-# (SMT siblings for the CPU manager specs); empty: qemu's default.
+# (SMT siblings for the CPU manager specs); empty: qemu's default. With it
+# the guest is told an Intel vendor id: under an AMD one TCG shows no
+# sibling threads (it has no topoext).
 VM_SMP=${VM_SMP:-}
 VM_TIMEOUT=${VM_TIMEOUT:-1200}
 MIRROR=${VM_MIRROR:-http://deb.debian.org/debian}

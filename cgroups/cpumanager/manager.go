@@ -386,9 +386,6 @@ func (m *Manager) Alignment() (physical, physicalFailed, uncore uint64) {
 	return m.aligned, m.misaligned, m.oneUncore
 }
 
-// FullPhysicalCPUsOnly reports full-pcpus-only.
-func (m *Manager) FullPhysicalCPUsOnly() bool { return m.opts.FullPhysicalCPUsOnly }
-
 // Assigned is a copy of the pod's exclusive CPUs by container.
 func (m *Manager) Assigned(uid types.UID) map[string]cpuset.CPUSet {
 	m.mu.Lock()
